@@ -1,0 +1,203 @@
+"""The `gpupolicy` command. A thin shell: parse arguments, load, evaluate, print, pick the exit code.
+
+Exit codes: 0 clean; 1 findings at or above the failing severity; 2 usage errors, unreadable
+policy or input that could not be read at all (GP001), or an internal error in a rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpupolicy import __version__
+from gpupolicy.findings import Severity
+
+EXIT_CLEAN = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad arguments or an unusable policy: one line on stderr, exit 2."""
+
+
+def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    lint = commands.add_parser("lint", help="lint manifests (files, directories, - for stdin)")
+    lint.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    lint.add_argument("--format", "-f", default="text", help="text or json (comma-separated for several)")
+    lint.add_argument(
+        "--output",
+        "-o",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="write a format to a file: FORMAT=FILE, or FILE for the first format",
+    )
+    lint.add_argument(
+        "--policy",
+        "-p",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a policy file merged over the default and the repository's .gpupolicy.yaml",
+    )
+    lint.add_argument("--no-repo-policy", action="store_true", help="ignore .gpupolicy.yaml files")
+    lint.add_argument(
+        "--strict", action="store_true", help="fail on warnings too (same as --fail-on warning)"
+    )
+    lint.add_argument("--fail-on", choices=["error", "warning", "info"], help="lowest severity that fails")
+    lint.add_argument(
+        "--exclude", action="append", default=[], metavar="GLOB", help="skip paths matching GLOB"
+    )
+    lint.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    lint.set_defaults(handler=run_lint)
+
+
+# Further subcommands live in their own modules (gpupolicy/commands/<name>.py), each with
+# `register(subparsers) -> None` that adds its parser and sets `handler=run` on it.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpupolicy",
+        description="Policy linter and admission webhook for GPU workloads on Kubernetes.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpupolicy {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_lint_parser(commands)
+    rules = commands.add_parser("rules", help="list the rules")
+    rules.add_argument("--format", choices=["table", "json", "markdown"], default="table")
+    rules.set_defaults(handler=run_rules)
+    explain = commands.add_parser("explain", help="explain one rule (GP102 or its name)")
+    explain.add_argument("rule")
+    explain.set_defaults(handler=run_explain)
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(commands)
+    return parser
+
+
+def _use_color(choice: str) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty()
+
+
+def _parse_outputs(formats: list[str], outputs: list[str]) -> dict[str, str | None]:
+    """Map each format to a file (None: stdout)."""
+    targets: dict[str, str | None] = dict.fromkeys(formats)
+    for item in outputs:
+        name, sep, file = item.partition("=")
+        if sep:
+            if name not in targets:
+                raise UsageError(
+                    f"--output {item}: format {name!r} is not among --format {','.join(formats)}"
+                )
+            targets[name] = file
+        else:
+            targets[formats[0]] = item
+    return targets
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    from gpupolicy.engine import evaluate
+    from gpupolicy.formats import RenderOptions, load_formatters
+    from gpupolicy.inputs import load_paths
+    from gpupolicy.policy import PolicyError, find_repo_policy, load_policy
+
+    formatters = load_formatters()
+    formats = [item.strip() for item in args.format.split(",") if item.strip()]
+    unknown = [item for item in formats if item not in formatters]
+    if unknown or not formats:
+        raise UsageError(
+            f"unknown format {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(formatters))}"
+        )
+    targets = _parse_outputs(formats, args.output)
+    for raw in args.paths:
+        if raw != "-" and not Path(raw).exists():
+            raise UsageError(f"{raw}: no such file or directory")
+    for policy_file in args.policy:
+        if not policy_file.is_file():
+            raise UsageError(f"{policy_file}: no such policy file")
+    anchor = next((Path(raw) for raw in args.paths if raw != "-"), Path.cwd())
+    repo_policy = None if args.no_repo_policy else find_repo_policy(anchor)
+    try:
+        policy = load_policy(repo_policy=repo_policy, extra=args.policy)
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from exc
+
+    import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
+
+    loaded = load_paths(args.paths, exclude=[*policy.exclude, *args.exclude])
+    report = evaluate(loaded.resources, policy, problems=loaded.problems)
+    report.files = len(loaded.files)
+    options = RenderOptions(color=_use_color(args.color), tool_version=__version__)
+    for name, target in targets.items():
+        rendered = formatters[name](
+            report, options if target is None else RenderOptions(tool_version=__version__)
+        )
+        if target is None:
+            sys.stdout.write(rendered)
+        else:
+            Path(target).write_text(rendered, encoding="utf-8")
+    for error in report.errors:
+        print(
+            f"gpupolicy: internal error in {error.rule_id} on {error.object}: {error.message}",
+            file=sys.stderr,
+        )
+    threshold = (
+        Severity.parse(args.fail_on)
+        if args.fail_on
+        else (Severity.WARNING if args.strict else policy.fail_on)
+    )
+    if report.errors or any(finding.rule_id == "GP001" for finding in report.findings):
+        return EXIT_USAGE
+    return EXIT_FINDINGS if report.fails(threshold) else EXIT_CLEAN
+
+
+def run_rules(args: argparse.Namespace) -> int:
+    from gpupolicy.rule_docs import render_rule_list
+
+    sys.stdout.write(render_rule_list(args.format))
+    return EXIT_CLEAN
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    import gpupolicy.rules  # noqa: F401
+    from gpupolicy.engine import REGISTRY
+    from gpupolicy.rule_docs import render_rule_page
+
+    found = REGISTRY.get(args.rule)
+    if found is None:
+        raise UsageError(f"no rule {args.rule!r}; `gpupolicy rules` lists them")
+    sys.stdout.write(render_rule_page(found))
+    return EXIT_CLEAN
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        result: int = args.handler(args)
+        return result
+    except UsageError as exc:
+        print(f"gpupolicy: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `gpupolicy lint | head`
+        return EXIT_CLEAN
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

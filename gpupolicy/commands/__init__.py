@@ -1,0 +1,1 @@
+"""Subcommands beyond lint/rules/explain, one module each, listed in `cli.COMMAND_MODULES`."""

@@ -1,0 +1,462 @@
+"""Load manifests into `Resource`s that remember where every field came from.
+
+PyYAML's C parser composes the node graph (with line/column marks) fast; we construct
+plain Python values from those nodes ourselves, which lets us see duplicate keys (kubectl
+silently keeps the last one) and keep the node tree to resolve any JSON path to a position
+later, only for the fields a finding is about.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from gpupolicy.findings import JsonPath, ObjectRef
+
+try:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+_SCALAR_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_TAG_STR = "tag:yaml.org,2002:str"
+_TAG_INT = "tag:yaml.org,2002:int"
+_TAG_FLOAT = "tag:yaml.org,2002:float"
+_TAG_BOOL = "tag:yaml.org,2002:bool"
+_TAG_NULL = "tag:yaml.org,2002:null"
+_TAG_MERGE = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProblem:
+    """A problem found while reading input; the engine turns it into a GP0xx finding."""
+
+    rule_id: str
+    message: str
+    file: str
+    line: int | None = None
+    column: int | None = None
+    doc_index: int | None = None
+    path: JsonPath = ()
+    severity: str | None = None
+
+
+@dataclass(slots=True)
+class DuplicateKey:
+    key: str
+    first_line: int
+    node: yaml.Node
+
+
+class Resource:
+    """One Kubernetes object as loaded: the value, where it came from, and its node tree."""
+
+    __slots__ = (
+        "_workload",
+        "doc_index",
+        "duplicates",
+        "file",
+        "line_offset",
+        "node",
+        "obj",
+        "rendered_from",
+    )
+
+    def __init__(
+        self,
+        obj: Any,
+        *,
+        file: str,
+        doc_index: int,
+        node: yaml.Node | None = None,
+        rendered_from: str | None = None,
+        line_offset: int = 0,
+        duplicates: list[DuplicateKey] | None = None,
+    ) -> None:
+        self.obj = obj
+        self.file = file
+        self.doc_index = doc_index
+        self.node = node
+        self.rendered_from = rendered_from
+        # PyYAML's C marks are read-only: documents parsed one by one keep their offset here.
+        self.line_offset = line_offset
+        self.duplicates = duplicates or []
+        self._workload: Any = None
+
+    # -- identity -------------------------------------------------------------
+    @property
+    def is_mapping(self) -> bool:
+        return isinstance(self.obj, dict)
+
+    def _field(self, key: str) -> Any:
+        return self.obj.get(key) if isinstance(self.obj, dict) else None
+
+    @property
+    def api_version(self) -> str:
+        value = self._field("apiVersion")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def kind(self) -> str:
+        value = self._field("kind")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        value = self._field("metadata")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def name(self) -> str:
+        name = self.metadata.get("name") or self.metadata.get("generateName") or ""
+        return name if isinstance(name, str) else str(name)
+
+    @property
+    def namespace(self) -> str | None:
+        value = self.metadata.get("namespace")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        value = self.metadata.get("labels")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        value = self.metadata.get("annotations")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.kind or "<no kind>", self.namespace, self.name or "<no name>")
+
+    def __repr__(self) -> str:
+        return f"<Resource {self.ref} {self.file}#{self.doc_index}>"
+
+    # -- positions --------------------------------------------------------------
+    def position(self, path: JsonPath) -> tuple[int, int] | None:
+        """1-based (line, column) of the field at `path`, or of its nearest existing ancestor."""
+        if self.node is None:
+            return None
+        return self.node_position(_node_at(self.node, path))
+
+    def node_position(self, node: yaml.Node) -> tuple[int, int]:
+        mark = node.start_mark
+        return mark.line + 1 + self.line_offset, mark.column + 1
+
+    def has_path(self, path: JsonPath) -> bool:
+        value: Any = self.obj
+        for step in path:
+            value = child_value(value, step)
+            if value is MISSING:
+                return False
+        return True
+
+
+MISSING: Any = object()
+
+
+def child_value(value: Any, step: str | int) -> Any:
+    """`value[step]` for a mapping key or list index, or MISSING."""
+    if isinstance(value, list):
+        return value[step] if isinstance(step, int) and 0 <= step < len(value) else MISSING
+    if isinstance(value, dict):
+        return value.get(step, MISSING)
+    return MISSING
+
+
+def _node_at(root: yaml.Node, path: JsonPath) -> yaml.Node:
+    """The node a finding about `path` points at: the key node for a mapping entry, the item for a
+    list entry, and the nearest existing ancestor when the field is absent."""
+    node = root
+    pointer = root
+    for step in path:
+        if isinstance(node, yaml.MappingNode) and isinstance(step, str):
+            for key_node, value_node in reversed(node.value):  # the last duplicate wins, as in kubectl
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == step:
+                    pointer, node = key_node, value_node
+                    break
+            else:
+                return pointer
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
+            node = node.value[step]
+            pointer = node
+        else:
+            return pointer
+    return pointer
+
+
+def path_to_node(root: yaml.Node, target: yaml.Node) -> JsonPath | None:
+    """The JSON path under which `target` (a key or value node) sits below `root`."""
+    stack: list[tuple[yaml.Node, JsonPath]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                step = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
+                if key_node is target or value_node is target:
+                    return (*path, step)
+                stack.append((value_node, (*path, step)))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                if item is target:
+                    return (*path, index)
+                stack.append((item, (*path, index)))
+    return None
+
+
+# -- construction -----------------------------------------------------------------
+
+
+def _scalar_value(node: yaml.ScalarNode) -> Any:
+    tag = node.tag
+    if tag == _TAG_STR:
+        return node.value
+    if tag == _TAG_INT:
+        return _SCALAR_CONSTRUCTOR.construct_yaml_int(node)
+    if tag == _TAG_BOOL:
+        return _SCALAR_CONSTRUCTOR.construct_yaml_bool(node)
+    if tag == _TAG_NULL:
+        return None
+    if tag == _TAG_FLOAT:
+        return _SCALAR_CONSTRUCTOR.construct_yaml_float(node)
+    # timestamps, binary and custom tags (`!Ref`) stay text: Kubernetes treats them as strings.
+    return node.value
+
+
+def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
+    """Build plain Python values from a node tree, noting repeated mapping keys."""
+    duplicates: list[DuplicateKey] = []
+    memo: dict[int, Any] = {}
+    scalar_node = yaml.ScalarNode
+    mapping_node = yaml.MappingNode
+
+    def build(node: yaml.Node) -> Any:
+        if type(node) is scalar_node:
+            tag = node.tag
+            if tag == _TAG_STR:
+                return node.value
+            return _scalar_value(node)
+        known = memo.get(id(node))
+        if known is not None:
+            return known  # an alias: share the value instead of expanding it again
+        if type(node) is mapping_node:
+            result: dict[Any, Any] = {}
+            memo[id(node)] = result
+            seen_lines: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _TAG_MERGE:
+                    _merge_into(result, build(value_node))
+                    continue
+                key = build(key_node)
+                if not isinstance(key, str | int | float | bool) and key is not None:
+                    key = str(key)
+                if key in seen_lines:
+                    duplicates.append(DuplicateKey(str(key), seen_lines[key], key_node))
+                seen_lines[key] = key_node.start_mark.line + 1
+                result[key] = build(value_node)
+            return result
+        items: list[Any] = []
+        memo[id(node)] = items
+        items.extend(build(item) for item in node.value)
+        return items
+
+    return build(root), duplicates
+
+
+def _merge_into(target: dict[Any, Any], merged: Any) -> None:
+    sources = merged if isinstance(merged, list) else [merged]
+    for source in sources:
+        if isinstance(source, dict):
+            for key, value in source.items():
+                target.setdefault(key, value)
+
+
+# -- templates ---------------------------------------------------------------------
+
+# Helm actions start with a dot, a variable or a template keyword; Argo (`{{args.x}}`,
+# `{{inputs.parameters.y}}`) and Flagger (`{{ namespace }}`) placeholders are theirs to fill.
+_HELM_ACTION = re.compile(
+    r"\{\{-?\s*(?:\.|\$|/\*|(?:include|template|if|else|end|range|with|define|block|toYaml|tpl|"
+    r"printf|default|quote|required|lookup|nindent|indent|fail)\b)"
+)
+_ENV_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+# Fields where `${VAR}` is the program's own business (shell, env expansion, scripts).
+_PLACEHOLDER_EXEMPT_KEYS = frozenset(
+    {"command", "args", "env", "data", "stringData", "binaryData", "annotations", "script", "source", "query"}
+)
+
+
+def find_helm_action(text: str) -> tuple[int, int] | None:
+    """1-based position of the first Helm template action in `text`, if any."""
+    match = _HELM_ACTION.search(text)
+    if match is None:
+        return None
+    line = text.count("\n", 0, match.start()) + 1
+    column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+    return line, column
+
+
+def find_env_placeholders(value: Any, path: JsonPath = ()) -> Iterator[tuple[JsonPath, str]]:
+    """`${VAR}` placeholders in structural fields (names, images, quantities, selectors...)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in _PLACEHOLDER_EXEMPT_KEYS:
+                continue
+            yield from find_env_placeholders(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from find_env_placeholders(item, (*path, index))
+    elif isinstance(value, str) and "${" in value:
+        match = _ENV_PLACEHOLDER.search(value)
+        if match:
+            yield path, match.group(0)
+
+
+@dataclass(slots=True)
+class LoadedText:
+    resources: list[Resource] = field(default_factory=list)
+    problems: list[LoadProblem] = field(default_factory=list)
+
+
+def _line_col(exc: yaml.MarkedYAMLError, line_offset: int) -> tuple[int | None, int | None]:
+    mark = exc.problem_mark or exc.context_mark
+    if mark is None:
+        return None, None
+    return mark.line + 1 + line_offset, mark.column + 1
+
+
+def _syntax_message(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        parts = [part for part in (exc.context, exc.problem) if part]
+        message = "YAML syntax error: " + "; ".join(parts) if parts else "YAML syntax error"
+        started, found = exc.context_mark, exc.problem_mark
+        if started is not None and found is not None and started.line != found.line:
+            message += f" (the construct started at line {started.line + 1}, column {started.column + 1})"
+        return message
+    return f"YAML syntax error: {exc}"
+
+
+def _expand_lists(obj: Any, node: yaml.Node) -> Iterator[tuple[Any, yaml.Node]]:
+    """`kind: List` and `*List` wrap their objects in `items`; each item is an object of its own."""
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    items = obj.get("items") if isinstance(obj, dict) else None
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
+        value_node = _mapping_value(node, "items")
+        for index, item in enumerate(items):
+            child = value_node.value[index] if isinstance(value_node, yaml.SequenceNode) else node
+            yield item, child
+        return
+    yield obj, node
+
+
+def _mapping_value(node: yaml.Node, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in reversed(node.value):
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+                found: yaml.Node = value_node
+                return found
+    return None
+
+
+_DOCUMENT_START = re.compile(r"^---(?=\s|$)", re.MULTILINE)
+
+
+def _split_documents(text: str) -> list[tuple[int, str]]:
+    """Split a stream at `---` lines, keeping each chunk's starting line (0-based)."""
+    chunks: list[tuple[int, str]] = []
+    starts = [match.start() for match in _DOCUMENT_START.finditer(text)]
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
+    for index, start in enumerate(starts):
+        end = starts[index + 1] if index + 1 < len(starts) else len(text)
+        chunks.append((text.count("\n", 0, start), text[start:end]))
+    return chunks
+
+
+def _compose_stream(text: str) -> list[yaml.Node] | None:
+    try:
+        return [node for node in yaml.compose_all(text, Loader=_Loader) if node is not None]
+    except yaml.YAMLError:
+        return None
+
+
+def parse_text(text: str, file: str, *, rendered_from: str | None = None) -> LoadedText:
+    """Parse a YAML/JSON stream. A broken document is reported and the others still load."""
+    loaded = LoadedText()
+    nodes = _compose_stream(text)
+    if nodes is not None:
+        for index, node in enumerate(nodes):
+            _add_document(loaded, node, file, index, rendered_from)
+        return loaded
+    # Slow path, only for streams with an error: parse document by document so that
+    # one broken document does not take the others with it.
+    index = 0
+    for line_offset, chunk in _split_documents(text):
+        try:
+            chunk_nodes = list(yaml.compose_all(chunk, Loader=_Loader))
+        except yaml.YAMLError as exc:
+            line, column = (
+                _line_col(exc, line_offset) if isinstance(exc, yaml.MarkedYAMLError) else (None, None)
+            )
+            loaded.problems.append(LoadProblem("GP001", _syntax_message(exc), file, line, column, index))
+            index += 1
+            continue
+        for node in chunk_nodes:
+            if node is None:
+                continue
+            _add_document(loaded, node, file, index, rendered_from, line_offset)
+            index += 1
+    return loaded
+
+
+def _add_document(
+    loaded: LoadedText,
+    node: yaml.Node,
+    file: str,
+    index: int,
+    rendered_from: str | None,
+    line_offset: int = 0,
+) -> None:
+    try:
+        obj, duplicates = construct(node)
+    except (yaml.YAMLError, ValueError, TypeError) as exc:  # e.g. an int that is not one
+        mark = node.start_mark
+        loaded.problems.append(
+            LoadProblem(
+                "GP001",
+                f"cannot read value: {exc}",
+                file,
+                mark.line + 1 + line_offset,
+                mark.column + 1,
+                index,
+            )
+        )
+        return
+    if obj is None:
+        return  # an empty document between separators: kubectl skips it too
+    for item, item_node in _expand_lists(obj, node):
+        loaded.resources.append(
+            Resource(
+                item,
+                file=file,
+                doc_index=index,
+                node=item_node,
+                rendered_from=rendered_from,
+                line_offset=line_offset,
+                duplicates=duplicates if item_node is node else _duplicates_below(duplicates, item_node),
+            )
+        )
+
+
+def _duplicates_below(duplicates: list[DuplicateKey], root: yaml.Node) -> list[DuplicateKey]:
+    start, end = root.start_mark.index, root.end_mark.index
+    return [dup for dup in duplicates if start <= dup.node.start_mark.index < end]

@@ -1,0 +1,330 @@
+"""The rules engine: `evaluate(resources, policy, inventory) -> Report`, pure, no I/O.
+
+Rules are small functions with metadata, kept in one registry that refuses duplicate ids and
+names. A rule yields `Violation`s (a path and a message); the engine stamps the rule's id, name,
+severity (from the policy) and the position of the path, so every shell reads the same
+`Finding`. Rules never set their own level and never know where objects came from.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpupolicy.documents import LoadProblem, Resource
+from gpupolicy.findings import Finding, JsonPath, Severity
+from gpupolicy.inventory import Bundle, Inventory
+from gpupolicy.pod_spec import Workload, workload_of
+from gpupolicy.policy import Policy
+
+
+class Scope(enum.Enum):
+    INPUT = "input"  # produced while loading (GP001, GP002, GP004): no check function
+    OBJECT = "object"  # called once per object (of the rule's kinds)
+    WORKLOAD = "workload"  # called once per object that carries pod templates
+    BUNDLE = "bundle"  # called once per evaluation, for checks across objects
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    name: str  # dotted policy key, e.g. "gpu.servingImages"
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """What a rule yields. `target` defaults to the object being checked; a cross-object rule
+    names the object to change (the PDB for GP502) and mentions the other in the message."""
+
+    path: JsonPath
+    message: str
+    target: Resource | None = None
+    severity: Severity | None = None
+    container: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    name: str
+    severity: Severity
+    scope: Scope
+    summary: str  # What it does
+    rationale: str  # Why is this bad?
+    remediation: str  # one sentence, ends with a period
+    references: tuple[str, ...] = ()
+    parameters: tuple[Parameter, ...] = ()
+    kinds: frozenset[str] | None = None  # OBJECT scope: the kinds it applies to (None: all)
+    check: Callable[..., Iterable[Violation]] | None = None
+
+    @property
+    def family(self) -> str:
+        return self.id[:3] + "xx"
+
+    @property
+    def slug(self) -> str:
+        return f"{self.id}-{self.name}"
+
+
+_RULE_ID = re.compile(r"^GP\d{3}$")
+_RULE_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class RuleRegistry:
+    def __init__(self) -> None:
+        self._by_id: dict[str, Rule] = {}
+        self._by_name: dict[str, Rule] = {}
+
+    def add(self, rule: Rule) -> Rule:
+        if not _RULE_ID.match(rule.id):
+            raise ValueError(f"rule id {rule.id!r} is not of the form GPnnn")
+        if not _RULE_NAME.match(rule.name):
+            raise ValueError(f"rule name {rule.name!r} is not kebab-case")
+        if rule.id in self._by_id:
+            raise ValueError(f"duplicate rule id {rule.id} ({rule.name} and {self._by_id[rule.id].name})")
+        if rule.name in self._by_name:
+            raise ValueError(f"duplicate rule name {rule.name} ({rule.id} and {self._by_name[rule.name].id})")
+        if not rule.remediation.endswith("."):
+            raise ValueError(f"{rule.id}: the remediation must be one sentence ending with a period")
+        if (rule.scope is Scope.INPUT) != (rule.check is None):
+            raise ValueError(f"{rule.id}: input rules have no check function; every other rule has one")
+        self._by_id[rule.id] = rule
+        self._by_name[rule.name] = rule
+        return rule
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(sorted(self._by_id.values(), key=lambda rule: rule.id))
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_id or key in self._by_name
+
+    def get(self, key: str) -> Rule | None:
+        """By id (`GP102`, any case) or by name (`gpu-request-limit-mismatch`)."""
+        return self._by_id.get(key.upper()) or self._by_name.get(key)
+
+    def __getitem__(self, key: str) -> Rule:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+
+REGISTRY = RuleRegistry()
+
+
+def rule(
+    *,
+    id: str,
+    name: str,
+    severity: str,
+    scope: Scope = Scope.WORKLOAD,
+    summary: str,
+    rationale: str,
+    remediation: str,
+    references: Sequence[str] = (),
+    parameters: Sequence[Parameter] = (),
+    kinds: Iterable[str] | None = None,
+    registry: RuleRegistry = REGISTRY,
+) -> Callable[[Callable[..., Iterable[Violation]]], Callable[..., Iterable[Violation]]]:
+    """Register a check function with its metadata."""
+
+    def register(check: Callable[..., Iterable[Violation]]) -> Callable[..., Iterable[Violation]]:
+        registry.add(
+            Rule(
+                id=id,
+                name=name,
+                severity=Severity.parse(severity),
+                scope=scope,
+                summary=summary,
+                rationale=rationale,
+                remediation=remediation,
+                references=tuple(references),
+                parameters=tuple(parameters),
+                kinds=frozenset(kinds) if kinds is not None else None,
+                check=check,
+            )
+        )
+        return check
+
+    return register
+
+
+def input_rule(**metadata: Any) -> Rule:
+    """Register a rule whose findings come from the loader (no check function)."""
+    severity = Severity.parse(metadata.pop("severity"))
+    references = tuple(metadata.pop("references", ()))
+    parameters = tuple(metadata.pop("parameters", ()))
+    return REGISTRY.add(
+        Rule(scope=Scope.INPUT, severity=severity, references=references, parameters=parameters, **metadata)
+    )
+
+
+class Context:
+    """What a rule may read besides its object: the policy, the inventory, and a memo for work
+    that several rules share (computed once per evaluation, not once per rule)."""
+
+    def __init__(self, policy: Policy, inventory: Inventory, resources: Sequence[Resource]) -> None:
+        self.policy = policy
+        self.inventory = inventory
+        self.resources = resources
+        self._memo: dict[Any, Any] = {}
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @property
+    def gpu(self) -> Any:
+        return self.policy.gpu
+
+    def uses_gpus(self, workload: Workload) -> bool:
+        return any(self.policy.gpu.uses_gpus(template) for template in workload.templates)
+
+    def is_serving(self, workload: Workload) -> bool:
+        kinds = self.policy.get("workloads.servingKinds", [])
+        classes = self.policy.get("workloads.servingClasses", [])
+        return workload.kind in kinds or workload.labels.get("gpupolicy.io/workload-class") in classes
+
+
+@dataclass(frozen=True, slots=True)
+class InternalError:
+    """A rule that raised: a bug in gpupolicy, reported without hiding the other findings."""
+
+    rule_id: str
+    object: str
+    message: str
+
+
+@dataclass(slots=True)
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    suppressed: list[tuple[Finding, str]] = field(default_factory=list)
+    errors: list[InternalError] = field(default_factory=list)
+    objects: int = 0
+    files: int = 0
+    policy_digest: str = ""
+
+    def counts(self) -> dict[Severity, int]:
+        counts = dict.fromkeys(Severity, 0)
+        for finding in self.findings:
+            counts[finding.severity] += 1
+        return counts
+
+    def fails(self, threshold: Severity) -> bool:
+        return any(finding.severity >= threshold for finding in self.findings)
+
+
+def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Resource) -> Finding:
+    target = violation.target or resource
+    settings = policy.rule(rule.id)
+    severity = settings.severity or violation.severity or rule.severity
+    position = target.position(violation.path)
+    return Finding(
+        rule_id=rule.id,
+        rule_name=rule.name,
+        severity=severity,
+        message=violation.message,
+        remediation=rule.remediation,
+        object=target.ref,
+        path=violation.path,
+        file=target.file,
+        line=position[0] if position else None,
+        column=position[1] if position else None,
+        doc_index=target.doc_index,
+        container=violation.container,
+    )
+
+
+def finding_from_problem(problem: LoadProblem, policy: Policy) -> Finding:
+    rule = REGISTRY[problem.rule_id]
+    settings = policy.rule(rule.id)
+    severity = settings.severity or (Severity.parse(problem.severity) if problem.severity else rule.severity)
+    return Finding(
+        rule_id=rule.id,
+        rule_name=rule.name,
+        severity=severity,
+        message=problem.message,
+        remediation=rule.remediation,
+        object=None,
+        path=problem.path,
+        file=problem.file,
+        line=problem.line,
+        column=problem.column,
+        doc_index=problem.doc_index,
+    )
+
+
+def _run(
+    rule: Rule, subject: Any, ctx: Context, resource: Resource | None, report: Report
+) -> Iterator[Finding]:
+    assert rule.check is not None
+    try:
+        for violation in rule.check(subject, ctx) if subject is not None else rule.check(ctx):
+            owner = violation.target or resource
+            if owner is None:
+                raise ValueError(f"{rule.id}: a bundle rule must name the target of each violation")
+            yield finding_for(rule, ctx.policy, violation, owner)
+    except Exception as exc:  # a rule bug must not hide every other finding
+        where = f"{resource.file}#{resource.doc_index} ({resource.ref})" if resource else "bundle"
+        detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        report.errors.append(InternalError(rule.id, where, detail))
+
+
+def evaluate(
+    resources: Sequence[Resource],
+    policy: Policy,
+    inventory: Inventory | None = None,
+    *,
+    problems: Iterable[LoadProblem] = (),
+    report_on: Callable[[Resource], bool] | None = None,
+    rules: Iterable[Rule] | None = None,
+) -> Report:
+    """Run every enabled rule over `resources`. `inventory` defaults to a Bundle of them;
+    `report_on` keeps only findings about chosen objects (pre-commit's changed files)."""
+    inventory = (
+        inventory if inventory is not None else Bundle(resources, complete_kinds=_complete_kinds(policy))
+    )
+    ctx = Context(policy, inventory, resources)
+    report = Report(policy_digest=policy.digest)
+    active = [rule for rule in (rules if rules is not None else REGISTRY) if policy.rule(rule.id).enabled]
+    object_rules = [rule for rule in active if rule.scope is Scope.OBJECT]
+    workload_rules = [rule for rule in active if rule.scope is Scope.WORKLOAD]
+    bundle_rules = [rule for rule in active if rule.scope is Scope.BUNDLE]
+    active_ids = {rule.id for rule in active}
+    findings: list[Finding] = []
+    subjects = [resource for resource in resources if report_on is None or report_on(resource)]
+    for resource in subjects:
+        kind = resource.kind
+        for rule in object_rules:
+            if rule.kinds is None or kind in rule.kinds:
+                findings.extend(_run(rule, resource, ctx, resource, report))
+        workload = workload_of(resource)
+        if workload is not None:
+            for rule in workload_rules:
+                findings.extend(_run(rule, workload, ctx, resource, report))
+    for rule in bundle_rules:
+        for finding in _run(rule, None, ctx, None, report):
+            findings.append(finding)
+    if report_on is not None:  # cross-object rules may point at objects outside the chosen ones
+        chosen = {(resource.file, resource.doc_index) for resource in subjects}
+        findings = [finding for finding in findings if (finding.file, finding.doc_index) in chosen]
+    # Input problems are the caller's to choose (it knows which files it reports on).
+    findings.extend(
+        finding_from_problem(problem, policy) for problem in problems if problem.rule_id in active_ids
+    )
+    report.findings = sorted(findings, key=Finding.sort_key)
+    report.objects = len(resources)
+    return report
+
+
+def _complete_kinds(policy: Policy) -> list[str]:
+    kinds = policy.get("inventory.completeKinds", [])
+    return [str(kind) for kind in kinds] if isinstance(kinds, list) else []

@@ -1,0 +1,86 @@
+"""The records every shell reads: severities, object references and findings."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+JsonPath = tuple[str | int, ...]
+
+
+class Severity(enum.IntEnum):
+    """Ordered so that `severity >= threshold` means "at least as bad as"."""
+
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        aliases = {"i": "info", "w": "warning", "warn": "warning", "e": "error"}
+        key = aliases.get(text.strip().lower(), text.strip().lower())
+        try:
+            return cls[key.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r} (use error, warning or info)") from None
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    kind: str
+    namespace: str | None
+    name: str
+
+    def __str__(self) -> str:
+        if self.namespace:
+            return f"{self.kind} {self.namespace}/{self.name}"
+        return f"{self.kind} {self.name}"
+
+
+def format_path(path: JsonPath) -> str:
+    """Render a JSON path the way people read them: `$.spec.containers[0].resources.limits["nvidia.com/gpu"]`."""
+    parts = ["$"]
+    for step in path:
+        if isinstance(step, int):
+            parts.append(f"[{step}]")
+        elif step.replace("_", "a").replace("-", "a").isalnum() and not step[:1].isdigit():
+            parts.append(f".{step}")
+        else:
+            parts.append(f'["{step}"]')
+    return "".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule_id: str
+    rule_name: str
+    severity: Severity
+    message: str
+    remediation: str
+    object: ObjectRef | None
+    path: JsonPath = ()
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    doc_index: int | None = None
+    container: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def json_path(self) -> str:
+        return format_path(self.path)
+
+    def location(self) -> str:
+        if self.file is None:
+            return "<input>"
+        if self.line is None:
+            return self.file
+        return f"{self.file}:{self.line}:{self.column or 1}"
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.file or "", self.line or 0, self.column or 0, self.rule_id)

@@ -1,0 +1,35 @@
+"""Output formats. Each reads the `Report` and its findings' fields; none recomputes them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpupolicy.engine import Report
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOptions:
+    color: bool = False
+    show_suppressed: bool = False
+    tool_version: str = ""
+
+
+Formatter = Callable[[Report, RenderOptions], str]
+FORMATTERS: dict[str, Formatter] = {}
+
+
+def register(name: str) -> Callable[[Formatter], Formatter]:
+    def add(formatter: Formatter) -> Formatter:
+        if name in FORMATTERS:
+            raise ValueError(f"duplicate format {name}")
+        FORMATTERS[name] = formatter
+        return formatter
+
+    return add
+
+
+def load_formatters() -> dict[str, Formatter]:
+    from gpupolicy.formats import json_report, text  # noqa: F401  (registration)
+
+    return FORMATTERS

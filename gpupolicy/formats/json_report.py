@@ -1,0 +1,62 @@
+"""`--format json`: a versioned document described by policies/schemas/lint-report.v1.schema.json."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpupolicy import __version__
+from gpupolicy.engine import Report
+from gpupolicy.findings import Finding
+from gpupolicy.formats import RenderOptions, register
+
+SCHEMA_VERSION = "gpupolicy.io/lint-report/v1"
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    obj = finding.object
+    return {
+        "rule": finding.rule_id,
+        "name": finding.rule_name,
+        "severity": finding.severity.label,
+        "message": finding.message,
+        "remediation": finding.remediation,
+        "object": {"kind": obj.kind, "namespace": obj.namespace, "name": obj.name} if obj else None,
+        "path": finding.json_path,
+        "file": finding.file,
+        "line": finding.line,
+        "column": finding.column,
+        "document": finding.doc_index,
+        "container": finding.container,
+    }
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA_VERSION,
+        "tool": {"name": "gpupolicy", "version": __version__},
+        "policy": {"digest": report.policy_digest},
+        "summary": {
+            "objects": report.objects,
+            "files": report.files,
+            "errors": _count(report, "error"),
+            "warnings": _count(report, "warning"),
+            "info": _count(report, "info"),
+            "suppressed": len(report.suppressed),
+        },
+        "findings": [finding_dict(finding) for finding in report.findings],
+        "suppressed": [{**finding_dict(finding), "reason": reason} for finding, reason in report.suppressed],
+        "internalErrors": [
+            {"rule": error.rule_id, "object": error.object, "message": error.message}
+            for error in report.errors
+        ],
+    }
+
+
+def _count(report: Report, severity: str) -> int:
+    return sum(1 for finding in report.findings if finding.severity.label == severity)
+
+
+@register("json")
+def render_json(report: Report, options: RenderOptions) -> str:
+    return json.dumps(report_dict(report), indent=2, ensure_ascii=False) + "\n"

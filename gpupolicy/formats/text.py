@@ -1,0 +1,45 @@
+"""Human output: `file:line:col: GP102 error gpu-request-limit-mismatch: message [Deployment ns/name]`,
+grouped by file and sorted by line, then a summary line."""
+
+from __future__ import annotations
+
+from gpupolicy.engine import Report
+from gpupolicy.findings import Finding, Severity
+from gpupolicy.formats import RenderOptions, register
+
+_COLORS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
+_RESET = "\033[0m"
+_DIM = "\033[2m"
+
+
+def format_finding(finding: Finding, *, color: bool = False) -> str:
+    severity = finding.severity.label
+    if color:
+        severity = f"{_COLORS[finding.severity]}{severity}{_RESET}"
+    subject = f" [{finding.object}]" if finding.object else ""
+    container = f" (container {finding.container})" if finding.container else ""
+    location = f"{_DIM}{finding.location()}{_RESET}" if color else finding.location()
+    return (
+        f"{location}: {finding.rule_id} {severity} {finding.rule_name}: {finding.message}{container}{subject}"
+    )
+
+
+def summary_line(report: Report) -> str:
+    counts = report.counts()
+    parts = [
+        f"{counts[Severity.ERROR]} error{'s' if counts[Severity.ERROR] != 1 else ''}",
+        f"{counts[Severity.WARNING]} warning{'s' if counts[Severity.WARNING] != 1 else ''}",
+        f"{counts[Severity.INFO]} info",
+    ]
+    suppressed = f", {len(report.suppressed)} suppressed" if report.suppressed else ""
+    return f"{', '.join(parts)}{suppressed} in {report.objects} objects from {report.files} files"
+
+
+@register("text")
+def render_text(report: Report, options: RenderOptions) -> str:
+    lines = [format_finding(finding, color=options.color) for finding in report.findings]
+    if options.show_suppressed:
+        for finding, reason in report.suppressed:
+            lines.append(f"{format_finding(finding)} -- suppressed: {reason}")
+    lines.append(summary_line(report))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,173 @@
+"""GPU detection, in one place: which resource names are GPUs, of which vendor and kind.
+
+Device-plugin resources (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/), NVIDIA
+MIG names under the mixed strategy and renamed time-slicing/MPS resources
+(https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html), and
+Dynamic Resource Allocation claims (https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/).
+The names come from the policy (`gpu.vendors`), so a cluster with other vendors can add its own.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from gpupolicy.pod_spec import Container, PodTemplate, as_list, as_mapping
+from gpupolicy.quantities import quantity_or_none
+
+
+class GpuKind(enum.Enum):
+    DEVICE = "device"  # a whole GPU (nvidia.com/gpu, amd.com/gpu)
+    SHARED = "shared"  # a time-sliced or MPS replica (nvidia.com/gpu.shared)
+    MIG = "mig"  # a MIG slice under the mixed strategy (nvidia.com/mig-1g.10gb)
+    ATTRIBUTE = "attribute"  # a known vendor resource that is not a GPU count (HAMi gpumem, Intel millicores)
+    UNKNOWN = "unknown"  # under a vendor domain, but not a name the policy knows
+
+
+@dataclass(frozen=True, slots=True)
+class GpuResource:
+    name: str
+    vendor: str
+    kind: GpuKind
+
+    @property
+    def counts_gpus(self) -> bool:
+        return self.kind in (GpuKind.DEVICE, GpuKind.SHARED, GpuKind.MIG)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDemand:
+    """One GPU resource named by one container: the amount Kubernetes will allocate."""
+
+    container: Container
+    resource: GpuResource
+    request: Any  # raw values as written; None when absent
+    limit: Any
+
+    @property
+    def amount(self) -> Decimal | None:
+        """Extended resources: the limit is the allocation; a request alone is invalid."""
+        raw = self.limit if self.limit is not None else self.request
+        return quantity_or_none(raw)
+
+    @property
+    def section(self) -> str:
+        return "limits" if self.limit is not None else "requests"
+
+
+class GpuCatalog:
+    """Built once per policy from its `gpu` section."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._exact: dict[str, GpuResource] = {}
+        self._patterns: list[tuple[re.Pattern[str], GpuResource]] = []
+        self._domains: dict[str, str] = {}
+        for vendor in as_list(config.get("vendors")):
+            self._add_vendor(as_mapping(vendor))
+        self.dra_device_classes = frozenset(str(item) for item in as_list(config.get("draDeviceClasses")))
+        self.fraction_annotations = frozenset(
+            str(item) for item in as_list(config.get("fractionAnnotations"))
+        )
+        self._cache: dict[str, GpuResource | None] = {}
+
+    def _add_vendor(self, vendor: Mapping[str, Any]) -> None:
+        name = str(vendor.get("name", ""))
+        for domain in as_list(vendor.get("domains")):
+            self._domains[str(domain)] = name
+        for key, kind in (
+            ("deviceResources", GpuKind.DEVICE),
+            ("sharedResources", GpuKind.SHARED),
+            ("otherResources", GpuKind.ATTRIBUTE),
+        ):
+            for resource in as_list(vendor.get(key)):
+                self._exact[str(resource)] = GpuResource(str(resource), name, kind)
+        for pattern in as_list(vendor.get("migResourcePatterns")):
+            self._patterns.append((re.compile(str(pattern)), GpuResource("", name, GpuKind.MIG)))
+
+    def classify(self, resource_name: str) -> GpuResource | None:
+        """The GPU meaning of a resource name, or None for cpu, memory and other vendors' resources."""
+        if resource_name in self._cache:
+            return self._cache[resource_name]
+        found = self._exact.get(resource_name)
+        if found is None:
+            for pattern, template in self._patterns:
+                if pattern.match(resource_name):
+                    found = GpuResource(resource_name, template.vendor, GpuKind.MIG)
+                    break
+        if found is None and "/" in resource_name:
+            vendor = self._domains.get(resource_name.split("/", 1)[0])
+            if vendor is not None:
+                found = GpuResource(resource_name, vendor, GpuKind.UNKNOWN)
+        self._cache[resource_name] = found
+        return found
+
+    def container_demands(self, container: Container) -> list[GpuDemand]:
+        requests, limits = container.requests, container.limits
+        demands = []
+        for name in dict.fromkeys([*limits, *requests]):
+            resource = self.classify(str(name))
+            if resource is not None:
+                demands.append(GpuDemand(container, resource, requests.get(name), limits.get(name)))
+        return demands
+
+    def template_demands(self, template: PodTemplate) -> list[GpuDemand]:
+        """Every GPU-vendor resource named by any container of the template (memoised on it)."""
+        key = f"gpu-demands:{id(self)}"
+        cached = template.cache.get(key)
+        if cached is None:
+            cached = [
+                demand for container in template.containers for demand in self.container_demands(container)
+            ]
+            template.cache[key] = cached
+        return list(cached)
+
+    def counted_demands(self, template: PodTemplate) -> list[GpuDemand]:
+        return [demand for demand in self.template_demands(template) if demand.resource.counts_gpus]
+
+    def container_gpu_count(self, container: Container) -> Decimal:
+        total = Decimal(0)
+        for demand in self.container_demands(container):
+            if demand.resource.counts_gpus and (amount := demand.amount) is not None and amount > 0:
+                total += amount
+        return total
+
+    def uses_gpus(self, template: PodTemplate) -> bool:
+        """Device-plugin GPUs (any positive amount), a DRA claim on a GPU device class, or a
+        fraction of a GPU asked of a sharing scheduler by annotation."""
+        return (
+            any((demand.amount or 0) > 0 for demand in self.counted_demands(template))
+            or bool(dra_gpu_claims(template))
+            or self.uses_gpu_fraction(template)
+        )
+
+    def uses_gpu_fraction(self, template: PodTemplate) -> bool:
+        return any(key in self.fraction_annotations for key in template.annotations)
+
+    def gpu_containers(self, template: PodTemplate) -> list[Container]:
+        return [container for container in template.containers if self.container_gpu_count(container) > 0]
+
+
+_GPU_CLAIM_HINT = re.compile(r"gpu|mig|accelerator", re.IGNORECASE)
+
+
+def dra_gpu_claims(template: PodTemplate) -> list[tuple[int, dict[str, Any]]]:
+    """Pod-level `resourceClaims` that look like GPU claims.
+
+    Without the ResourceClaimTemplate at hand, the claim's own name or its template's name is the
+    only hint; cross-object rules refine this with the inventory's device classes.
+    """
+    claims = []
+    for index, claim in enumerate(as_list(template.spec.get("resourceClaims"))):
+        claim = as_mapping(claim)
+        names = " ".join(
+            str(claim.get(key, "")) for key in ("name", "resourceClaimName", "resourceClaimTemplateName")
+        )
+        source = as_mapping(claim.get("source"))  # v1alpha2-era form
+        names += " " + " ".join(str(value) for value in source.values())
+        if _GPU_CLAIM_HINT.search(names):
+            claims.append((index, claim))
+    return claims

@@ -1,0 +1,223 @@
+"""Where manifests come from: files, directories, stdin and kustomize directories.
+
+Turns paths into `Resource`s and `LoadProblem`s. Directories are walked recursively for
+*.yaml, *.yml and *.json, skipping hidden folders, excluded globs and files that are not
+manifests (Chart.yaml, values files, kustomization files). A directory with a kustomization
+is rendered with `kubectl kustomize` and its files are not linted one by one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpupolicy.documents import (
+    LoadedText,
+    LoadProblem,
+    Resource,
+    find_env_placeholders,
+    find_helm_action,
+    parse_text,
+)
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+# Files that live beside manifests but are not Kubernetes objects.
+NOT_MANIFESTS = frozenset(
+    {
+        "Chart.yaml", "Chart.lock", "values.yaml", "values.yml", ".gpupolicy.yaml", ".gpupolicy.yml",
+        ".pre-commit-config.yaml", ".pre-commit-hooks.yaml", "package.json", "package-lock.json",
+        "tsconfig.json", "SOURCES.tsv", ".yamllint.yaml", ".yamllint",
+    }
+)  # fmt: skip
+KUSTOMIZE_TIMEOUT_SECONDS = 60
+
+
+@dataclass(slots=True)
+class Loaded:
+    resources: list[Resource] = field(default_factory=list)
+    problems: list[LoadProblem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def extend(self, other: LoadedText, file: str) -> None:
+        self.resources.extend(other.resources)
+        self.problems.extend(other.problems)
+        self.files.append(file)
+
+
+def display_path(path: Path) -> str:
+    """Paths relative to the current directory where possible (what people click on)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def is_excluded(path: Path, root: Path, patterns: Iterable[str]) -> bool:
+    try:
+        relative = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    return any(
+        fnmatch.fnmatch(relative, pattern)
+        or fnmatch.fnmatch(path.name, pattern)
+        or relative.startswith(pattern.rstrip("/") + "/")
+        for pattern in patterns
+    )
+
+
+def _values_file(name: str) -> bool:
+    return (
+        name.startswith("values") and name.endswith(MANIFEST_SUFFIXES) and name.count(".") == 1
+    ) or name in NOT_MANIFESTS
+
+
+def iter_manifest_files(root: Path, exclude: Iterable[str] = ()) -> Iterator[Path]:
+    """Manifest files and kustomize directories below `root`, in a stable order."""
+    patterns = list(exclude)
+    if any((root / name).is_file() for name in KUSTOMIZATION_FILES):
+        yield root
+        return
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith(".") or is_excluded(entry, root, patterns):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            yield from iter_manifest_files(entry, patterns)
+        elif entry.is_file() and entry.suffix in MANIFEST_SUFFIXES and not _values_file(entry.name):
+            yield entry
+
+
+def _decode(data: bytes, file: str) -> tuple[str | None, LoadProblem | None]:
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return None, LoadProblem(
+            "GP001", f"file is not UTF-8 text (byte 0x{data[exc.start]:02x})", file, line, column
+        )
+
+
+def render_hint(path: Path) -> str:
+    """How to render a templated file, for the GP004 message."""
+    for folder in path.resolve().parents:
+        if (folder / "Chart.yaml").is_file():
+            chart = display_path(folder)
+            return f"render the chart first: helm template RELEASE {chart} | gpupolicy lint -"
+    return f"render it first, e.g. envsubst < {display_path(path)} | gpupolicy lint -"
+
+
+def load_text(
+    text: str, file: str, *, hint_path: Path | None = None, rendered_from: str | None = None
+) -> LoadedText:
+    """Parse one file's text, reporting templates (GP004) and empty files (GP003)."""
+    helm = find_helm_action(text)
+    if helm is not None:
+        hint = render_hint(hint_path) if hint_path else "render it with helm template first"
+        problem = LoadProblem(
+            "GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm
+        )
+        return LoadedText(problems=[problem])
+    loaded = parse_text(text, file, rendered_from=rendered_from)
+    if not loaded.resources and not loaded.problems:
+        loaded.problems.append(
+            LoadProblem(
+                "GP003", "file holds no Kubernetes object (it is empty)", file, 1, 1, severity="warning"
+            )
+        )
+    placeholders = [
+        (resource, path, placeholder)
+        for resource in loaded.resources
+        for path, placeholder in find_env_placeholders(resource.obj)
+    ]
+    if placeholders:
+        resource, path, placeholder = placeholders[0]
+        line, column = resource.position(path) or (1, 1)
+        hint = render_hint(hint_path) if hint_path else "render it with envsubst first"
+        loaded.problems.append(
+            LoadProblem(
+                "GP004",
+                f"unrendered placeholder {placeholder} in {'.'.join(map(str, path))}; {hint}",
+                file,
+                line,
+                column,
+                resource.doc_index,
+                path,
+            )
+        )
+        loaded.resources = []  # a half-rendered file is not linted: its objects are not the real ones
+    return loaded
+
+
+def load_file(path: Path) -> LoadedText:
+    file = display_path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return LoadedText(problems=[LoadProblem("GP001", f"cannot read file: {exc.strerror}", file)])
+    text, problem = _decode(data, file)
+    if text is None:
+        return LoadedText(problems=[problem] if problem else [])
+    return load_text(text, file, hint_path=path)
+
+
+def load_kustomization(folder: Path) -> LoadedText:
+    shown = display_path(folder)
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return LoadedText(
+            problems=[
+                LoadProblem(
+                    "GP004",
+                    f"{shown} is a kustomize directory and kubectl is not on PATH; "
+                    f"render it with: kubectl kustomize {shown} | gpupolicy lint -",
+                    shown,
+                )
+            ]
+        )
+    try:
+        completed = subprocess.run(
+            [kubectl, "kustomize", str(folder)],
+            capture_output=True,
+            timeout=KUSTOMIZE_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return LoadedText(problems=[LoadProblem("GP004", f"kubectl kustomize {shown} timed out", shown)])
+    if completed.returncode != 0:
+        reason = completed.stderr.decode("utf-8", "replace").strip().splitlines()
+        detail = reason[-1] if reason else f"exit code {completed.returncode}"
+        return LoadedText(
+            problems=[LoadProblem("GP004", f"kubectl kustomize {shown} failed: {detail}", shown)]
+        )
+    return load_text(completed.stdout.decode("utf-8", "replace"), shown, rendered_from="kustomize")
+
+
+def load_paths(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Loaded:
+    """Load every path given on the command line (`-` is stdin)."""
+    loaded = Loaded()
+    patterns = list(exclude)
+    for raw in paths:
+        if raw == "-":
+            data = sys.stdin.buffer.read()
+            text, problem = _decode(data, "<stdin>")
+            if text is None:
+                loaded.problems.extend([problem] if problem else [])
+                continue
+            loaded.extend(load_text(text, "<stdin>"), "<stdin>")
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            for item in iter_manifest_files(path, patterns):
+                if item.is_dir():
+                    loaded.extend(load_kustomization(item), display_path(item))
+                else:
+                    loaded.extend(load_file(item), display_path(item))
+        else:
+            loaded.extend(load_file(path), display_path(path))
+    return loaded

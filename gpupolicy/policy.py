@@ -1,0 +1,199 @@
+"""The policy: the shipped default, merged with a repository's `.gpupolicy.yaml` and `--policy`.
+
+Mappings merge key by key; lists and scalars from a later layer replace earlier ones. Every
+layer is validated against `policies/schemas/policy.schema.json`, and an error names the key,
+the file and the line.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from gpupolicy.documents import Resource, parse_text
+from gpupolicy.findings import Severity
+from gpupolicy.gpu import GpuCatalog
+from gpupolicy.pod_spec import as_list, as_mapping
+
+REPO_POLICY_NAMES = (".gpupolicy.yaml", ".gpupolicy.yml")
+
+
+class PolicyError(Exception):
+    """A policy file that cannot be used; the message names file, line and key."""
+
+
+def policies_dir() -> Path:
+    """The shipped `policies/` folder: inside the wheel, or beside the package in a checkout."""
+    packaged = resources.files("gpupolicy").joinpath("_policies")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "policies"
+
+
+@functools.cache
+def _schema(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((policies_dir() / "schemas" / name).read_text(encoding="utf-8"))
+    return loaded
+
+
+@functools.cache
+def policy_schema() -> dict[str, Any]:
+    """The top-level schema with every section schema (`schemas/sections/<key>.json`) under its key."""
+    schema = copy.deepcopy(_schema("policy.schema.json"))
+    for section in sorted((policies_dir() / "schemas" / "sections").glob("*.json")):
+        schema["properties"][section.stem] = json.loads(section.read_text(encoding="utf-8"))
+    return schema
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSettings:
+    enabled: bool = True
+    severity: Severity | None = None
+    params: Mapping[str, Any] | None = None
+
+
+class Policy:
+    def __init__(self, data: dict[str, Any], *, sources: Iterable[str] = ()) -> None:
+        self.data = data
+        self.sources = tuple(sources)
+        self._rule_settings: dict[str, RuleSettings] = {}
+        self.gpu = GpuCatalog(as_mapping(data.get("gpu")))
+
+    # -- what rules read ---------------------------------------------------------------
+    def section(self, name: str) -> dict[str, Any]:
+        return as_mapping(self.data.get(name))
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        value: Any = self.data
+        for step in dotted.split("."):
+            if not isinstance(value, Mapping) or step not in value:
+                return default
+            value = value[step]
+        return value
+
+    def rule(self, rule_id: str) -> RuleSettings:
+        settings = self._rule_settings.get(rule_id)
+        if settings is None:
+            raw = as_mapping(self.section("rules").get(rule_id))
+            severity = raw.get("severity")
+            settings = RuleSettings(
+                enabled=raw.get("enabled", True) is not False,
+                severity=Severity.parse(severity) if isinstance(severity, str) else None,
+                params=as_mapping(raw.get("params")),
+            )
+            self._rule_settings[rule_id] = settings
+        return settings
+
+    @property
+    def fail_on(self) -> Severity:
+        return Severity.parse(str(self.data.get("failOn", "error")))
+
+    @property
+    def kubernetes_version(self) -> str:
+        return str(self.data.get("kubernetesVersion", "1.34"))
+
+    @property
+    def exclude(self) -> list[str]:
+        return [str(item) for item in as_list(self.data.get("exclude"))]
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """A stable hash of the effective policy, recorded with findings and provenance."""
+        canonical = json.dumps(self.data, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @property
+    def version(self) -> str:
+        return str(as_mapping(self.data.get("metadata")).get("version", "unversioned"))
+
+
+def _load_layer(text: str, file: str) -> tuple[dict[str, Any], Resource | None]:
+    loaded = parse_text(text, file)
+    if loaded.problems:
+        problem = loaded.problems[0]
+        raise PolicyError(f"{file}:{problem.line or 1}:{problem.column or 1}: {problem.message}")
+    if not loaded.resources:
+        return {}, None
+    resource = loaded.resources[0]
+    if not isinstance(resource.obj, dict):
+        raise PolicyError(f"{file}:1:1: a policy must be a mapping")
+    if resource.duplicates:
+        duplicate = resource.duplicates[0]
+        line, column = resource.node_position(duplicate.node)
+        raise PolicyError(f"{file}:{line}:{column}: key {duplicate.key!r} appears twice")
+    return resource.obj, resource
+
+
+def validate_layer(data: dict[str, Any], resource: Resource | None, file: str) -> None:
+    validator = jsonschema.Draft202012Validator(policy_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda error: list(error.absolute_path))
+    if not errors:
+        return
+    messages = []
+    for error in errors[:10]:
+        path = tuple(error.absolute_path)
+        key = ".".join(str(step) for step in path) or "(top level)"
+        line, column = resource.position(path) or (1, 1) if resource else (1, 1)
+        messages.append(f"{file}:{line}:{column}: policy key {key}: {error.message}")
+    raise PolicyError("\n".join(messages))
+
+
+def find_repo_policy(start: Path) -> Path | None:
+    """Walk up from a linted path to the first `.gpupolicy.yaml`."""
+    here = start.resolve()
+    if here.is_file():
+        here = here.parent
+    for folder in (here, *here.parents):
+        for name in REPO_POLICY_NAMES:
+            candidate = folder / name
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def load_policy(*, repo_policy: Path | None = None, extra: Iterable[Path] = ()) -> Policy:
+    default_file = policies_dir() / "default.yaml"
+    layers: list[Path] = [default_file]
+    if repo_policy is not None:
+        layers.append(repo_policy)
+    layers.extend(extra)
+    data: dict[str, Any] = {}
+    for layer in layers:
+        try:
+            text = layer.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyError(f"{layer}: cannot read policy: {exc}") from exc
+        layer_data, resource = _load_layer(text, str(layer))
+        validate_layer(layer_data, resource, str(layer))
+        data = deep_merge(data, layer_data)
+    return Policy(data, sources=[str(layer) for layer in layers])
+
+
+@functools.cache
+def default_policy() -> Policy:
+    return load_policy()
+
+
+def policy_from_mapping(overrides: Mapping[str, Any]) -> Policy:
+    """The default policy with `overrides` merged in (tests, the webhook's ConfigMap)."""
+    validate_layer(dict(overrides), None, "<policy>")
+    return Policy(deep_merge(default_policy().data, overrides), sources=["<default>", "<policy>"])

@@ -1,0 +1,445 @@
+"""GP101-GP113: how GPU resources are requested.
+
+Kubernetes treats GPUs as extended resources: they are set in `limits`; a request, if given,
+must equal the limit; they cannot be overcommitted or fractional.
+https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/
+https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+
+from gpupolicy.engine import Context, Parameter, Violation, rule
+from gpupolicy.gpu import GpuDemand, GpuKind, dra_gpu_claims
+from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.quantities import format_quantity, is_positive_integer, quantity_or_none
+
+SCHEDULING_GPUS = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"
+EXTENDED_RESOURCES = (
+    "https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources"
+)
+
+
+def _demands(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, GpuDemand]]:
+    for template in workload.templates:
+        for demand in ctx.gpu.template_demands(template):
+            yield template, demand
+
+
+@rule(
+    id="GP101",
+    name="gpu-request-without-limit",
+    severity="error",
+    summary="Reports a GPU resource set in `resources.requests` but not in `resources.limits`.",
+    rationale="GPUs are extended resources: Kubernetes allocates them from the limit, and the API server "
+    "rejects a pod whose extended-resource request has no equal limit, so the rollout stalls at admission.",
+    remediation="Set the GPU count in resources.limits (and, if you keep the request, to the same value).",
+    references=(SCHEDULING_GPUS, EXTENDED_RESOURCES),
+)
+def gpu_request_without_limit(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, demand in _demands(workload, ctx):
+        if demand.resource.counts_gpus and demand.request is not None and demand.limit is None:
+            container = demand.container
+            yield Violation(
+                container.resource_path("requests", demand.resource.name),
+                f"{container.label} requests {demand.resource.name}: {format_quantity(demand.request)} "
+                "but sets no limit for it",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP102",
+    name="gpu-request-limit-mismatch",
+    severity="error",
+    summary="Reports a GPU resource whose request differs from its limit.",
+    rationale="Extended resources cannot be overcommitted: the API server rejects a request that differs "
+    "from the limit, and a reviewer cannot tell which of the two numbers was meant.",
+    remediation="Set resources.requests and resources.limits of the GPU resource to the same integer.",
+    references=(SCHEDULING_GPUS, EXTENDED_RESOURCES),
+)
+def gpu_request_limit_mismatch(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, demand in _demands(workload, ctx):
+        if demand.request is None or demand.limit is None or not demand.resource.counts_gpus:
+            continue
+        request, limit = quantity_or_none(demand.request), quantity_or_none(demand.limit)
+        if request is not None and limit is not None and request != limit:
+            container = demand.container
+            yield Violation(
+                container.resource_path("requests", demand.resource.name),
+                f"{container.label}: {demand.resource.name} request {format_quantity(demand.request)} "
+                f"!= limit {format_quantity(demand.limit)}",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP103",
+    name="gpu-quantity-invalid",
+    severity="error",
+    summary="Reports a GPU count that is not a positive whole number (`0.5`, `500m`, `-1`, `one`).",
+    rationale="The device plugin hands out whole devices; the API server rejects fractional extended "
+    "resources. Sharing a GPU is done with MIG, time-slicing or MPS resources, not fractions.",
+    remediation="Request a whole number of GPUs, or a MIG/shared GPU resource for a fraction of one.",
+    references=(
+        SCHEDULING_GPUS,
+        "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html",
+    ),
+)
+def gpu_quantity_invalid(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, demand in _demands(workload, ctx):
+        if not demand.resource.counts_gpus:
+            continue
+        container = demand.container
+        for section, raw in (("requests", demand.request), ("limits", demand.limit)):
+            if raw is None:
+                continue
+            amount = quantity_or_none(raw)
+            if amount is None or (amount != 0 and not is_positive_integer(amount)):
+                yield Violation(
+                    container.resource_path(section, demand.resource.name),
+                    f"{container.label}: {demand.resource.name} {section} {format_quantity(raw)} "
+                    "is not a positive whole number of GPUs",
+                    container=container.name,
+                )
+
+
+@rule(
+    id="GP104",
+    name="gpu-quantity-zero",
+    severity="warning",
+    summary="Reports `nvidia.com/gpu: 0` (or any GPU resource set to zero).",
+    rationale="A zero count asks for no device, but NVIDIA's CUDA images set NVIDIA_VISIBLE_DEVICES=all, so on "
+    "a node whose default runtime is nvidia the container may see every GPU of the node, unaccounted for.",
+    remediation="Remove the GPU resource from a container that needs no GPU.",
+    references=(
+        "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html",
+        SCHEDULING_GPUS,
+    ),
+)
+def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, demand in _demands(workload, ctx):
+        if demand.resource.counts_gpus and demand.amount == 0:
+            container = demand.container
+            yield Violation(
+                container.resource_path(demand.section, demand.resource.name),
+                f"{container.label} sets {demand.resource.name} to 0",
+                container=container.name,
+            )
+
+
+def _serving_image_patterns(ctx: Context) -> list[re.Pattern[str]]:
+    patterns = ctx.policy.get("gpu.servingImages", [])
+    compiled: list[re.Pattern[str]] = ctx.memo(
+        "gpu-serving-images", lambda: [re.compile(str(item)) for item in patterns]
+    )
+    return compiled
+
+
+@rule(
+    id="GP105",
+    name="gpu-image-without-gpu-request",
+    severity="warning",
+    summary="Reports a container whose image the policy knows to need a GPU (vLLM, Triton, NIM, TGI, CUDA) "
+    "while its pod requests no GPU.",
+    rationale="Without a GPU request the pod lands on any node: it crash-loops on a CPU node, or on a GPU "
+    "node it uses a GPU the scheduler believes free, colliding with the pod that was given it.",
+    remediation="Request the GPUs the server needs in resources.limits (or a DRA claim), or use a CPU image.",
+    references=(SCHEDULING_GPUS,),
+    parameters=(Parameter("gpu.servingImages", "Regular expressions of images that need a GPU."),),
+)
+def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    patterns = _serving_image_patterns(ctx)
+    for template in workload.templates:
+        if ctx.gpu.uses_gpus(template):
+            continue
+        for container in template.main_containers():
+            if container.image and any(pattern.search(container.image) for pattern in patterns):
+                yield Violation(
+                    container.field("image"),
+                    f"{container.label} runs {container.image}, a GPU image, but the pod requests no GPU",
+                    container=container.name,
+                )
+
+
+def _gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
+    for template in workload.templates:
+        for container in ctx.gpu.gpu_containers(template):
+            yield template, container
+
+
+def _has(container: Container, resource: str, *, sections: tuple[str, ...]) -> bool:
+    return any(
+        container.resources.get(section, {}) and resource in as_mapping(container.resources.get(section))
+        for section in sections
+    )
+
+
+@rule(
+    id="GP106",
+    name="gpu-container-without-cpu-memory-requests",
+    severity="warning",
+    summary="Reports a GPU container with no cpu or no memory request (a limit alone counts, as Kubernetes "
+    "defaults the request to it).",
+    rationale="The scheduler places pods by requests: a GPU pod without cpu/memory requests can land on a node "
+    "whose CPUs or memory are already taken, and the GPU then idles waiting for tokenisation or data loading.",
+    remediation="Set resources.requests.cpu and resources.requests.memory for the GPU container.",
+    references=("https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/",),
+)
+def gpu_container_without_cpu_memory_requests(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in _gpu_containers(workload, ctx):
+        missing = [
+            name for name in ("cpu", "memory") if not _has(container, name, sections=("requests", "limits"))
+        ]
+        if missing:
+            yield Violation(
+                container.resource_path("requests")
+                if container.requests
+                else container.field(container.resources_key),
+                f"GPU {container.label} has no {' or '.join(missing)} request",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP107",
+    name="gpu-container-without-memory-limit",
+    severity="warning",
+    summary="Reports a GPU container with no memory limit.",
+    rationale="Model servers grow host memory (KV-cache offload, pinned buffers, data loaders); without a limit "
+    "one pod can push the node into memory pressure and get its GPU neighbours evicted.",
+    remediation="Set resources.limits.memory for the GPU container.",
+    references=("https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/",),
+)
+def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in _gpu_containers(workload, ctx):
+        if not _has(container, "memory", sections=("limits",)):
+            yield Violation(
+                container.resource_path("limits")
+                if container.limits
+                else container.field(container.resources_key),
+                f"GPU {container.label} has no memory limit",
+                container=container.name,
+            )
+
+
+def pod_gpu_totals(template: PodTemplate, ctx: Context) -> dict[str, Decimal]:
+    """GPUs per resource name for one pod: main containers add up, init containers take the max
+    (they run one at a time), as the scheduler computes a pod's effective request."""
+    main: dict[str, Decimal] = {}
+    init: dict[str, Decimal] = {}
+    for demand in ctx.gpu.counted_demands(template):
+        amount = demand.amount
+        if amount is None or amount <= 0:
+            continue
+        name = demand.resource.name
+        if demand.container.role == "init":
+            init[name] = max(init.get(name, Decimal(0)), amount)
+        elif demand.container.role == "container":
+            main[name] = main.get(name, Decimal(0)) + amount
+    return {name: max(main.get(name, Decimal(0)), init.get(name, Decimal(0))) for name in {*main, *init}}
+
+
+def largest_node(ctx: Context, resource_name: str) -> tuple[int, str] | None:
+    best: tuple[int, str] | None = None
+    for pool in as_list(ctx.policy.data.get("nodePools")):
+        pool = as_mapping(pool)
+        if pool.get("resource", "nvidia.com/gpu") != resource_name:
+            continue
+        count = pool.get("gpusPerNode")
+        if isinstance(count, int) and (best is None or count > best[0]):
+            best = (count, str(pool.get("name", "?")))
+    return best
+
+
+@rule(
+    id="GP108",
+    name="gpu-count-exceeds-node",
+    severity="error",
+    summary="Reports a pod that needs more GPUs of one resource than the largest node of the policy's node "
+    "pools offers.",
+    rationale="A pod cannot span nodes: it stays Pending forever, and the cluster autoscaler cannot help.",
+    remediation="Request at most the GPUs one node has, or split the model across pods (tensor/pipeline parallel "
+    "over LeaderWorkerSet or Ray).",
+    references=(SCHEDULING_GPUS, "https://lws.sigs.k8s.io/docs/overview/"),
+    parameters=(Parameter("nodePools", "The node pools, with resource and gpusPerNode."),),
+)
+def gpu_count_exceeds_node(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        for name, total in pod_gpu_totals(template, ctx).items():
+            node = largest_node(ctx, name)
+            if node is None or total <= node[0]:
+                continue
+            container = max(
+                (d.container for d in ctx.gpu.counted_demands(template) if d.resource.name == name),
+                key=lambda item: ctx.gpu.container_gpu_count(item),
+            )
+            yield Violation(
+                container.resource_path("limits", name),
+                f"{template.describe()} needs {total} {name} but the largest node pool ({node[1]}) has {node[0]} per node",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP109",
+    name="gpu-resource-unknown",
+    severity="warning",
+    summary="Reports a resource under a GPU vendor's domain that is not a name the policy knows "
+    "(`nvidia.com/gpus`, `amd.com/gpus`).",
+    rationale="An unknown extended resource is advertised by no node: the pod stays Pending with "
+    "`Insufficient nvidia.com/gpus`, and the typo is easy to miss in review.",
+    remediation="Use a resource name the device plugin advertises (for example nvidia.com/gpu).",
+    references=(SCHEDULING_GPUS,),
+    parameters=(Parameter("gpu.vendors", "Known resource names per vendor domain."),),
+)
+def gpu_resource_unknown(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, demand in _demands(workload, ctx):
+        if demand.resource.kind is GpuKind.UNKNOWN:
+            container = demand.container
+            suggestion = _closest_known(ctx, demand.resource.name)
+            hint = f" (did you mean {suggestion}?)" if suggestion else ""
+            yield Violation(
+                container.resource_path(demand.section, demand.resource.name),
+                f"{container.label} names {demand.resource.name}, which no device plugin of the policy advertises{hint}",
+                container=container.name,
+            )
+
+
+def _closest_known(ctx: Context, name: str) -> str | None:
+    import difflib
+
+    known = [
+        str(item)
+        for vendor in as_list(ctx.policy.get("gpu.vendors", []))
+        for key in ("deviceResources", "sharedResources", "otherResources")
+        for item in as_list(as_mapping(vendor).get(key))
+    ]
+    matches = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+    return matches[0] if matches else None
+
+
+@rule(
+    id="GP110",
+    name="gpu-vendor-mix",
+    severity="error",
+    summary="Reports a pod that mixes GPU vendors, or whole GPUs with MIG slices.",
+    rationale="No node offers two vendors' GPUs to one pod, and under the MIG mixed strategy a MIG-enabled GPU "
+    "is not advertised as nvidia.com/gpu: the pod can never schedule.",
+    remediation="Request GPUs of one vendor and one kind (whole GPUs or MIG slices) per pod.",
+    references=("https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-mig.html",),
+)
+def gpu_vendor_mix(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        demands = [d for d in ctx.gpu.counted_demands(template) if (d.amount or 0) > 0]
+        vendors = sorted({d.resource.vendor for d in demands})
+        kinds = {d.resource.kind for d in demands}
+        if len(vendors) > 1:
+            yield Violation(
+                demands[-1].container.resource_path(demands[-1].section, demands[-1].resource.name),
+                f"{template.describe()} requests GPUs of several vendors: {', '.join(vendors)}",
+            )
+        elif GpuKind.MIG in kinds and GpuKind.DEVICE in kinds:
+            mig = next(d for d in demands if d.resource.kind is GpuKind.MIG)
+            whole = next(d for d in demands if d.resource.kind is GpuKind.DEVICE)
+            yield Violation(
+                mig.container.resource_path(mig.section, mig.resource.name),
+                f"{template.describe()} mixes whole GPUs ({whole.resource.name}) with MIG slices ({mig.resource.name})",
+            )
+
+
+@rule(
+    id="GP111",
+    name="gpu-multi-container",
+    severity="warning",
+    summary="Reports a pod in which more than one container requests GPUs.",
+    rationale="Each container gets its own devices and cannot see the other's; sidecars that ask for a GPU "
+    "usually meant to share the server's and instead hold a whole second GPU idle.",
+    remediation="Give GPUs to one container of the pod, or split the containers into pods of their own.",
+    references=(SCHEDULING_GPUS,),
+)
+def gpu_multi_container(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        holders = [c for c in ctx.gpu.gpu_containers(template) if c.role == "container"]
+        if len(holders) > 1:
+            names = ", ".join(repr(c.name) for c in holders)
+            for container in holders[1:]:
+                yield Violation(
+                    container.resource_path("limits"),
+                    f"{len(holders)} containers of {template.describe()} request GPUs ({names})",
+                    container=container.name,
+                )
+
+
+@rule(
+    id="GP112",
+    name="gpu-in-init-container",
+    severity="warning",
+    summary="Reports an init or ephemeral container that requests GPUs.",
+    rationale="An init container's GPUs are counted in the pod's effective request but sit idle once it ends; "
+    "ephemeral containers cannot be given resources at all.",
+    remediation="Move GPU work into the main container, or drop the GPU from the init container.",
+    references=(
+        "https://kubernetes.io/docs/concepts/workloads/pods/init-containers/#resource-sharing-within-containers",
+    ),
+)
+def gpu_in_init_container(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in _gpu_containers(workload, ctx):
+        if container.role in ("init", "ephemeral"):
+            yield Violation(
+                container.resource_path("limits")
+                if container.limits
+                else container.resource_path("requests"),
+                f"{container.label} requests GPUs",
+                container=container.name,
+            )
+
+
+def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
+    memory_volumes = {
+        volume.get("name")
+        for _, volume in template.volumes()
+        if as_mapping(volume.get("emptyDir")).get("medium") == "Memory"
+    }
+    return any(
+        isinstance(mount, dict)
+        and mount.get("mountPath") in ("/dev/shm", "/dev/shm/")
+        and mount.get("name") in memory_volumes
+        for mount in as_list(container.spec.get("volumeMounts"))
+    )
+
+
+@rule(
+    id="GP113",
+    name="tensor-parallel-without-shm",
+    severity="warning",
+    summary="Reports a container with more than one GPU that has no memory-backed emptyDir mounted at /dev/shm.",
+    rationale="NCCL and PyTorch use /dev/shm for intra-node communication; the container runtime's default is "
+    "64 MiB, and tensor-parallel servers (vLLM, TGI, TensorRT-LLM) fail or hang with bus errors.",
+    remediation="Mount an emptyDir with medium: Memory (and a sizeLimit) at /dev/shm.",
+    references=(
+        "https://docs.vllm.ai/en/latest/serving/deploying_with_k8s.html",
+        "https://kubernetes.io/docs/concepts/storage/volumes/#emptydir",
+    ),
+    parameters=(
+        Parameter("gpu.shmMinimumGpus", "The GPU count from which /dev/shm is required (default 2)."),
+    ),
+)
+def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    minimum = ctx.policy.get("gpu.shmMinimumGpus", 2)
+    for template, container in _gpu_containers(workload, ctx):
+        count = ctx.gpu.container_gpu_count(container)
+        if container.role == "container" and count >= minimum and not _has_memory_shm(template, container):
+            yield Violation(
+                container.field("volumeMounts")
+                if "volumeMounts" in container.spec
+                else container.resource_path("limits"),
+                f"{container.label} has {count} GPUs but no memory-backed emptyDir at /dev/shm",
+                container=container.name,
+            )
+
+
+__all__ = ["dra_gpu_claims", "largest_node", "pod_gpu_totals"]

@@ -1,0 +1,269 @@
+"""GP151-GP157: shared GPUs (time-slicing, MPS, MIG) and Dynamic Resource Allocation.
+
+NVIDIA GPU sharing: https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html
+MIG: https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-mig.html
+DRA: https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpupolicy.engine import Context, Parameter, Violation, rule
+from gpupolicy.gpu import GpuDemand, GpuKind, dra_gpu_claims
+from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.quantities import format_quantity
+from gpupolicy.scheduling import required_values, targeted_keys
+
+GPU_SHARING = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html"
+MIG = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-mig.html"
+DRA = "https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+SHARING_LABELS = frozenset(
+    {
+        PRODUCT_LABEL,
+        "nvidia.com/gpu.sharing-strategy",
+        "nvidia.com/gpu.replicas",
+        "nvidia.com/mig.config",
+        "nvidia.com/mig.strategy",
+        "nvidia.com/gpu.count",
+        "cloud.google.com/gke-gpu-sharing-strategy",
+        "cloud.google.com/gke-accelerator",
+    }
+)
+
+
+def shared_pools(ctx: Context) -> list[dict[str, Any]]:
+    return [
+        as_mapping(pool)
+        for pool in as_list(ctx.policy.data.get("nodePools"))
+        if as_mapping(pool).get("sharing") in ("time-slicing", "mps")
+    ]
+
+
+def _targets_shared_pool(template: PodTemplate, ctx: Context) -> dict[str, Any] | None:
+    """The shared pool the template's product selector points at (with or without -SHARED)."""
+    wanted = required_values(template, PRODUCT_LABEL)
+    if wanted is None:
+        return None
+    products = {value.removesuffix("-SHARED") for value in wanted[0]}
+    for pool in shared_pools(ctx):
+        if pool.get("gpuProduct") in products:
+            return pool
+    return None
+
+
+def _shared_demands(template: PodTemplate, ctx: Context) -> Iterator[GpuDemand]:
+    """Demands for shared GPUs: a renamed shared resource, or nvidia.com/gpu on a shared pool."""
+    pool = _targets_shared_pool(template, ctx)
+    for demand in ctx.gpu.counted_demands(template):
+        if demand.resource.kind is GpuKind.SHARED or (
+            pool is not None
+            and demand.resource.kind is GpuKind.DEVICE
+            and pool.get("resource", "nvidia.com/gpu") == demand.resource.name
+        ):
+            yield demand
+
+
+@rule(
+    id="GP151",
+    name="shared-gpu-count-above-one",
+    severity="error",
+    summary="Reports a container asking for more than one unit of a time-sliced or MPS-shared GPU.",
+    rationale="Shared replicas of one GPU give no more compute or memory together than one, and the device "
+    "plugin may hand out replicas of the same GPU; with failRequestsGreaterThanOne the pod is rejected outright.",
+    remediation="Request exactly 1 shared GPU, or request whole GPUs from a non-shared pool.",
+    references=(GPU_SHARING,),
+    parameters=(Parameter("nodePools", "Pools with sharing time-slicing or mps."),),
+)
+def shared_gpu_count_above_one(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        for demand in _shared_demands(template, ctx):
+            if (demand.amount or 0) > 1:
+                container = demand.container
+                yield Violation(
+                    container.resource_path(demand.section, demand.resource.name),
+                    f"{container.label} asks for {format_quantity(demand.limit or demand.request)} units of shared "
+                    f"GPU {demand.resource.name}; more than 1 gives no more GPU",
+                    container=container.name,
+                )
+
+
+@rule(
+    id="GP152",
+    name="sharing-without-node-targeting",
+    severity="warning",
+    summary="Reports a pod that requests a shared or MIG GPU resource without targeting nodes by sharing "
+    "strategy, MIG configuration or GPU product.",
+    rationale="Shared and MIG resources exist only on nodes configured for them; without a selector the pod's "
+    "placement depends on which pools happen to advertise the name, and a reconfiguration strands it Pending.",
+    remediation="Add a nodeSelector or required node affinity on nvidia.com/gpu.product, "
+    "nvidia.com/gpu.sharing-strategy or nvidia.com/mig.config.",
+    references=(GPU_SHARING, MIG),
+)
+def sharing_without_node_targeting(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        demands = [
+            d for d in ctx.gpu.counted_demands(template) if d.resource.kind in (GpuKind.SHARED, GpuKind.MIG)
+        ]
+        if not demands or targeted_keys(template) & _targeting_labels(ctx):
+            continue
+        demand = demands[0]
+        yield Violation(
+            demand.container.resource_path(demand.section, demand.resource.name),
+            f"{template.describe()} requests {demand.resource.name} but selects no node by sharing strategy, "
+            "MIG config or GPU product",
+            container=demand.container.name,
+        )
+
+
+def _targeting_labels(ctx: Context) -> frozenset[str]:
+    def compute() -> frozenset[str]:
+        pool_keys = {
+            str(key)
+            for pool in as_list(ctx.policy.data.get("nodePools"))
+            for key in as_mapping(as_mapping(pool).get("nodeLabels"))
+        }
+        return SHARING_LABELS | pool_keys
+
+    result: frozenset[str] = ctx.memo("sharing-target-labels", compute)
+    return result
+
+
+@rule(
+    id="GP153",
+    name="shared-product-label-mismatch",
+    severity="warning",
+    summary="Reports a selector on nvidia.com/gpu.product naming a time-sliced or MPS pool's product without "
+    "the `-SHARED` suffix those nodes carry, or a MIG single-strategy pool's product without its `-MIG-` suffix.",
+    rationale="With renameByDefault false, GPU Feature Discovery appends -SHARED to the product label of shared "
+    "nodes (and the MIG profile under the single strategy): a selector on the plain product matches no such node.",
+    remediation="Select the product value the nodes carry (for example NVIDIA-L4-SHARED).",
+    references=(GPU_SHARING, MIG),
+    parameters=(Parameter("nodePools", "gpuProduct, sharing, resource and migStrategy of each pool."),),
+)
+def shared_product_label_mismatch(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        wanted = required_values(template, PRODUCT_LABEL)
+        if wanted is None or not ctx.gpu.uses_gpus(template):
+            continue
+        values, path = wanted
+        for pool in as_list(ctx.policy.data.get("nodePools")):
+            pool = as_mapping(pool)
+            product = pool.get("gpuProduct")
+            if product not in values:
+                continue
+            renamed = pool.get("resource", "nvidia.com/gpu") != "nvidia.com/gpu"
+            if pool.get("sharing") in ("time-slicing", "mps") and not renamed:
+                yield Violation(
+                    path,
+                    f"{PRODUCT_LABEL} {product} is a {pool['sharing']} pool ({pool.get('name')}); "
+                    f"its nodes are labelled {product}-SHARED",
+                )
+            elif pool.get("migStrategy") == "single":
+                yield Violation(
+                    path,
+                    f"{PRODUCT_LABEL} {product} is a MIG single-strategy pool ({pool.get('name')}); "
+                    f"its nodes are labelled {product}-MIG-<profile>",
+                )
+
+
+@rule(
+    id="GP154",
+    name="latency-critical-on-time-slicing",
+    severity="warning",
+    summary="Reports an `online` workload (label gpupolicy.io/workload-class) placed on time-sliced GPUs.",
+    rationale="Time-slicing has no memory or fault isolation and interleaves whole kernels: a neighbour's batch job "
+    "sets the P95 of an online service, and one out-of-memory takes every tenant of the GPU down.",
+    remediation="Run online services on whole GPUs, MIG slices or MPS with limits, and keep time-slicing for batch and dev.",
+    references=(GPU_SHARING,),
+)
+def latency_critical_on_time_slicing(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if workload.labels.get("gpupolicy.io/workload-class") != "online":
+        return
+    for template in workload.templates:
+        pool = _targets_shared_pool(template, ctx)
+        for demand in _shared_demands(template, ctx):
+            if pool is None or pool.get("sharing") == "time-slicing":
+                yield Violation(
+                    demand.container.resource_path(demand.section, demand.resource.name),
+                    f"online workload uses time-sliced GPU {demand.resource.name}",
+                    container=demand.container.name,
+                )
+                return
+
+
+def _declared_claims(template: PodTemplate) -> set[str]:
+    return {str(as_mapping(claim).get("name")) for claim in as_list(template.spec.get("resourceClaims"))}
+
+
+@rule(
+    id="GP155",
+    name="dra-claim-undeclared",
+    severity="error",
+    summary="Reports a container `resources.claims[].name` that is not in the pod's `spec.resourceClaims`.",
+    rationale="The API server rejects the pod: a container can only use claims the pod declares.",
+    remediation="Declare the claim in spec.resourceClaims (with a resourceClaimTemplateName), or fix the name.",
+    references=(DRA,),
+)
+def dra_claim_undeclared(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        declared = _declared_claims(template)
+        for container in template.containers:
+            for index, claim in enumerate(as_list(container.resources.get("claims"))):
+                name = as_mapping(claim).get("name")
+                if name is not None and str(name) not in declared:
+                    known = ", ".join(sorted(declared)) or "none"
+                    yield Violation(
+                        (*container.path, container.resources_key, "claims", index),
+                        f"{container.label} uses claim {name!r}, but the pod declares {known}",
+                        container=container.name,
+                    )
+
+
+@rule(
+    id="GP156",
+    name="dra-shared-claim-in-template",
+    severity="warning",
+    summary="Reports `resourceClaimName` in the pod template of a replicated workload.",
+    rationale="A ResourceClaim named directly is one claim: every replica shares the same allocated devices, "
+    "and replicas beyond what the claim allows stay Pending. Each replica needs its own claim from a template.",
+    remediation="Use resourceClaimTemplateName so that each pod gets its own claim.",
+    references=(DRA,),
+)
+def dra_shared_claim_in_template(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if workload.is_pod:
+        return
+    for template in workload.templates:
+        for index, claim in enumerate(as_list(template.spec.get("resourceClaims"))):
+            claim = as_mapping(claim)
+            if claim.get("resourceClaimName"):
+                yield Violation(
+                    template.field("resourceClaims", index, "resourceClaimName"),
+                    f"{workload.kind} pods all share ResourceClaim {claim['resourceClaimName']!r}",
+                )
+
+
+@rule(
+    id="GP157",
+    name="dra-and-device-plugin-mix",
+    severity="error",
+    summary="Reports a pod that uses both DRA GPU claims and device-plugin GPU resources (nvidia.com/gpu limits).",
+    rationale="The DRA driver and the device plugin each believe they own the node's GPUs; the same device can be "
+    "handed out twice, and NVIDIA's DRA driver documentation says not to run both on a node.",
+    remediation="Request GPUs through one mechanism: DRA claims or device-plugin limits, not both.",
+    references=(DRA, "https://github.com/NVIDIA/k8s-dra-driver-gpu"),
+)
+def dra_and_device_plugin_mix(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        claims = dra_gpu_claims(template)
+        devices = [d for d in ctx.gpu.counted_demands(template) if (d.amount or 0) > 0]
+        if claims and devices:
+            demand = devices[0]
+            claim_name = as_mapping(claims[0][1]).get("name")
+            yield Violation(
+                demand.container.resource_path(demand.section, demand.resource.name),
+                f"{template.describe()} uses DRA claim {claim_name!r} and {demand.resource.name} limits together",
+                container=demand.container.name,
+            )

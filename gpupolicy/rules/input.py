@@ -1,0 +1,178 @@
+"""GP0xx: problems with the input itself. These are findings, never crashes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpupolicy.documents import Resource
+from gpupolicy.engine import Context, Parameter, Scope, Violation, input_rule, rule
+from gpupolicy.kube_schemas import has_schema, resolve_version, schema_errors
+from gpupolicy.pod_spec import CONTAINER_LISTS, workload_of
+
+input_rule(
+    id="GP001",
+    name="yaml-syntax-error",
+    severity="error",
+    summary="Reports a document that cannot be parsed as YAML or JSON, or a file that is not UTF-8 text, "
+    "with the line and column of the error. The other documents of the file are still linted.",
+    rationale="kubectl and Argo CD refuse the whole file, so nothing in it is applied; a CI check that "
+    "crashes instead of pointing at the line wastes a round trip.",
+    remediation="Fix the YAML syntax at the reported line and column.",
+    references=("https://yaml.org/spec/1.2.2/",),
+)
+
+input_rule(
+    id="GP004",
+    name="unrendered-template",
+    severity="error",
+    summary="Reports files that still hold Helm `{{ }}` actions or `${VAR}` placeholders in structural fields "
+    "(names, images, quantities, selectors), and kustomize directories that could not be rendered. "
+    "The message gives the command that renders them.",
+    rationale="A template is not a manifest: linting it would judge placeholders, and skipping it silently "
+    "would let the rendered objects through unchecked.",
+    remediation="Render the templates (helm template, kubectl kustomize, envsubst) and lint the output.",
+    references=(
+        "https://helm.sh/docs/helm/helm_template/",
+        "https://kubectl.docs.kubernetes.io/references/kustomize/",
+    ),
+)
+
+
+@rule(
+    id="GP002",
+    name="duplicate-key",
+    severity="error",
+    scope=Scope.OBJECT,
+    summary="Reports a mapping that repeats a key.",
+    rationale="YAML parsers used by kubectl keep the last value and drop the first without a word, so a "
+    "second `resources:` or `env:` silently replaces the one a reviewer read.",
+    remediation="Merge the repeated keys into one.",
+    references=("https://yaml.org/spec/1.2.2/#mapping",),
+)
+def duplicate_key(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    if resource.node is None:
+        return
+    from gpupolicy.documents import path_to_node
+
+    for duplicate in resource.duplicates:
+        path = path_to_node(resource.node, duplicate.node) or ()
+        line, _ = resource.node_position(duplicate.node)
+        yield Violation(
+            _dup_path(path, duplicate.key),
+            f"key {duplicate.key!r} appears again (first at line {duplicate.first_line + resource.line_offset}); "
+            f"the value at line {line} silently replaces it",
+        )
+
+
+def _dup_path(path: tuple[str | int, ...], key: str) -> tuple[str | int, ...]:
+    return path if path and path[-1] == key else (*path, key)
+
+
+@rule(
+    id="GP003",
+    name="malformed-object",
+    severity="error",
+    scope=Scope.OBJECT,
+    summary="Reports documents that are not Kubernetes objects: no apiVersion, kind or metadata.name "
+    "(or generateName), a document that is not a mapping, an empty file, or - for kinds without a "
+    "bundled OpenAPI schema - pod-spec fields of the wrong type.",
+    rationale="The API server rejects such objects, and every other rule would be judging a guess.",
+    remediation="Give the object apiVersion, kind and metadata.name, and the pod-spec fields their API types.",
+    references=("https://kubernetes.io/docs/concepts/overview/working-with-objects/#required-fields",),
+)
+def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    if not isinstance(resource.obj, dict):
+        kind = type(resource.obj).__name__.replace("str", "text").replace("list", "list")
+        yield Violation(
+            (), f"document is a {kind}, not a Kubernetes object (a mapping with apiVersion and kind)"
+        )
+        return
+    for key in ("apiVersion", "kind"):
+        if not isinstance(resource.obj.get(key), str) or not resource.obj.get(key):
+            yield Violation((), f"object has no {key}")
+    metadata = resource.obj.get("metadata")
+    if not isinstance(metadata, dict):
+        yield Violation(("metadata",) if "metadata" in resource.obj else (), "object has no metadata mapping")
+    elif not metadata.get("name") and not metadata.get("generateName"):
+        yield Violation(("metadata",), "object has no metadata.name (or generateName)")
+    if not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version):
+        yield from _pod_spec_types(resource)
+
+
+_LIST_FIELDS = ("volumes", "tolerations", "imagePullSecrets", "resourceClaims")
+_CONTAINER_LIST_FIELDS = ("ports", "env", "envFrom", "volumeMounts", "command", "args")
+_CONTAINER_MAP_FIELDS = ("resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe")
+
+
+def _pod_spec_types(resource: Resource) -> Iterator[Violation]:
+    workload = workload_of(resource)
+    if workload is None:
+        return
+    for template in workload.templates:
+        spec = template.spec
+        for key, _ in CONTAINER_LISTS:
+            if key in spec and not isinstance(spec[key], list):
+                yield Violation(template.field(key), f"{key} must be a list, not {_type(spec[key])}")
+        for key in _LIST_FIELDS:
+            if key in spec and spec[key] is not None and not isinstance(spec[key], list):
+                yield Violation(template.field(key), f"{key} must be a list, not {_type(spec[key])}")
+        for key in ("nodeSelector", "affinity", "securityContext"):
+            if key in spec and spec[key] is not None and not isinstance(spec[key], dict):
+                yield Violation(template.field(key), f"{key} must be a mapping, not {_type(spec[key])}")
+        for container in template.containers:
+            yield from _container_types(container.spec, container.path, container.resources_key)
+
+
+def _container_types(
+    spec: dict[str, object], path: tuple[str | int, ...], resources_key: str
+) -> Iterator[Violation]:
+    for key in _CONTAINER_LIST_FIELDS:
+        if key in spec and spec[key] is not None and not isinstance(spec[key], list):
+            yield Violation((*path, key), f"{key} must be a list, not {_type(spec[key])}")
+    for key in (*_CONTAINER_MAP_FIELDS, resources_key):
+        if key in spec and spec[key] is not None and not isinstance(spec[key], dict):
+            yield Violation((*path, key), f"{key} must be a mapping, not {_type(spec[key])}")
+    resources = spec.get(resources_key)
+    if isinstance(resources, dict):
+        for section in ("requests", "limits"):
+            if (
+                section in resources
+                and resources[section] is not None
+                and not isinstance(resources[section], dict)
+            ):
+                yield Violation(
+                    (*path, resources_key, section),
+                    f"{section} must be a mapping, not {_type(resources[section])}",
+                )
+
+
+def _type(value: object) -> str:
+    return {
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), "null" if value is None else type(value).__name__)
+
+
+@rule(
+    id="GP005",
+    name="schema-violation",
+    severity="error",
+    scope=Scope.OBJECT,
+    summary="Validates built-in kinds against the Kubernetes OpenAPI schema of the policy's Kubernetes "
+    "version (strict: unknown fields are errors), and reports each violation at its field.",
+    rationale="A misspelt field is dropped by the API server with at most a warning: `resouces:` hides a GPU "
+    "limit, `tolerations` under the wrong parent loses the toleration, and the pod schedules somewhere else.",
+    remediation="Correct the field name or type to what the Kubernetes API defines.",
+    references=("https://kubernetes.io/docs/reference/kubernetes-api/",),
+    parameters=(Parameter("kubernetesVersion", "The Kubernetes minor version whose schemas are used."),),
+)
+def schema_violation(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    if not isinstance(resource.obj, dict) or not resource.kind or not resource.api_version:
+        return
+    version = ctx.memo("kube-schema-version", lambda: resolve_version(ctx.policy.kubernetes_version))
+    for error in schema_errors(resource.obj, version):
+        yield Violation(error.path, f"{error.message} (Kubernetes {version} schema)")

@@ -1,0 +1,44 @@
+"""Tolerations against taints, as the scheduler matches them.
+
+https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: str
+    value: str = ""
+
+
+def toleration_tolerates(toleration: Any, taint: Taint) -> bool:
+    """An empty key with `Exists` tolerates everything; an empty effect matches every effect;
+    `Equal` (the default operator) compares values, `Exists` ignores them."""
+    if not isinstance(toleration, Mapping):
+        return False
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != taint.key:
+        return False
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return str(toleration.get("value") or "") == taint.value
+    return False
+
+
+def tolerates(tolerations: Any, taint: Taint) -> bool:
+    if not isinstance(tolerations, list):
+        return False
+    return any(toleration_tolerates(item, taint) for item in tolerations)
