@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpupolicy import __version__
 from gpupolicy.findings import Severity
+from gpupolicy.runtime import paused_cyclic_gc
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
@@ -28,7 +29,12 @@ class UsageError(Exception):
 def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lint = commands.add_parser("lint", help="lint manifests (files, directories, - for stdin)")
     lint.add_argument("paths", nargs="*", default=["."], metavar="PATH")
-    lint.add_argument("--format", "-f", default="text", help="text or json (comma-separated for several)")
+    lint.add_argument(
+        "--format",
+        "-f",
+        default="text",
+        help="text, json, sarif, junit, github or markdown (comma-separated for several)",
+    )
     lint.add_argument(
         "--output",
         "-o",
@@ -54,13 +60,47 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     lint.add_argument(
         "--exclude", action="append", default=[], metavar="GLOB", help="skip paths matching GLOB"
     )
-    lint.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    lint.set_defaults(handler=run_lint)
+    lint.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="colour the text format (auto: only on a terminal, never when NO_COLOR is set)",
+    )
+    lint.add_argument("--show-suppressed", action="store_true", help="also list suppressed findings and why")
+    lint.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="findings in this baseline are accepted (shown as suppressed); only new ones count",
+    )
+    lint.add_argument(
+        "--write-baseline",
+        type=Path,
+        metavar="FILE",
+        help="write the current findings to FILE as the baseline, then exit 0",
+    )
+    context = lint.add_mutually_exclusive_group()
+    context.add_argument(
+        "--context-root",
+        type=Path,
+        metavar="DIR",
+        help="load DIR as context for cross-object rules, but report only on the given PATHs",
+    )
+    context.add_argument(
+        "--context-from-git",
+        action="store_true",
+        help="like --context-root with the git top-level of the given files (the pre-commit hook)",
+    )
+    lint.set_defaults(handler=run_lint, batch=True)
 
 
 # Further subcommands live in their own modules (gpupolicy/commands/<name>.py), each with
 # `register(subparsers) -> None` that adds its parser and sets `handler=run` on it.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "gpupolicy.commands.provenance",
+    "gpupolicy.commands.serve",
+    "gpupolicy.commands.experiment",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,9 +147,9 @@ def _parse_outputs(formats: list[str], outputs: list[str]) -> dict[str, str | No
 
 
 def run_lint(args: argparse.Namespace) -> int:
+    from gpupolicy import baseline as baselines
     from gpupolicy.engine import evaluate
     from gpupolicy.formats import RenderOptions, load_formatters
-    from gpupolicy.inputs import load_paths
     from gpupolicy.policy import PolicyError, find_repo_policy, load_policy
 
     formatters = load_formatters()
@@ -132,34 +172,94 @@ def run_lint(args: argparse.Namespace) -> int:
         policy = load_policy(repo_policy=repo_policy, extra=args.policy)
     except PolicyError as exc:
         raise UsageError(str(exc)) from exc
+    accepted = None
+    if args.baseline is not None:
+        try:
+            accepted = baselines.load(args.baseline)
+        except baselines.BaselineError as exc:
+            raise UsageError(str(exc)) from exc
 
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
 
-    loaded = load_paths(args.paths, exclude=[*policy.exclude, *args.exclude])
-    report = evaluate(loaded.resources, policy, problems=loaded.problems)
-    report.files = len(loaded.files)
-    options = RenderOptions(color=_use_color(args.color), tool_version=__version__)
-    for name, target in targets.items():
-        rendered = formatters[name](
-            report, options if target is None else RenderOptions(tool_version=__version__)
+    exclude = [*policy.exclude, *args.exclude]
+    context_root = _context_root(args, anchor)
+    if context_root is None:
+        from gpupolicy.inputs import load_paths
+
+        loaded = load_paths(args.paths, exclude=exclude)
+        report = evaluate(loaded.resources, policy, problems=loaded.problems, directives=loaded.directives)
+    else:
+        from gpupolicy.inputs import load_with_context
+
+        loaded, context = load_with_context(args.paths, context_root, exclude=exclude)
+        chosen = {resource.file for resource in loaded.resources}
+        report = evaluate(
+            [*loaded.resources, *context],
+            policy,
+            problems=loaded.problems,
+            directives=loaded.directives,
+            report_on=lambda resource: resource.file in chosen,
         )
+        report.objects = len(loaded.resources)
+    report.files = len(loaded.files)
+    if args.write_baseline is not None:
+        count = baselines.write(args.write_baseline, report)
+        print(f"gpupolicy: wrote {count} findings to the baseline {args.write_baseline}", file=sys.stderr)
+        return EXIT_USAGE if report.errors else EXIT_CLEAN
+    if accepted is not None:
+        baselines.apply(report, accepted)
+    threshold = (
+        Severity.parse(args.fail_on)
+        if args.fail_on
+        else (Severity.WARNING if args.strict else policy.fail_on)
+    )
+    for name, target in targets.items():
+        options = RenderOptions(
+            color=_use_color(args.color) if target is None else False,
+            show_suppressed=args.show_suppressed,
+            tool_version=__version__,
+            fail_on=threshold,
+        )
+        rendered = formatters[name](report, options)
         if target is None:
             sys.stdout.write(rendered)
         else:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
             Path(target).write_text(rendered, encoding="utf-8")
     for error in report.errors:
         print(
             f"gpupolicy: internal error in {error.rule_id} on {error.object}: {error.message}",
             file=sys.stderr,
         )
-    threshold = (
-        Severity.parse(args.fail_on)
-        if args.fail_on
-        else (Severity.WARNING if args.strict else policy.fail_on)
-    )
     if report.errors or any(finding.rule_id == "GP001" for finding in report.findings):
         return EXIT_USAGE
     return EXIT_FINDINGS if report.fails(threshold) else EXIT_CLEAN
+
+
+def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
+    if args.context_root is not None:
+        if not args.context_root.is_dir():
+            raise UsageError(f"--context-root {args.context_root}: not a directory")
+        return Path(args.context_root)
+    if not args.context_from_git:
+        return None
+    import subprocess
+
+    folder = anchor.resolve() if anchor.is_dir() else anchor.resolve().parent
+    try:
+        completed = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"--context-from-git: cannot run git: {exc}") from exc
+    if completed.returncode != 0:
+        raise UsageError(f"--context-from-git: {folder} is not inside a git work tree")
+    return Path(completed.stdout.strip())
 
 
 def run_rules(args: argparse.Namespace) -> int:
@@ -188,7 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        result: int = args.handler(args)
+        if getattr(args, "batch", False):  # a one-shot run over many manifests, not a server
+            with paused_cyclic_gc():
+                result: int = args.handler(args)
+        else:
+            result = args.handler(args)
         return result
     except UsageError as exc:
         print(f"gpupolicy: {exc}", file=sys.stderr)

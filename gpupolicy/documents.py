@@ -180,18 +180,35 @@ def _node_at(root: yaml.Node, path: JsonPath) -> yaml.Node:
     pointer = root
     for step in path:
         if isinstance(node, yaml.MappingNode) and isinstance(step, str):
-            for key_node, value_node in reversed(node.value):  # the last duplicate wins, as in kubectl
-                if isinstance(key_node, yaml.ScalarNode) and key_node.value == step:
-                    pointer, node = key_node, value_node
-                    break
-            else:
+            found = _entry_nodes(node, step)
+            if found is None:
                 return pointer
+            pointer, node = found
         elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
             node = node.value[step]
             pointer = node
         else:
             return pointer
     return pointer
+
+
+def _entry_nodes(node: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    """The key and value nodes of `key`: written in the mapping (the last duplicate wins, as in
+    kubectl), or else merged into it with `<<: *anchor` (pointing where the anchor wrote it)."""
+    merges: list[yaml.Node] = []
+    for key_node, value_node in reversed(node.value):
+        if key_node.tag == _TAG_MERGE:
+            merges.append(value_node)
+        elif isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+            return key_node, value_node
+    for merged in reversed(merges):  # the first merge source listed wins, as in construct()
+        sources = merged.value if isinstance(merged, yaml.SequenceNode) else [merged]
+        for source in sources:
+            if isinstance(source, yaml.MappingNode):
+                found = _entry_nodes(source, key)
+                if found is not None:
+                    return found
+    return None
 
 
 def path_to_node(root: yaml.Node, target: yaml.Node) -> JsonPath | None:
@@ -232,10 +249,111 @@ def _scalar_value(node: yaml.ScalarNode) -> Any:
     return node.value
 
 
+# Aliases share values instead of copying them, but anything that walks the value (rules, the
+# schema validator, JSON output) sees the expansion. go-yaml rejects "excessive aliasing" for
+# the same reason; so do we, with a finding instead of an exponential walk.
+MAX_EXPANDED_VALUES = 1_000_000
+
+
+class ExcessiveAliasing(ValueError):
+    """A document whose aliases expand to more values than any manifest needs (billion laughs)."""
+
+
+def _expanded_size(root: yaml.Node, limit: int) -> int:
+    """How many nodes the tree has once every alias is expanded (stops counting past `limit`)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in open_nodes:
+            line = node.start_mark.line + 1
+            raise ExcessiveAliasing(
+                f"an anchor's value contains an alias of itself (the value at line {line})"
+            )
+        open_nodes.add(id(node))
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                total += size(key_node) + size(value_node)
+                if total > limit:
+                    break
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                total += size(item)
+                if total > limit:
+                    break
+        open_nodes.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
+
+
+# No Kubernetes object nests anywhere near this deep; deeper documents would exhaust Python's
+# recursion limit in the walkers that read them (construction, rules, schema validation).
+MAX_DEPTH = 200
+
+
+def _check_depth(root: yaml.Node, limit: int) -> None:
+    """Raise when a path through the tree (aliases included) is more than `limit` levels deep."""
+    deepest: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            cycle = _alias_cycle(root)
+            if cycle is not None:
+                line = cycle.start_mark.line + 1
+                raise ExcessiveAliasing(
+                    f"an anchor's value contains an alias of itself (the value at line {line})"
+                )
+            line = node.start_mark.line + 1
+            raise ExcessiveAliasing(f"the document nests deeper than {limit} levels (at line {line})")
+        if deepest.get(id(node), 0) >= depth:
+            continue  # reached before at this depth or deeper: nothing new below
+        deepest[id(node)] = depth
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                stack.append((key_node, depth + 1))
+                stack.append((value_node, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in node.value)
+
+
+def _alias_cycle(root: yaml.Node) -> yaml.Node | None:
+    """A node that contains itself through an alias (`&a [*a]`), found without recursion."""
+    open_nodes: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            open_nodes.discard(id(node))
+            done.add(id(node))
+            continue
+        if id(node) in open_nodes:
+            return node
+        if id(node) in done or isinstance(node, yaml.ScalarNode):
+            continue
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                stack.extend(((key_node, False), (value_node, False)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, False) for item in node.value)
+    return None
+
+
 def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
     """Build plain Python values from a node tree, noting repeated mapping keys."""
+    _check_depth(root, MAX_DEPTH)
     duplicates: list[DuplicateKey] = []
     memo: dict[int, Any] = {}
+    aliased = False
     scalar_node = yaml.ScalarNode
     mapping_node = yaml.MappingNode
 
@@ -247,6 +365,8 @@ def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
             return _scalar_value(node)
         known = memo.get(id(node))
         if known is not None:
+            nonlocal aliased
+            aliased = True
             return known  # an alias: share the value instead of expanding it again
         if type(node) is mapping_node:
             result: dict[Any, Any] = {}
@@ -269,7 +389,13 @@ def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
         items.extend(build(item) for item in node.value)
         return items
 
-    return build(root), duplicates
+    value = build(root)
+    if aliased and _expanded_size(root, MAX_EXPANDED_VALUES) > MAX_EXPANDED_VALUES:
+        raise ExcessiveAliasing(
+            f"the document's aliases expand to more than {MAX_EXPANDED_VALUES:,} values "
+            "(excessive aliasing, as in a 'billion laughs' document)"
+        )
+    return value, duplicates
 
 
 def _merge_into(target: dict[Any, Any], merged: Any) -> None:
@@ -295,14 +421,54 @@ _PLACEHOLDER_EXEMPT_KEYS = frozenset(
 )
 
 
+# Go templates that are an object's own text, not Helm: Prometheus alert annotations
+# (`{{ $labels.gpu }}` in DCGM alert rules), Alertmanager and Grafana configs in ConfigMap or
+# Secret data. In a file that parses as YAML, an action inside a string under one of these keys
+# is left alone; an action anywhere else (names, images, `{{- toYaml ... }}` blocks) is Helm.
+_GO_TEMPLATE_TEXT_KEYS = frozenset(
+    {"annotations", "data", "stringData", "binaryData", "expr", "description", "summary", "message", "query"}
+)
+
+
 def find_helm_action(text: str) -> tuple[int, int] | None:
     """1-based position of the first Helm template action in `text`, if any."""
-    match = _HELM_ACTION.search(text)
-    if match is None:
+    matches = list(_HELM_ACTION.finditer(text))
+    if not matches:
         return None
-    line = text.count("\n", 0, match.start()) + 1
-    column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
-    return line, column
+    literal = _go_template_text_ranges(text)
+    for match in matches:
+        line = text.count("\n", 0, match.start()) + 1
+        column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+        if not any(start <= (line, column) < end for start, end in literal):
+            return line, column
+    return None
+
+
+def _go_template_text_ranges(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(line, column) spans of string scalars under `_GO_TEMPLATE_TEXT_KEYS`; none when the text
+    is not valid YAML (a Helm template usually is not)."""
+    nodes = _compose_stream(text)
+    if nodes is None:
+        return []
+    spans: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    stack: list[tuple[yaml.Node, bool]] = [(node, False) for node in nodes]
+    seen: set[int] = set()
+    while stack:
+        node, literal = stack.pop()
+        if id(node) in seen:
+            continue  # aliases: each node once
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if literal and node.tag == _TAG_STR:
+                start, end = node.start_mark, node.end_mark
+                spans.append(((start.line + 1, start.column + 1), (end.line + 1, end.column + 1)))
+        elif isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                stack.append((value_node, literal or key in _GO_TEMPLATE_TEXT_KEYS))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, literal) for item in node.value)
+    return spans
 
 
 def find_env_placeholders(value: Any, path: JsonPath = ()) -> Iterator[tuple[JsonPath, str]]:
@@ -325,6 +491,25 @@ def find_env_placeholders(value: Any, path: JsonPath = ()) -> Iterator[tuple[Jso
 class LoadedText:
     resources: list[Resource] = field(default_factory=list)
     problems: list[LoadProblem] = field(default_factory=list)
+    # `# gpupolicy: ignore` comments (suppressions.InlineDirective), filled in by inputs.load_text
+    directives: list[Any] = field(default_factory=list)
+
+
+def _error_at(exc: Exception, chunk: str, line_offset: int) -> tuple[int | None, int | None, str]:
+    """Line, column and message of a parse error in `chunk` (which starts at `line_offset`)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        return (*_line_col(exc, line_offset), _syntax_message(exc, line_offset))
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (no mark)
+        prefix = chunk.encode("utf-8", "surrogatepass")[: max(exc.position, 0)]
+        line = prefix.count(b"\n") + 1 + line_offset
+        column = len(prefix[prefix.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
+        character = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+        return line, column, f"YAML syntax error: unacceptable character #x{character:04x}: {exc.reason}"
+    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate, e.g. from an API caller's text
+        line = chunk.count("\n", 0, exc.start) + 1 + line_offset
+        column = exc.start - (chunk.rfind("\n", 0, exc.start) + 1) + 1
+        return line, column, "YAML syntax error: text holds a lone UTF-16 surrogate, not a character"
+    return None, None, _syntax_message(exc) if isinstance(exc, yaml.YAMLError) else f"cannot read text: {exc}"
 
 
 def _line_col(exc: yaml.MarkedYAMLError, line_offset: int) -> tuple[int | None, int | None]:
@@ -334,13 +519,16 @@ def _line_col(exc: yaml.MarkedYAMLError, line_offset: int) -> tuple[int | None, 
     return mark.line + 1 + line_offset, mark.column + 1
 
 
-def _syntax_message(exc: yaml.YAMLError) -> str:
+def _syntax_message(exc: yaml.YAMLError, line_offset: int = 0) -> str:
     if isinstance(exc, yaml.MarkedYAMLError):
         parts = [part for part in (exc.context, exc.problem) if part]
         message = "YAML syntax error: " + "; ".join(parts) if parts else "YAML syntax error"
         started, found = exc.context_mark, exc.problem_mark
         if started is not None and found is not None and started.line != found.line:
-            message += f" (the construct started at line {started.line + 1}, column {started.column + 1})"
+            message += (
+                f" (the construct started at line {started.line + 1 + line_offset}, "
+                f"column {started.column + 1})"
+            )
         return message
     return f"YAML syntax error: {exc}"
 
@@ -385,7 +573,7 @@ def _split_documents(text: str) -> list[tuple[int, str]]:
 def _compose_stream(text: str) -> list[yaml.Node] | None:
     try:
         return [node for node in yaml.compose_all(text, Loader=_Loader) if node is not None]
-    except yaml.YAMLError:
+    except (yaml.YAMLError, UnicodeError):
         return None
 
 
@@ -403,11 +591,9 @@ def parse_text(text: str, file: str, *, rendered_from: str | None = None) -> Loa
     for line_offset, chunk in _split_documents(text):
         try:
             chunk_nodes = list(yaml.compose_all(chunk, Loader=_Loader))
-        except yaml.YAMLError as exc:
-            line, column = (
-                _line_col(exc, line_offset) if isinstance(exc, yaml.MarkedYAMLError) else (None, None)
-            )
-            loaded.problems.append(LoadProblem("GP001", _syntax_message(exc), file, line, column, index))
+        except (yaml.YAMLError, UnicodeError) as exc:
+            line, column, message = _error_at(exc, chunk, line_offset)
+            loaded.problems.append(LoadProblem("GP001", message, file, line, column, index))
             index += 1
             continue
         for node in chunk_nodes:

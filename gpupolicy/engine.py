@@ -20,6 +20,8 @@ from gpupolicy.findings import Finding, JsonPath, Severity
 from gpupolicy.inventory import Bundle, Inventory
 from gpupolicy.pod_spec import Workload, workload_of
 from gpupolicy.policy import Policy
+from gpupolicy.suppressions import InlineDirective
+from gpupolicy.suppressions import apply as apply_suppressions
 
 
 class Scope(enum.Enum):
@@ -286,9 +288,12 @@ def evaluate(
     problems: Iterable[LoadProblem] = (),
     report_on: Callable[[Resource], bool] | None = None,
     rules: Iterable[Rule] | None = None,
+    directives: Iterable[InlineDirective] = (),
 ) -> Report:
     """Run every enabled rule over `resources`. `inventory` defaults to a Bundle of them;
-    `report_on` keeps only findings about chosen objects (pre-commit's changed files)."""
+    `report_on` keeps only findings about chosen objects (pre-commit's changed files).
+    Suppressions (annotations of the chosen objects, `directives` — the `# gpupolicy: ignore`
+    comments of the chosen files — and policy exemptions) move findings to `report.suppressed`."""
     inventory = (
         inventory if inventory is not None else Bundle(resources, complete_kinds=_complete_kinds(policy))
     )
@@ -320,6 +325,9 @@ def evaluate(
     findings.extend(
         finding_from_problem(problem, policy) for problem in problems if problem.rule_id in active_ids
     )
+    outcome = apply_suppressions(findings, subjects, policy, directives, active=active_ids)
+    report.suppressed = sorted(outcome.suppressed, key=lambda item: item[0].sort_key())
+    findings = outcome.findings
     report.findings = sorted(findings, key=Finding.sort_key)
     report.objects = len(resources)
     return report

@@ -24,6 +24,7 @@ from gpupolicy.documents import (
     find_helm_action,
     parse_text,
 )
+from gpupolicy.suppressions import InlineDirective, scan_comments
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -43,10 +44,12 @@ class Loaded:
     resources: list[Resource] = field(default_factory=list)
     problems: list[LoadProblem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    directives: list[InlineDirective] = field(default_factory=list)
 
     def extend(self, other: LoadedText, file: str) -> None:
         self.resources.extend(other.resources)
         self.problems.extend(other.problems)
+        self.directives.extend(other.directives)
         self.files.append(file)
 
 
@@ -77,17 +80,21 @@ def _values_file(name: str) -> bool:
     ) or name in NOT_MANIFESTS
 
 
-def iter_manifest_files(root: Path, exclude: Iterable[str] = ()) -> Iterator[Path]:
-    """Manifest files and kustomize directories below `root`, in a stable order."""
+def iter_manifest_files(
+    root: Path, exclude: Iterable[str] = (), *, base: Path | None = None
+) -> Iterator[Path]:
+    """Manifest files and kustomize directories below `root`, in a stable order. Exclude globs
+    are matched against paths relative to `base` (the directory given on the command line)."""
     patterns = list(exclude)
+    base = root if base is None else base
     if any((root / name).is_file() for name in KUSTOMIZATION_FILES):
         yield root
         return
     for entry in sorted(root.iterdir()):
-        if entry.name.startswith(".") or is_excluded(entry, root, patterns):
+        if entry.name.startswith(".") or is_excluded(entry, base, patterns):
             continue
         if entry.is_dir() and not entry.is_symlink():
-            yield from iter_manifest_files(entry, patterns)
+            yield from iter_manifest_files(entry, patterns, base=base)
         elif entry.is_file() and entry.suffix in MANIFEST_SUFFIXES and not _values_file(entry.name):
             yield entry
 
@@ -103,12 +110,14 @@ def _decode(data: bytes, file: str) -> tuple[str | None, LoadProblem | None]:
         )
 
 
-def render_hint(path: Path) -> str:
+def render_hint(path: Path, *, helm: bool = False) -> str:
     """How to render a templated file, for the GP004 message."""
     for folder in path.resolve().parents:
         if (folder / "Chart.yaml").is_file():
             chart = display_path(folder)
             return f"render the chart first: helm template RELEASE {chart} | gpupolicy lint -"
+    if helm:  # Helm actions outside a chart: envsubst would not render them
+        return f"render it with helm template first (no Chart.yaml found above {display_path(path)})"
     return f"render it first, e.g. envsubst < {display_path(path)} | gpupolicy lint -"
 
 
@@ -118,23 +127,28 @@ def load_text(
     """Parse one file's text, reporting templates (GP004) and empty files (GP003)."""
     helm = find_helm_action(text)
     if helm is not None:
-        hint = render_hint(hint_path) if hint_path else "render it with helm template first"
+        hint = render_hint(hint_path, helm=True) if hint_path else "render it with helm template first"
         problem = LoadProblem(
             "GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm
         )
         return LoadedText(problems=[problem])
     loaded = parse_text(text, file, rendered_from=rendered_from)
+    loaded.directives = scan_comments(text, file)
     if not loaded.resources and not loaded.problems:
         loaded.problems.append(
             LoadProblem(
                 "GP003", "file holds no Kubernetes object (it is empty)", file, 1, 1, severity="warning"
             )
         )
-    placeholders = [
-        (resource, path, placeholder)
-        for resource in loaded.resources
-        for path, placeholder in find_env_placeholders(resource.obj)
-    ]
+    placeholders = (
+        [
+            (resource, path, placeholder)
+            for resource in loaded.resources
+            for path, placeholder in find_env_placeholders(resource.obj)
+        ]
+        if "${" in text
+        else []
+    )
     if placeholders:
         resource, path, placeholder = placeholders[0]
         line, column = resource.position(path) or (1, 1)
@@ -221,3 +235,26 @@ def load_paths(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Loaded:
         else:
             loaded.extend(load_file(path), display_path(path))
     return loaded
+
+
+def is_manifest_name(name: str) -> bool:
+    """Whether a file name given explicitly (pre-commit passes every changed YAML file) can hold manifests."""
+    return name.endswith(MANIFEST_SUFFIXES) and not _values_file(name) and name not in KUSTOMIZATION_FILES
+
+
+def load_with_context(
+    paths: Iterable[str], root: Path, *, exclude: Iterable[str] = ()
+) -> tuple[Loaded, list[Resource]]:
+    """The given paths (to report on) and the other objects below `root` (context only).
+
+    pre-commit passes only the changed files; cross-object rules (a Deployment's PDB, a
+    workload's PriorityClass or experiment ConfigMap) need the rest of the repository. Files
+    that cannot hold manifests (Chart.yaml, values files, .pre-commit-config.yaml) are skipped.
+    Problems in context files are not reported: they are not the change being judged.
+    """
+    patterns = list(exclude)
+    chosen = [raw for raw in paths if raw == "-" or Path(raw).is_dir() or is_manifest_name(Path(raw).name)]
+    loaded = load_paths(chosen, exclude=patterns)
+    given = set(loaded.files) | {resource.file for resource in loaded.resources}
+    context = load_paths([str(root)], exclude=patterns)
+    return loaded, [resource for resource in context.resources if resource.file not in given]

@@ -447,7 +447,10 @@ def extract_templates(resource: Resource) -> Iterator[PodTemplate]:
         return
     kind = resource.kind
     extractor = EXTRACTORS.get(kind)
-    if extractor is not None:
-        yield from extractor(obj)
+    found = list(extractor(obj)) if extractor is not None else []
+    if found:
+        yield from found
     elif kind not in NON_WORKLOAD_KINDS:
+        # Unknown kinds, and known kind names of other API groups (Volcano's batch.volcano.sh Job
+        # keeps its pods under spec.tasks[].template): walk for containers, never skip silently.
         yield from _walk_for_pod_specs(obj.get("spec"), ("spec",))

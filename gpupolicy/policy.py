@@ -8,6 +8,7 @@ the file and the line.
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import hashlib
 import json
@@ -50,7 +51,10 @@ def policy_schema() -> dict[str, Any]:
     """The top-level schema with every section schema (`schemas/sections/<key>.json`) under its key."""
     schema = copy.deepcopy(_schema("policy.schema.json"))
     for section in sorted((policies_dir() / "schemas" / "sections").glob("*.json")):
-        schema["properties"][section.stem] = json.loads(section.read_text(encoding="utf-8"))
+        section_schema = json.loads(section.read_text(encoding="utf-8"))
+        # Its own `$id` makes a section's `#/$defs/...` references resolve inside the section.
+        section_schema.setdefault("$id", f"https://gpupolicy.io/schemas/sections/{section.name}")
+        schema["properties"][section.stem] = section_schema
     return schema
 
 
@@ -150,11 +154,34 @@ def validate_layer(data: dict[str, Any], resource: Resource | None, file: str) -
         return
     messages = []
     for error in errors[:10]:
-        path = tuple(error.absolute_path)
-        key = ".".join(str(step) for step in path) or "(top level)"
-        line, column = resource.position(path) or (1, 1) if resource else (1, 1)
-        messages.append(f"{file}:{line}:{column}: policy key {key}: {error.message}")
+        for path, message in _located_errors(error):
+            key = ".".join(str(step) for step in path) or "(top level)"
+            line, column = resource.position(path) or (1, 1) if resource else (1, 1)
+            messages.append(f"{file}:{line}:{column}: policy key {key}: {message}")
     raise PolicyError("\n".join(messages))
+
+
+def _located_errors(error: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """A schema error as (path, message): an unknown key is reported at the key itself (its own
+    line), with the keys allowed there, rather than at the mapping that holds it."""
+    path = tuple(error.absolute_path)
+    instance, schema = error.instance, error.schema
+    if (
+        error.validator != "additionalProperties"
+        or not isinstance(instance, dict)
+        or not isinstance(schema, dict)
+    ):
+        return [(path, error.message)]
+    allowed = sorted(str(key) for key in as_mapping(schema.get("properties")))
+    unknown = [key for key in instance if key not in allowed]
+    if not unknown or schema.get("patternProperties"):
+        return [(path, error.message)]
+    found = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), allowed, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        found.append(((*path, key), f"unknown key {key!r} ({hint}allowed: {', '.join(allowed)})"))
+    return found
 
 
 def find_repo_policy(start: Path) -> Path | None:

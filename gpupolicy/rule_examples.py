@@ -57,7 +57,7 @@ def expected_lines(text: str, rule_id: str) -> set[int]:
 def run_example(path: Path, policy: Policy, rule: Rule | None = None) -> Report:
     text = path.read_text(encoding="utf-8")
     loaded = load_text(text, path.name, hint_path=path)
-    return evaluate(loaded.resources, policy, problems=loaded.problems)
+    return evaluate(loaded.resources, policy, problems=loaded.problems, directives=loaded.directives)
 
 
 def strip_markers(text: str) -> str:

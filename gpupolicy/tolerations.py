@@ -42,3 +42,24 @@ def tolerates(tolerations: Any, taint: Taint) -> bool:
     if not isinstance(tolerations, list):
         return False
     return any(toleration_tolerates(item, taint) for item in tolerations)
+
+
+def toleration_for(tolerations: Any, taint: Taint, *, match_value: bool) -> int | None:
+    """Index of the first toleration that tolerates `taint`, matched on key and effect (and on the
+    value too when `match_value`); a keyless `Exists` tolerates everything. None when none does."""
+    if not isinstance(tolerations, list):
+        return None
+    for index, item in enumerate(tolerations):
+        if match_value:
+            if toleration_tolerates(item, taint):
+                return index
+            continue
+        if not isinstance(item, Mapping):
+            continue
+        effect = item.get("effect") or ""
+        key = item.get("key") or ""
+        if effect and effect != taint.effect:
+            continue
+        if (not key and (item.get("operator") or "Equal") == "Exists") or key == taint.key:
+            return index
+    return None

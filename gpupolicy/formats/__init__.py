@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpupolicy.engine import Report
+from gpupolicy.findings import Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +14,7 @@ class RenderOptions:
     color: bool = False
     show_suppressed: bool = False
     tool_version: str = ""
+    fail_on: Severity = Severity.ERROR  # the lowest severity that fails the run (JUnit failures)
 
 
 Formatter = Callable[[Report, RenderOptions], str]
@@ -30,6 +32,13 @@ def register(name: str) -> Callable[[Formatter], Formatter]:
 
 
 def load_formatters() -> dict[str, Formatter]:
-    from gpupolicy.formats import json_report, text  # noqa: F401  (registration)
+    from gpupolicy.formats import (  # noqa: F401  (registration)
+        github,
+        json_report,
+        junit,
+        markdown,
+        sarif,
+        text,
+    )
 
     return FORMATTERS

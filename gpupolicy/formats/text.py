@@ -40,6 +40,7 @@ def render_text(report: Report, options: RenderOptions) -> str:
     lines = [format_finding(finding, color=options.color) for finding in report.findings]
     if options.show_suppressed:
         for finding, reason in report.suppressed:
-            lines.append(f"{format_finding(finding)} -- suppressed: {reason}")
+            line = f"{format_finding(finding)} -- suppressed: {reason}"
+            lines.append(f"{_DIM}{line}{_RESET}" if options.color else line)
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"

@@ -10,8 +10,17 @@ import importlib
 
 RULE_MODULES = (
     "gpupolicy.rules.input",
+    "gpupolicy.rules.suppression",
     "gpupolicy.rules.gpu_resources",
     "gpupolicy.rules.gpu_sharing",
+    "gpupolicy.rules.security",
+    "gpupolicy.rules.supply_chain",
+    "gpupolicy.rules.experiments",
+    "gpupolicy.rules.rollback",
+    "gpupolicy.rules.placement",
+    "gpupolicy.rules.priority",
+    "gpupolicy.rules.probes",
+    "gpupolicy.rules.disruption",
 )
 
 for _module in RULE_MODULES:

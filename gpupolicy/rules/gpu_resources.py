@@ -431,6 +431,8 @@ def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
 def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Violation]:
     minimum = ctx.policy.get("gpu.shmMinimumGpus", 2)
     for template, container in _gpu_containers(workload, ctx):
+        if container.resources_key != "resources":
+            continue  # a TrainJob's trainer: its volumes live in the training runtime, linted there
         count = ctx.gpu.container_gpu_count(container)
         if container.role == "container" and count >= minimum and not _has_memory_shm(template, container):
             yield Violation(

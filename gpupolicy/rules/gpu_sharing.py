@@ -236,6 +236,8 @@ def dra_shared_claim_in_template(workload: Workload, ctx: Context) -> Iterator[V
     if workload.is_pod:
         return
     for template in workload.templates:
+        if workload.kind == "Job" and template.replicas == 1:
+            continue  # parallelism 1: one pod at a time, each retry reusing the claim as intended
         for index, claim in enumerate(as_list(template.spec.get("resourceClaims"))):
             claim = as_mapping(claim)
             if claim.get("resourceClaimName"):

@@ -1,0 +1,89 @@
+"""`gpupolicy serve`: the validating admission webhook.
+
+TLS always (`--tls-cert`/`--tls-key`, reloaded when the files change); plain HTTP only with
+`--insecure-dev`, for a laptop. Without a reachable Kubernetes API the server still serves: the
+cluster inventory is reported unavailable in /readyz and in the findings that need it.
+Webhook-only dependencies (FastAPI, uvicorn, kubernetes, prometheus-client, SQLAlchemy) are
+imported in `run()` only: the linter never loads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+MODES = ("enforce", "warn", "audit")
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser("serve", help="run the validating admission webhook (extra: [webhook])")
+    serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=8443, help="port to listen on (default 8443)")
+    serve.add_argument(
+        "--policy",
+        "-p",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a policy file merged over the default (repeatable)",
+    )
+    serve.add_argument("--mode", choices=MODES, help="default mode (overrides the policy's webhook.mode)")
+    serve.add_argument("--tls-cert", type=Path, metavar="FILE", help="certificate chain (PEM)")
+    serve.add_argument("--tls-key", type=Path, metavar="FILE", help="private key (PEM)")
+    serve.add_argument(
+        "--tls-check-seconds", type=float, default=10.0, help="how often to look for rotated TLS files"
+    )
+    serve.add_argument(
+        "--insecure-dev",
+        action="store_true",
+        help="serve plain HTTP (development only; the API server needs TLS)",
+    )
+    serve.add_argument("--db", metavar="URL", help="provenance database URL (default: SQLite in --data-dir)")
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("/var/lib/gpupolicy"),
+        help="where the SQLite store and the durable spool live (default /var/lib/gpupolicy)",
+    )
+    serve.add_argument("--no-provenance", action="store_true", help="do not record provenance")
+    serve.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig outside a cluster (default: in-cluster)"
+    )
+    serve.add_argument(
+        "--no-cluster", action="store_true", help="do not read the cluster (inventory unavailable)"
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    # Measured slower (CPU-bound reviews contend for the GIL): kept for the benchmark.
+    serve.add_argument("--review-in-threadpool", action="store_true", help=argparse.SUPPRESS)
+    serve.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpupolicy.cli import UsageError
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise UsageError("give both --tls-cert and --tls-key")
+    if args.tls_cert is None and not args.insecure_dev:
+        raise UsageError(
+            "the webhook serves TLS only: give --tls-cert and --tls-key (or --insecure-dev on a laptop)"
+        )
+    for path in (args.tls_cert, args.tls_key, *args.policy):
+        if path is not None and not path.is_file():
+            raise UsageError(f"{path}: no such file")
+    try:
+        import uvicorn
+
+        from gpupolicy.webhook.server import build_server
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise UsageError(
+            f"gpupolicy serve needs the [webhook] extra: pip install 'gpupolicy[webhook]' ({exc})"
+        ) from exc
+
+    server: uvicorn.Server
+    server, cleanup = build_server(args)
+    try:
+        server.run()
+    finally:
+        cleanup()
+    return 0

@@ -1,0 +1,201 @@
+"""Whether a pod's node constraints can ever hold, evaluated as sets of label values.
+
+The scheduler requires the nodeSelector AND at least one of the required node-selector terms
+(the terms are ORed; the expressions of one term are ANDed).
+https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#node-affinity
+Per key, each term (with the nodeSelector) narrows the values a node label may take: `In` and
+nodeSelector equality intersect the allowed set, `NotIn` removes values, `Exists`/`DoesNotExist`
+require presence or absence, `Gt`/`Lt` bound an integer value. An empty result means no node can
+match that term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from gpupolicy.findings import JsonPath
+from gpupolicy.pod_spec import PodTemplate, as_list, as_mapping
+from gpupolicy.scheduling import REQUIRED_TERMS_PATH, required_terms, required_values
+
+
+@dataclass(slots=True)
+class _KeyState:
+    allowed: set[str] | None = None  # None: any value
+    excluded: set[str] = field(default_factory=set)
+    exists: bool = False
+    absent: bool = False
+    gt: int | None = None
+    lt: int | None = None
+    said: list[tuple[str, JsonPath]] = field(default_factory=list)  # (how it reads, where)
+
+
+@dataclass(frozen=True, slots=True)
+class Contradiction:
+    key: str
+    path: JsonPath  # the expression that made the term impossible
+    term_index: int | None
+    reason: str  # reads after "node constraints on <key> can never hold: "
+
+
+def _as_int(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def _within(value: str, state: _KeyState) -> bool:
+    if state.gt is None and state.lt is None:
+        return True
+    number = _as_int(value)
+    if number is None:
+        return False
+    return (state.gt is None or number > state.gt) and (state.lt is None or number < state.lt)
+
+
+def _impossible(state: _KeyState) -> str | None:
+    if state.exists and state.absent:
+        return "the label must both exist and not exist"
+    if state.allowed is not None:
+        if not state.allowed:
+            return "the allowed values have nothing in common"
+        remaining = {value for value in state.allowed - state.excluded if _within(value, state)}
+        if not remaining:
+            return "every allowed value is excluded"
+    if state.gt is not None and state.lt is not None and state.lt - state.gt <= 1:
+        return f"no integer is > {state.gt} and < {state.lt}"
+    return None
+
+
+def _apply(state: _KeyState, operator: str, values: list[str]) -> str | None:
+    """Narrow `state`; return a reason when the expression alone can match nothing."""
+    if operator == "In":
+        if not values:
+            return "In with no values matches no node"
+        state.allowed = set(values) if state.allowed is None else state.allowed & set(values)
+        state.exists = True
+    elif operator == "NotIn":
+        state.excluded |= set(values)
+    elif operator == "Exists":
+        state.exists = True
+    elif operator == "DoesNotExist":
+        state.absent = True
+    elif operator in ("Gt", "Lt"):
+        bound = _as_int(values[0]) if len(values) == 1 else None
+        if bound is None:
+            return f"{operator} needs exactly one integer value"
+        state.exists = True
+        if operator == "Gt":
+            state.gt = bound if state.gt is None else max(state.gt, bound)
+        else:
+            state.lt = bound if state.lt is None else min(state.lt, bound)
+    return None
+
+
+def _describe(operator: str, values: list[str]) -> str:
+    if operator in ("Exists", "DoesNotExist"):
+        return operator
+    if operator in ("Gt", "Lt"):
+        return f"{operator} {', '.join(values)}"
+    return f"{operator} [{', '.join(values)}]"
+
+
+def _term_contradiction(
+    selector: Mapping[str, Any], term: Any, term_path: JsonPath | None, base: JsonPath, index: int | None
+) -> Contradiction | None:
+    states: dict[str, _KeyState] = {}
+    for key, value in selector.items():
+        state = states.setdefault(str(key), _KeyState())
+        state.allowed, state.exists = {str(value)}, True
+        state.said.append((f"nodeSelector {key}={value}", (*base, "nodeSelector", str(key))))
+    for expr_index, expr in enumerate(as_list(as_mapping(term).get("matchExpressions"))):
+        expr = as_mapping(expr)
+        key, operator = str(expr.get("key", "")), str(expr.get("operator", ""))
+        values = [str(item) for item in as_list(expr.get("values"))]
+        path = (*(term_path or ()), "matchExpressions", expr_index)
+        state = states.setdefault(key, _KeyState())
+        state.said.append((f"{key} {_describe(operator, values)}", path))
+        reason = _apply(state, operator, values) or _impossible(state)
+        if reason is not None:
+            previous = [said for said, _ in state.said[:-1]]
+            both = f"{'; '.join(previous)} and {state.said[-1][0]}" if previous else state.said[-1][0]
+            return Contradiction(key, path, index, f"{both}: {reason}")
+    return None
+
+
+def node_contradictions(template: PodTemplate) -> Iterator[Contradiction]:
+    """One Contradiction per required term that no node can satisfy together with the nodeSelector."""
+    selector = as_mapping(template.spec.get("nodeSelector"))
+    terms = required_terms(template)
+    if not terms:
+        return
+    base = template.path
+    for index, term in enumerate(terms):
+        term_path = (*base, *REQUIRED_TERMS_PATH, index)
+        found = _term_contradiction(selector, term, term_path, base, index)
+        if found is not None:
+            yield found
+
+
+def positive_label_keys(template: PodTemplate) -> Iterator[tuple[str, JsonPath]]:
+    """Label keys a node must carry: nodeSelector keys and In/Exists/Gt/Lt keys of required terms."""
+    for key in as_mapping(template.spec.get("nodeSelector")):
+        yield str(key), template.field("nodeSelector", str(key))
+    for index, term in enumerate(required_terms(template) or []):
+        for expr_index, expr in enumerate(as_list(as_mapping(term).get("matchExpressions"))):
+            expr = as_mapping(expr)
+            if expr.get("operator") in ("In", "Exists", "Gt", "Lt") and isinstance(expr.get("key"), str):
+                yield expr["key"], template.field(*REQUIRED_TERMS_PATH, index, "matchExpressions", expr_index)
+
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def _base_product(value: str) -> str:
+    """GFD appends -SHARED (time-slicing/MPS) and -MIG-<profile> (MIG single strategy) to the product."""
+    return value.split("-MIG-", 1)[0].removesuffix("-SHARED")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConflict:
+    path: JsonPath
+    reason: str
+    resource: str
+    count: Decimal | None = None  # set when the count, not the resource, is what no pool offers
+
+
+def pool_conflicts(
+    template: PodTemplate, pools: Sequence[Mapping[str, Any]], demands: Mapping[str, Decimal]
+) -> Iterator[PoolConflict]:
+    """The node-pool catalogue against the pod: when every product the pod requires is a pool of the
+    catalogue, those pools must advertise each GPU resource the pod asks for, in that number per node.
+    `demands` maps whole-GPU or shared resource names to the pod's count. Products the catalogue does
+    not know are not judged."""
+    wanted = required_values(template, PRODUCT_LABEL)
+    if wanted is None or not demands:
+        return
+    values, path = wanted
+    products = {_base_product(value) for value in values}
+    matched = [pool for pool in pools if pool.get("gpuProduct") in products]
+    if not products or products - {str(pool.get("gpuProduct")) for pool in matched}:
+        return
+    shown = ", ".join(sorted(values))
+    for resource, count in sorted(demands.items()):
+        offering = [pool for pool in matched if pool.get("resource", "nvidia.com/gpu") == resource]
+        if not offering:
+            advertised = ", ".join(sorted({str(pool.get("resource", "nvidia.com/gpu")) for pool in matched}))
+            names = ", ".join(sorted(str(pool.get("name")) for pool in matched))
+            reason = f"{PRODUCT_LABEL} {shown} nodes (pool {names}) advertise {advertised}, not {resource}"
+            yield PoolConflict(path, reason, resource)
+            continue
+        per_node = [pool["gpusPerNode"] for pool in offering if isinstance(pool.get("gpusPerNode"), int)]
+        if per_node and count > max(per_node):
+            yield PoolConflict(
+                path,
+                f"the pod needs {count} {resource} but {PRODUCT_LABEL} {shown} nodes have at most {max(per_node)}",
+                resource,
+                count,
+            )

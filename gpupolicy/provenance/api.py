@@ -1,0 +1,62 @@
+"""`GET /provenance` (and `GET /provenance/{uid}`): imported only by the webhook, which has FastAPI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from gpupolicy.provenance.filters import FilterError, RecordFilter
+from gpupolicy.provenance.store import MAX_PAGE, ProvenanceStore, StoreUnavailable
+
+
+def build_router(store: ProvenanceStore) -> APIRouter:
+    api = APIRouter(tags=["provenance"])
+
+    # Plain `def` routes: the store blocks on the database, FastAPI runs them in its threadpool.
+    @api.get("/provenance")
+    def list_records(
+        experiment: str | None = None,
+        namespace: str | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        since: str | None = Query(
+            None, description="ISO 8601 time or a duration back from now: 90m, 24h, 7d"
+        ),
+        until: str | None = Query(None, description="exclusive; same forms as since"),
+        status: str | None = Query(None, description="admitted, confirmed or never-persisted"),
+        limit: int = Query(100, ge=1, le=MAX_PAGE),
+        cursor: str | None = Query(None, description="next_cursor of the previous page"),
+    ) -> dict[str, Any]:
+        try:
+            flt = RecordFilter.parse(
+                experiment=experiment,
+                namespace=namespace,
+                kind=kind,
+                name=name,
+                since=since,
+                until=until,
+                status=status,
+            )
+            page = store.query(flt, limit=limit, cursor=cursor)
+        except FilterError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from exc
+        except StoreUnavailable as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from exc
+        return {
+            "items": [record.to_dict() for record in page.items],
+            "count": len(page.items),
+            "next_cursor": page.next_cursor,
+        }
+
+    @api.get("/provenance/{uid}")
+    def show_record(uid: str) -> dict[str, Any]:
+        try:
+            found = store.get(uid)
+        except StoreUnavailable as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from exc
+        if found is None:
+            raise HTTPException(status_code=404, detail=f"no provenance record {uid!r}")
+        return found.to_dict()
+
+    return api

@@ -1,0 +1,349 @@
+"""What one provenance record holds, and how an admission request becomes one (pure, no I/O).
+
+The fields follow DESIGN.md (The webhook, Provenance): time, operation, user, object identity
+and generation, images with digests, GPU resources, placement, priority, experiment, arm,
+fixed factors, rollback criteria, model and input, policy version and hash, git revision,
+findings, and a hash of the pod template. Everything passes through `redaction.redact` first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gpupolicy.documents import Resource
+from gpupolicy.engine import Report
+from gpupolicy.gpu import dra_gpu_claims
+from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
+from gpupolicy.policy import Policy
+from gpupolicy.provenance.redaction import redact, redact_text
+
+EXPERIMENT_LABEL = "gpupolicy.io/experiment"
+ARM_LABEL = "gpupolicy.io/arm"
+ROLLBACK_ANNOTATION = "gpupolicy.io/rollback-criteria"
+MODEL_ANNOTATION = "gpupolicy.io/model"
+INPUT_ANNOTATION = "gpupolicy.io/input"
+
+# GitOps tracking metadata (read from labels and annotations of the admitted object).
+# Argo CD: annotation tracking (`<app>:<group>/<kind>:<namespace>/<name>`) or label tracking
+# (`app.kubernetes.io/instance`, or a custom `argocd.argoproj.io/instance`).
+ARGOCD_TRACKING_ID = "argocd.argoproj.io/tracking-id"
+ARGOCD_INSTANCE_LABELS = ("app.kubernetes.io/instance", "argocd.argoproj.io/instance")
+# Flux: kustomize-controller and helm-controller label what they apply with the name and
+# namespace of the Kustomization / HelmRelease; the revision (`main@sha1:…`) is in the keys
+# `…/revision` when the manifests carry it (e.g. through `spec.commonMetadata`).
+FLUX_PREFIXES = ("kustomize.toolkit.fluxcd.io/", "helm.toolkit.fluxcd.io/")
+REVISION_KEYS = (
+    "kustomize.toolkit.fluxcd.io/revision",
+    "helm.toolkit.fluxcd.io/revision",
+    "gpupolicy.io/git-revision",
+)
+
+STATUS_ADMITTED = "admitted"
+STATUS_CONFIRMED = "confirmed"
+STATUS_NEVER_PERSISTED = "never-persisted"
+STATUSES = (STATUS_ADMITTED, STATUS_CONFIRMED, STATUS_NEVER_PERSISTED)
+
+RECORDED_OPERATIONS = ("CREATE", "UPDATE")
+
+_DIGEST = re.compile(r"@(?P<digest>[A-Za-z0-9_+.-]+:[0-9a-fA-F]{32,})$")
+
+
+class NotRecordable(ValueError):
+    """The request must not be recorded (dry run, not a create/update, not a GPU workload)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProvenanceRecord:
+    """One admitted create/update of a GPU workload. `uid` is the admission request's uid: it
+    is the record id and what makes writes idempotent."""
+
+    uid: str
+    time: str  # RFC 3339 UTC with microseconds, e.g. 2026-11-30T02:41:35.123456Z (sorts as text)
+    operation: str
+    user: dict[str, Any]
+    object_uid: str | None
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+    generation: int | None
+    images: list[dict[str, Any]] = field(default_factory=list)
+    gpu: list[dict[str, Any]] = field(default_factory=list)
+    placement: list[dict[str, Any]] = field(default_factory=list)
+    priority: list[dict[str, Any]] = field(default_factory=list)
+    experiment: str | None = None
+    arm: str | None = None
+    fixed: list[str] | None = None
+    rollback_criteria: str | None = None
+    model: str | None = None
+    input: str | None = None
+    policy_version: str = ""
+    policy_digest: str = ""
+    git: dict[str, Any] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    template_hash: str = ""
+    status: str = STATUS_ADMITTED
+    status_changed_at: str | None = None
+
+    @property
+    def git_revision(self) -> str | None:
+        revision = self.git.get("revision")
+        return revision if isinstance(revision, str) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProvenanceRecord:
+        known = {item.name for item in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def body(self) -> dict[str, Any]:
+        """What the database keeps as JSON beside the indexed columns (status lives in columns)."""
+        data = self.to_dict()
+        data.pop("status")
+        data.pop("status_changed_at")
+        return data
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def template_hash(templates: list[PodTemplate]) -> str:
+    """sha256 of the redacted pod templates (metadata + spec) as canonical JSON."""
+    canonical = canonical_json(
+        [{"role": t.role, "metadata": redact(t.metadata), "spec": redact(t.spec)} for t in templates]
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def should_record(request: Mapping[str, Any], obj: Mapping[str, Any], policy: Policy) -> bool:
+    """True for a create/update of a GPU workload that is not a dry run."""
+    return _not_recordable_reason(request, obj, policy) is None
+
+
+def _not_recordable_reason(request: Mapping[str, Any], obj: Mapping[str, Any], policy: Policy) -> str | None:
+    if request.get("dryRun") is True:
+        return "dry-run requests are never recorded (sideEffects: NoneOnDryRun)"
+    if str(request.get("operation", "")).upper() not in RECORDED_OPERATIONS:
+        return f"operation {request.get('operation')!r} is not recorded (only CREATE and UPDATE)"
+    workload = _workload(obj)
+    if workload is None or not any(policy.gpu.uses_gpus(template) for template in workload.templates):
+        return "not a GPU workload"
+    return None
+
+
+def _workload(obj: Mapping[str, Any]) -> Workload | None:
+    return workload_of(Resource(dict(obj), file="<admission>", doc_index=0))
+
+
+def build_record(
+    request: Mapping[str, Any],
+    obj: Mapping[str, Any],
+    report: Report,
+    policy: Policy,
+    *,
+    experiment_config: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> ProvenanceRecord:
+    """The provenance record of an admitted request. Raises `NotRecordable` for dry runs,
+    operations other than CREATE/UPDATE and objects that use no GPU (see `should_record`)."""
+    reason = _not_recordable_reason(request, obj, policy)
+    if reason is not None:
+        raise NotRecordable(reason)
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise NotRecordable("the admission request has no uid")
+    workload = _workload(obj)
+    assert workload is not None
+    metadata = as_mapping(obj.get("metadata"))
+    labels, annotations = workload.labels, workload.annotations
+    experiment = _first_label(workload, EXPERIMENT_LABEL)
+    user = as_mapping(request.get("userInfo"))
+    generation = metadata.get("generation")
+    record = ProvenanceRecord(
+        uid=uid,
+        time=format_time(now or datetime.now(UTC)),
+        operation=str(request.get("operation", "")).upper(),
+        user={
+            "username": _str(user.get("username")),
+            "uid": _str(user.get("uid")),
+            "groups": [str(group) for group in as_list(user.get("groups"))],
+        },
+        object_uid=_str(metadata.get("uid")),
+        api_version=_str(obj.get("apiVersion")) or "",
+        kind=workload.kind,
+        namespace=workload.namespace or _str(request.get("namespace")),
+        name=workload.name or _str(request.get("name")) or "",
+        generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else None,
+        images=_images(workload),
+        gpu=_gpu(workload, policy),
+        placement=[_placement(template) for template in workload.templates],
+        priority=[_priority(template) for template in workload.templates],
+        experiment=experiment,
+        arm=_first_label(workload, ARM_LABEL),
+        fixed=_fixed(experiment_config, experiment),
+        rollback_criteria=_str(annotations.get(ROLLBACK_ANNOTATION)),
+        model=_str(annotations.get(MODEL_ANNOTATION)),
+        input=_str(annotations.get(INPUT_ANNOTATION)),
+        policy_version=policy.version,
+        policy_digest=report.policy_digest or policy.digest,
+        git=git_source(labels, annotations),
+        findings=[
+            {
+                "rule": finding.rule_id,
+                "name": finding.rule_name,
+                "severity": finding.severity.label,
+                "path": finding.json_path,
+                "message": redact_text(finding.message),
+                "container": finding.container,
+            }
+            for finding in report.findings
+        ],
+        template_hash=template_hash(workload.templates),
+    )
+    return ProvenanceRecord.from_dict(redact(record.to_dict()))
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _first_label(workload: Workload, key: str) -> str | None:
+    """The workload's label, or the first pod template's (operators that copy labels down)."""
+    found = _str(workload.labels.get(key))
+    if found is None:
+        found = next((_str(t.labels.get(key)) for t in workload.templates if _str(t.labels.get(key))), None)
+    return found
+
+
+def split_image(image: str) -> tuple[str, str | None]:
+    """`registry/repo:tag@sha256:…` → (`registry/repo:tag`, `sha256:…`); no digest → None."""
+    match = _DIGEST.search(image)
+    if match is None:
+        return image, None
+    return image[: match.start()], match["digest"]
+
+
+def _images(workload: Workload) -> list[dict[str, Any]]:
+    images = []
+    for template, container in workload.containers():
+        reference, digest = split_image(container.image)
+        images.append(
+            {
+                "template": template.role,
+                "container": container.name,
+                "role": container.role,
+                "image": container.image,
+                "reference": reference,
+                "digest": digest,
+            }
+        )
+    return images
+
+
+def _gpu(workload: Workload, policy: Policy) -> list[dict[str, Any]]:
+    entries = []
+    for template in workload.templates:
+        demands = [
+            {
+                "container": demand.container.name,
+                "resource": demand.resource.name,
+                "vendor": demand.resource.vendor,
+                "kind": demand.resource.kind.value,
+                "request": None if demand.request is None else str(demand.request),
+                "limit": None if demand.limit is None else str(demand.limit),
+            }
+            for demand in policy.gpu.template_demands(template)
+        ]
+        claims = [claim for _, claim in dra_gpu_claims(template)]
+        fractions = {
+            str(key): str(value)
+            for key, value in template.annotations.items()
+            if key in policy.gpu.fraction_annotations
+        }
+        entries.append(
+            {
+                "template": template.role,
+                "replicas": template.replicas,
+                "uses_gpus": policy.gpu.uses_gpus(template),
+                "resources": demands,
+                "resource_claims": claims,
+                "fraction_annotations": fractions,
+                "runtime_class": _str(template.spec.get("runtimeClassName")),
+            }
+        )
+    return entries
+
+
+def _placement(template: PodTemplate) -> dict[str, Any]:
+    spec = template.spec
+    affinity = as_mapping(spec.get("affinity"))
+    node_affinity = as_mapping(affinity.get("nodeAffinity"))
+    return {
+        "template": template.role,
+        "node_selector": as_mapping(spec.get("nodeSelector")),
+        "required_node_affinity": node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        "preferred_node_affinity": node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
+        "pod_affinity": affinity.get("podAffinity"),
+        "pod_anti_affinity": affinity.get("podAntiAffinity"),
+        "tolerations": as_list(spec.get("tolerations")),
+        "topology_spread_constraints": as_list(spec.get("topologySpreadConstraints")),
+    }
+
+
+def _priority(template: PodTemplate) -> dict[str, Any]:
+    return {
+        "template": template.role,
+        "priority_class_name": _str(template.spec.get("priorityClassName")),
+        "preemption_policy": _str(template.spec.get("preemptionPolicy")),
+    }
+
+
+def _fixed(config: Mapping[str, Any] | None, experiment: str | None) -> list[str] | None:
+    """The experiment ConfigMap's `fixed` list (comma or newline separated), when supplied."""
+    if config is None:
+        return None
+    name = _str(as_mapping(config.get("metadata")).get("name"))
+    if experiment is not None and name is not None and name != experiment:
+        return None  # a ConfigMap for another experiment
+    raw = as_mapping(config.get("data")).get("fixed")
+    if isinstance(raw, list):
+        return [str(item).strip() for item in raw if str(item).strip()]
+    if not isinstance(raw, str):
+        return []
+    return [item.strip() for item in re.split(r"[,\n、，]", raw) if item.strip()]
+
+
+def git_source(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> dict[str, Any]:
+    """Which GitOps tool applied the object, and the revision when the object carries it."""
+    merged = {**{str(k): v for k, v in labels.items()}, **{str(k): v for k, v in annotations.items()}}
+    source: dict[str, Any] = {"tool": None, "revision": None}
+    tracking = _str(merged.get(ARGOCD_TRACKING_ID))
+    if tracking is not None:
+        source["tool"] = "argocd"
+        source["argocd_tracking_id"] = tracking
+        source["argocd_application"] = tracking.split(":", 1)[0]
+    flux = {key: str(value) for key, value in merged.items() if key.startswith(FLUX_PREFIXES)}
+    if flux:
+        source["tool"] = source["tool"] or "flux"
+        source["flux"] = dict(sorted(flux.items()))
+    instance = next((_str(labels.get(key)) for key in ARGOCD_INSTANCE_LABELS if _str(labels.get(key))), None)
+    if instance is not None:  # Argo CD label tracking (also Helm's release label: not proof of Argo CD)
+        source["instance"] = instance
+        if source["tool"] is None and _str(labels.get("argocd.argoproj.io/instance")):
+            source["tool"] = "argocd"
+    source["revision"] = next((_str(merged.get(key)) for key in REVISION_KEYS if _str(merged.get(key))), None)
+    return source

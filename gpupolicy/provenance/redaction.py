@@ -1,0 +1,97 @@
+"""Redaction of what provenance must never keep: env values and secret-looking strings.
+
+Every env entry's `value` is replaced (whatever it holds: an inline value is where people put
+tokens, and an experiment's knobs are better declared in labels or the experiment ConfigMap);
+`valueFrom` references are kept, they name a Secret without holding it. Elsewhere a string is
+redacted when its key says it is a secret (`password`, `token`, `apiKey` …) or when its text
+looks like a credential (well-known token formats, private keys, bearer tokens, credentials in
+URLs, `--token=…` arguments). The record is redacted before it is stored *and* before the pod
+template is hashed, so neither the database nor the spool file ever holds the original.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+REDACTED = "<redacted>"
+
+# Keys whose string values are secrets whatever they look like.
+_SECRET_KEY = re.compile(
+    r"(pass(word|wd|phrase)?|secret|token|api[-_.]?key|access[-_.]?key|private[-_.]?key|"
+    r"credential|auth(orization)?|bearer|session[-_.]?key|client[-_.]?secret|signing[-_.]?key)",
+    re.IGNORECASE,
+)
+# Keys that hold references or names, never the secret itself (`secretName`, `tokenPath` …).
+_REFERENCE_KEY = re.compile(r"(name|ref|path|file|mount|key[-_.]?ref|secretRef|valueFrom)$", re.IGNORECASE)
+
+# Credential formats: vendor prefixes, JWTs, PEM private keys, AWS access key ids.
+_TOKEN_PATTERNS = (
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.DOTALL),
+    re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b"),
+    re.compile(r"\bglpat-[A-Za-z0-9_-]{16,}\b"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
+    re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),
+    re.compile(r"(?<![/.:@-])\bsk-[A-Za-z0-9_-]{20,}\b"),  # not inside an image path or host name
+    re.compile(r"\bAIza[0-9A-Za-z_-]{30,}\b"),
+    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
+)
+# user:password@ in a URL: keep the user and host, drop the password.
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]+):[^@/\s]+@")
+# --token=x, --password x, -p=x … in arguments; `KEY=secret` in shell strings.
+_FLAG_VALUE = re.compile(
+    r"(?P<flag>--?[A-Za-z0-9-]*(pass(word)?|secret|token|api-?key|access-key|credentials?)[A-Za-z0-9-]*)"
+    r"(?P<sep>=|\s+)(?P<value>[^\s\"']+)",
+    re.IGNORECASE,
+)
+_ASSIGNMENT = re.compile(
+    r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*(PASS(WORD)?|SECRET|TOKEN|API_?KEY|ACCESS_KEY|CREDENTIALS?)[A-Za-z0-9_]*)="
+    r"(?P<value>[^\s\"';&|]+)",
+    re.IGNORECASE,
+)
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key)) and not _REFERENCE_KEY.search(key)
+
+
+def redact_text(text: str) -> str:
+    """`text` with every credential-looking part replaced by `<redacted>`."""
+    for pattern in _TOKEN_PATTERNS:
+        text = pattern.sub(REDACTED, text)
+    text = _URL_CREDENTIALS.sub(lambda match: f"{match['scheme']}{match['user']}:{REDACTED}@", text)
+    text = _FLAG_VALUE.sub(lambda match: f"{match['flag']}{match['sep']}{REDACTED}", text)
+    return _ASSIGNMENT.sub(lambda match: f"{match['name']}={REDACTED}", text)
+
+
+def redact_env(entries: Any) -> Any:
+    """An env list with every `value` replaced; names and `valueFrom` references kept."""
+    if not isinstance(entries, list):
+        return entries
+    redacted = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            entry = {key: (REDACTED if key == "value" else value) for key, value in entry.items()}
+        redacted.append(entry)
+    return redacted
+
+
+def redact(value: Any, key: str | None = None) -> Any:
+    """A deep copy of `value` with env values and secret-looking strings redacted."""
+    if isinstance(value, dict):
+        result: dict[str, Any] = {}
+        for child_key, child in value.items():
+            name = str(child_key)
+            if name == "env" and isinstance(child, list):
+                child = redact_env(child)
+            result[name] = redact(child, name)
+        return result
+    if isinstance(value, list):
+        return [redact(item, key) for item in value]
+    if isinstance(value, str):
+        if key is not None and is_secret_key(key) and value and value != REDACTED:
+            return REDACTED
+        return redact_text(value)
+    return value

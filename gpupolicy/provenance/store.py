@@ -1,0 +1,508 @@
+"""The provenance store: SQLAlchemy over SQLite (default) or PostgreSQL, with a durable spool.
+
+`record()` returns only once the record is durable: committed to the database (SQLite in WAL
+mode with `synchronous=FULL`; PostgreSQL's commit), or — when the database cannot be reached —
+appended and fsync'ed to the spool (`spool.py`). A background replayer (and `open_store`, at
+startup) moves spooled records into the database. Inserts are idempotent by the admission
+request uid (primary key + `ON CONFLICT DO NOTHING`), so a replay cut short by a crash and run
+again writes nothing twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, and_, create_engine, event, func, or_, select, text, update
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
+from sqlalchemy.sql import ColumnElement
+
+from gpupolicy.provenance.filters import Cursor, RecordFilter
+from gpupolicy.provenance.locations import DB_FILE
+from gpupolicy.provenance.record import (
+    STATUS_ADMITTED,
+    STATUSES,
+    ProvenanceRecord,
+    canonical_json,
+)
+from gpupolicy.provenance.schema import LATEST, SchemaTooNew, current_version, migrate, records
+from gpupolicy.provenance.spool import Spool
+
+log = logging.getLogger("gpupolicy.provenance")
+
+MAX_PAGE = 1000
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be reached (and, for writes, there is no spool to fall back on)."""
+
+
+def normalise_url(url: str) -> URL:
+    """`postgresql://` and `postgres://` use the psycopg 3 driver; `sqlite:///path` stays."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ValueError(
+            f"unsupported provenance database {parsed.drivername!r}: use sqlite:/// or postgresql://"
+        )
+    return parsed
+
+
+def default_url(data_dir: Path) -> str:
+    return f"sqlite:///{data_dir / DB_FILE}"
+
+
+def create_store_engine(url: str, *, schema: str | None = None, connect_timeout: float = 2.0) -> Engine:
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        # A busy database (another process writing) waits at most `connect_timeout`, then the
+        # record goes to the spool: an admission request must not hang on a lock.
+        busy_ms = max(100, int(connect_timeout * 1000))
+        engine = create_engine(parsed, connect_args={"timeout": busy_ms / 1000})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+            # Let SQLAlchemy emit BEGIN itself (pysqlite's implicit transactions skip DDL), then
+            # ask for durability: WAL, and fsync at every commit.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn: Any) -> None:
+            immediate = conn.get_execution_options().get("sqlite_immediate")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+        return engine
+    connect_args: dict[str, Any] = {"connect_timeout": max(1, round(connect_timeout))}
+    if schema is not None:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
+            raise ValueError(f"invalid schema name {schema!r}")
+        connect_args["options"] = f"-csearch_path={schema}"
+    return create_engine(parsed, connect_args=connect_args, pool_pre_ping=True)
+
+
+def _row(record: ProvenanceRecord) -> dict[str, Any]:
+    return {
+        "uid": record.uid,
+        "recorded_at": record.time,
+        "operation": record.operation,
+        "username": record.user.get("username"),
+        "object_uid": record.object_uid,
+        "kind": record.kind,
+        "namespace": record.namespace,
+        "name": record.name,
+        "generation": record.generation,
+        "experiment": record.experiment,
+        "arm": record.arm,
+        "policy_version": record.policy_version,
+        "policy_digest": record.policy_digest,
+        "template_hash": record.template_hash,
+        "status": record.status,
+        "status_changed_at": record.status_changed_at,
+        "git_revision": record.git_revision,
+        "body": canonical_json(record.body()),
+    }
+
+
+def _from_row(row: Any) -> ProvenanceRecord:
+    data = json.loads(row.body)
+    data["status"] = row.status
+    data["status_changed_at"] = row.status_changed_at
+    return ProvenanceRecord.from_dict(data)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[ProvenanceRecord]
+    next_cursor: str | None
+
+
+@dataclass(slots=True)
+class Counters:
+    writes: int = 0  # committed straight to the database
+    spooled: int = 0  # appended to the spool instead
+    replayed: int = 0  # spooled records inserted by a replay (duplicates not counted)
+    failures: int = 0  # database errors seen (each one sent a record to the spool or failed a replay)
+    torn_spool_lines: int = 0
+    last_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ProvenanceStore:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        spool: Spool | None,
+        schema: str | None = None,
+        retry_seconds: float = 5.0,
+        replay_interval: float = 5.0,
+    ) -> None:
+        self.engine = engine
+        self.schema = schema
+        self.spool = spool
+        self.retry_seconds = retry_seconds
+        self.replay_interval = replay_interval
+        self.counters = Counters()
+        self._schema_version: int | None = None
+        self._down_until = 0.0
+        self._state_lock = threading.Lock()
+        self._replay_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # SQLite has one writer at a time: threads of this process queue here instead of
+        # spending the busy timeout (kept for other processes) against each other.
+        self._write_lock: contextlib.AbstractContextManager[Any] = (
+            threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
+        )
+        dialect = engine.dialect.name
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            self._insert = pg_insert(records).on_conflict_do_nothing(index_elements=["uid"])
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            self._insert = sqlite_insert(records).on_conflict_do_nothing(index_elements=["uid"])  # type: ignore[assignment]
+
+    @property
+    def backend(self) -> str:
+        return self.engine.dialect.name
+
+    # -- availability ----------------------------------------------------------------------
+    def _mark_down(self, exc: BaseException) -> None:
+        with self._state_lock:
+            self.counters.failures += 1
+            self.counters.last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self._down_until = time.monotonic() + self.retry_seconds
+        log.warning("provenance database unavailable: %s", self.counters.last_error)
+
+    def _mark_up(self) -> None:
+        with self._state_lock:
+            self._down_until = 0.0
+            self.counters.last_error = None
+
+    def _in_backoff(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def ensure_schema(self) -> int:
+        """Migrate to the latest schema (once per store; retried after a failure)."""
+        if self._schema_version is None:
+            if self.schema is not None and self.backend == "postgresql":
+                with self.engine.begin() as conn:
+                    conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
+            self._schema_version = migrate(self.engine)
+        return self._schema_version
+
+    # -- writes ----------------------------------------------------------------------------
+    def record(self, record: ProvenanceRecord) -> str:
+        """Store `record`; durable when this returns. Returns the record id (the request uid)."""
+        if not self._in_backoff():
+            try:
+                self.ensure_schema()
+                with self._write_lock, self.engine.begin() as conn:
+                    conn.execute(self._insert, [_row(record)])
+            except (DataError, IntegrityError) as exc:  # this record, not the database: no backoff
+                log.error("provenance: record %s refused by the database, spooled: %s", record.uid, exc)
+                with self._state_lock:
+                    self.counters.failures += 1
+            except (SQLAlchemyError, SchemaTooNew) as exc:
+                self._mark_down(exc)
+            else:
+                self._mark_up()
+                with self._state_lock:
+                    self.counters.writes += 1
+                return record.uid
+        if self.spool is None:
+            raise StoreUnavailable(f"provenance database unavailable: {self.counters.last_error}")
+        self.spool.append(record.to_dict())
+        with self._state_lock:
+            self.counters.spooled += 1
+        return record.uid
+
+    def replay_spool(
+        self, *, batch_size: int = 200, after_commit: Callable[[int], None] | None = None
+    ) -> int:
+        """Insert every spooled record (exactly once) and delete the spool files that held them.
+        Returns how many records were new to the database. Raises SQLAlchemyError when the
+        database fails; whatever was not committed stays spooled. `after_commit(n)` is called
+        after each committed chunk (tests use it to crash a replay half-way)."""
+        if self.spool is None:
+            return 0
+        with self._replay_lock:
+            # Reach the database before taking a batch: a long outage must not leave one batch
+            # file per replay attempt behind.
+            self.ensure_schema()
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            self.spool.take()
+            batches = self.spool.batches()
+            if not batches:
+                return 0
+            inserted = 0
+            for batch in batches:
+                with self._state_lock:
+                    self.counters.torn_spool_lines += batch.torn_lines
+                for start in range(0, len(batch.records), batch_size):
+                    count = self._replay_chunk(batch.records[start : start + batch_size])
+                    inserted += count
+                    with self._state_lock:
+                        self.counters.replayed += count
+                    if after_commit is not None:
+                        after_commit(len(batch.records[start : start + batch_size]))
+                self.spool.remove(batch)
+            self._mark_up()
+            if inserted:
+                log.info("provenance: replayed %d spooled records", inserted)
+            return inserted
+
+    def _replay_chunk(self, items: Sequence[dict[str, Any]]) -> int:
+        """Insert one chunk; a record the database refuses for what it holds (too long a value,
+        a missing field) is moved to the spool's `rejected.jsonl` so it cannot block the rest."""
+        chunk: list[ProvenanceRecord] = []
+        rejected: list[tuple[dict[str, Any], str]] = []
+        for item in items:
+            try:
+                chunk.append(ProvenanceRecord.from_dict(item))
+            except (TypeError, ValueError) as exc:
+                rejected.append((item, f"{type(exc).__name__}: {exc}"))
+        try:
+            inserted = self._insert_new(chunk)
+        except (DataError, IntegrityError):
+            inserted = 0
+            for record in chunk:
+                try:
+                    inserted += self._insert_new([record])
+                except (DataError, IntegrityError) as exc:
+                    rejected.append((record.to_dict(), f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
+        assert self.spool is not None
+        for item, error in rejected:
+            log.error("provenance: spooled record %s rejected by the database: %s", item.get("uid"), error)
+            self.spool.reject(item, error)
+        return inserted
+
+    def _insert_new(self, chunk: Sequence[ProvenanceRecord]) -> int:
+        """Insert a chunk in one transaction; returns how many uids were not there before."""
+        uids = [record.uid for record in chunk]
+        with self._write_lock, self.engine.begin() as conn:
+            existing = set(conn.execute(select(records.c.uid).where(records.c.uid.in_(uids))).scalars())
+            conn.execute(self._insert, [_row(record) for record in chunk])
+        return len(set(uids) - existing)
+
+    def set_status(self, uid: str, status: str, *, at: str) -> bool:
+        """Move an `admitted` record to `status`; a record is confirmed or abandoned only once."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        self.ensure_schema()
+        with self._write_lock, self.engine.begin() as conn:
+            result = conn.execute(
+                update(records)
+                .where(records.c.uid == uid, records.c.status == STATUS_ADMITTED)
+                .values(status=status, status_changed_at=at)
+            )
+        return bool(result.rowcount)
+
+    # -- reads -----------------------------------------------------------------------------
+    def _conditions(self, flt: RecordFilter) -> list[ColumnElement[bool]]:
+        conditions: list[ColumnElement[bool]] = []
+        for column, value in (
+            (records.c.experiment, flt.experiment),
+            (records.c.namespace, flt.namespace),
+            (records.c.kind, flt.kind),
+            (records.c.name, flt.name),
+            (records.c.status, flt.status),
+        ):
+            if value is not None:
+                conditions.append(column == value)
+        if flt.since is not None:
+            conditions.append(records.c.recorded_at >= flt.since)
+        if flt.until is not None:
+            conditions.append(records.c.recorded_at < flt.until)
+        return conditions
+
+    def query(self, flt: RecordFilter | None = None, *, limit: int = 100, cursor: str | None = None) -> Page:
+        """One page of records, oldest first, ordered by (time, uid); `next_cursor` continues."""
+        flt = flt or RecordFilter()
+        limit = max(1, min(limit, MAX_PAGE))
+        conditions = self._conditions(flt)
+        if cursor is not None:
+            after = Cursor.decode(cursor)
+            conditions.append(
+                or_(
+                    records.c.recorded_at > after.time,
+                    and_(records.c.recorded_at == after.time, records.c.uid > after.uid),
+                )
+            )
+        statement = (
+            select(records).where(*conditions).order_by(records.c.recorded_at, records.c.uid).limit(limit + 1)
+        )
+        rows = self._read(statement)
+        items = [_from_row(row) for row in rows[:limit]]
+        next_cursor = Cursor(items[-1].time, items[-1].uid).encode() if len(rows) > limit else None
+        return Page(items, next_cursor)
+
+    def iter_records(
+        self, flt: RecordFilter | None = None, *, page_size: int = 500
+    ) -> Iterator[ProvenanceRecord]:
+        cursor: str | None = None
+        while True:
+            page = self.query(flt, limit=page_size, cursor=cursor)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def count(self, flt: RecordFilter | None = None) -> int:
+        rows = self._read(
+            select(func.count()).select_from(records).where(*self._conditions(flt or RecordFilter()))
+        )
+        return int(rows[0][0])
+
+    def get(self, uid: str) -> ProvenanceRecord | None:
+        rows = self._read(select(records).where(records.c.uid == uid))
+        return _from_row(rows[0]) if rows else None
+
+    def admitted(self, *, limit: int = 1000) -> list[ProvenanceRecord]:
+        """Records still waiting for the reconciler, oldest first."""
+        statement = (
+            select(records)
+            .where(records.c.status == STATUS_ADMITTED)
+            .order_by(records.c.recorded_at, records.c.uid)
+            .limit(limit)
+        )
+        return [_from_row(row) for row in self._read(statement)]
+
+    def _read(self, statement: Any) -> list[Any]:
+        try:
+            self.ensure_schema()
+            with self.engine.connect() as conn:
+                return list(conn.execute(statement).all())
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"provenance database unavailable: {type(exc).__name__}: {exc}") from exc
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start_replayer(self) -> None:
+        if self._thread is not None or self.spool is None:
+            return
+        self._thread = threading.Thread(target=self._replay_loop, name="provenance-replayer", daemon=True)
+        self._thread.start()
+
+    def _replay_loop(self) -> None:
+        while not self._stop.wait(self.replay_interval):
+            self.try_replay()
+
+    def try_replay(self) -> int:
+        """One replay attempt that never raises (the background replayer, startup)."""
+        if self.spool is None or self.spool.backlog() == 0:
+            return 0
+        try:
+            return self.replay_spool()
+        except SQLAlchemyError as exc:
+            self._mark_down(exc)
+            return 0
+        except Exception:  # a bug must not kill the replayer thread; the records stay spooled
+            log.exception("provenance: replay failed")
+            return 0
+
+    def health(self) -> dict[str, Any]:
+        """State for /readyz, /metrics and `gpupolicy provenance`: never raises."""
+        reachable = False
+        if not self._in_backoff():
+            try:
+                self.ensure_schema()
+                with self.engine.connect() as conn:
+                    conn.execute(text("SELECT 1"))
+                    version = current_version(conn)
+                reachable = True
+                self._schema_version = version
+            except SQLAlchemyError as exc:
+                self._mark_down(exc)
+        with self._state_lock:
+            counters = self.counters
+            return {
+                "backend": self.backend,
+                "database": self.engine.url.render_as_string(hide_password=True),
+                "reachable": reachable,
+                "schema_version": self._schema_version,
+                "latest_schema_version": LATEST,
+                "spool_dir": str(self.spool.directory) if self.spool else None,
+                "spool_backlog": self.spool.backlog() if self.spool else 0,
+                "writes": counters.writes,
+                "spooled": counters.spooled,
+                "replayed": counters.replayed,
+                "failures": counters.failures,
+                "torn_spool_lines": counters.torn_spool_lines,
+                "rejected": self.spool.rejected_count() if self.spool else 0,
+                "last_error": counters.last_error,
+            }
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.engine.dispose()
+
+    def __enter__(self) -> ProvenanceStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def open_store(
+    url: str | None,
+    *,
+    spool_dir: Path,
+    schema: str | None = None,
+    start_replayer: bool = True,
+    retry_seconds: float = 5.0,
+    replay_interval: float = 5.0,
+    connect_timeout: float = 2.0,
+) -> ProvenanceStore:
+    """Open (and migrate) the store; replay whatever the spool holds; start the replayer.
+
+    `url` None: SQLite at `<spool_dir's parent>/provenance.db`. A database that is unreachable
+    at open is not an error: records spool until it comes back. `schema` (PostgreSQL) puts the
+    tables in that schema (created if missing)."""
+    if url is None:
+        spool_dir.parent.mkdir(parents=True, exist_ok=True)
+        url = default_url(spool_dir.parent)
+    engine = create_store_engine(url, schema=schema, connect_timeout=connect_timeout)
+    store = ProvenanceStore(
+        engine,
+        spool=Spool(spool_dir),
+        schema=schema,
+        retry_seconds=retry_seconds,
+        replay_interval=replay_interval,
+    )
+    try:
+        store.ensure_schema()
+    except SQLAlchemyError as exc:
+        store._mark_down(exc)
+    else:
+        store.try_replay()
+    if start_replayer:
+        store.start_replayer()
+    return store
+
+
+def open_reader(url: str, *, schema: str | None = None) -> ProvenanceStore:
+    """A store for queries only (the CLI): no spool, no replayer; migrated on first use."""
+    return ProvenanceStore(create_store_engine(url, schema=schema), spool=None, schema=schema)

@@ -1,0 +1,334 @@
+"""GP501-GP507: PodDisruptionBudgets of GPU servers, checked against their workloads and HPAs.
+
+Disruptions: https://kubernetes.io/docs/concepts/workloads/pods/disruptions/
+Configuring a PDB: https://kubernetes.io/docs/tasks/run-application/configure-pdb/
+Matching, HPA targeting and the disruption controller's rounding live in gpupolicy/disruption.py.
+Every lookup of another object goes through ctx.inventory, so the webhook (one admitted object
+against the cluster's inventory) and the CLI (the repository's bundle) reach the same findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpupolicy.disruption import (
+    PDB,
+    Budget,
+    budget_of,
+    hpa_for,
+    hpa_replicas,
+    max_pods,
+    pdb_selector,
+    pdb_selects_template,
+    pdbs_for,
+    selected_workloads,
+    selectors_overlap,
+    workload_kinds,
+    workloads_coverage,
+    workloads_in,
+)
+from gpupolicy.documents import Resource
+from gpupolicy.engine import Context, Scope, Violation, rule
+from gpupolicy.findings import JsonPath, Severity
+from gpupolicy.inventory import Coverage, namespace_of
+from gpupolicy.pod_spec import Workload, as_list, as_mapping, workload_of
+from gpupolicy.selectors import selector_is_empty
+from gpupolicy.unknowns import first_time
+
+DISRUPTIONS = "https://kubernetes.io/docs/concepts/workloads/pods/disruptions/"
+CONFIGURE_PDB = "https://kubernetes.io/docs/tasks/run-application/configure-pdb/"
+ROUNDING = f"{CONFIGURE_PDB}#rounding-logic-when-specifying-percentages"
+UNHEALTHY_POLICY = f"{CONFIGURE_PDB}#unhealthy-pod-eviction-policy"
+ARBITRARY = f"{CONFIGURE_PDB}#arbitrary-controllers-and-selectors"
+HPA_DOC = "https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/"
+
+
+def _kinds(ctx: Context) -> list[str]:
+    extra = [
+        *as_list(ctx.policy.get("workloads.servingKinds", [])),
+        *as_list(ctx.policy.get("workloads.batchKinds", [])),
+    ]
+    kinds: list[str] = ctx.memo("disruption-workload-kinds", lambda: workload_kinds([str(k) for k in extra]))
+    return kinds
+
+
+def _selected(pdb: Resource, ctx: Context) -> list[Workload]:
+    return selected_workloads(pdb, ctx.inventory, _kinds(ctx))
+
+
+def _gpu_server(workload: Workload, ctx: Context) -> bool:
+    return ctx.is_serving(workload) and ctx.uses_gpus(workload)
+
+
+def _spec(resource: Resource) -> dict[str, object]:
+    return as_mapping(as_mapping(resource.obj).get("spec"))
+
+
+@rule(
+    id="GP501",
+    name="gpu-server-without-pdb",
+    severity="warning",
+    summary="Reports a replicated serving GPU workload (replicas, or an HPA's maxReplicas, of 2 or more) that no "
+    "PodDisruptionBudget in its namespace selects (info when the PDBs cannot be listed).",
+    rationale="Without a PDB, a node drain or cluster upgrade may evict every replica at once; each then has to "
+    "be rescheduled onto a GPU node and reload its model before the service answers again.",
+    remediation="Add a PodDisruptionBudget (maxUnavailable: 1, unhealthyPodEvictionPolicy: AlwaysAllow) selecting the pods.",
+    references=(DISRUPTIONS, CONFIGURE_PDB),
+)
+def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not _gpu_server(workload, ctx) or (max_pods(workload, ctx.inventory) or 0) < 2:
+        return
+    path: JsonPath = (
+        ("spec", "replicas") if "replicas" in as_mapping(_spec(workload.resource)) else ("metadata", "name")
+    )
+    namespace = namespace_of(workload.resource)
+    if ctx.inventory.coverage(PDB) is Coverage.UNAVAILABLE:
+        if first_time(ctx, ("GP501", namespace)):
+            yield Violation(
+                path,
+                f"PodDisruptionBudgets of namespace {namespace} could not be listed: whether "
+                f"{workload.resource.ref} is protected is unknown",
+                severity=Severity.INFO,
+            )
+        return
+    if not pdbs_for(workload, ctx.inventory):
+        labels = (
+            ", ".join(f"{k}={v}" for t in workload.templates[:1] for k, v in sorted(t.labels.items()))
+            or "no labels"
+        )
+        yield Violation(
+            path,
+            f"no PodDisruptionBudget in namespace {namespace} selects the pods of "
+            f"{workload.resource.ref} (pod labels: {labels})",
+        )
+
+
+def _budget_path(budget: Budget) -> JsonPath:
+    return ("spec", budget.field)
+
+
+def _expected(pdb: Resource, workloads: list[Workload], ctx: Context) -> tuple[int, list[str]] | None:
+    """Pods the PDB guards at the workloads' smallest scale, and where each count came from."""
+    total, sources = 0, []
+    for workload in workloads:
+        hpa = hpa_for(workload, ctx.inventory)
+        if hpa is not None:
+            minimum, _ = hpa_replicas(hpa)
+            total += minimum
+            sources.append(f"minReplicas {minimum} of {hpa.ref} (targets {workload.resource.ref})")
+            continue
+        counts = [t.replicas for t in workload.templates if pdb_selects_template(pdb, workload, t)]
+        if any(count is None for count in counts):
+            return None
+        count = sum(c for c in counts if c is not None)
+        total += count
+        sources.append(f"replicas {count} of {workload.resource.ref}")
+    return total, sources
+
+
+@rule(
+    id="GP502",
+    name="pdb-blocks-eviction",
+    severity="error",
+    scope=Scope.OBJECT,
+    kinds=(PDB,),
+    summary="Reports a PDB with `maxUnavailable: 0`/`0%`, `minAvailable: 100%`, or a minAvailable that, scaled "
+    "as the disruption controller does (percentages rounded up), is at least the replicas of the workloads it "
+    "selects (the HPA's minReplicas when an HPA targets them).",
+    rationale="Such a budget never allows an eviction: `kubectl drain` and cluster upgrades hang on the node, "
+    "and operators end up deleting the PDB by hand, which then protects nothing.",
+    remediation="Allow at least one disruption: maxUnavailable: 1, or minAvailable below the replica count.",
+    references=(CONFIGURE_PDB, ROUNDING),
+)
+def pdb_blocks_eviction(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    budget = budget_of(resource)
+    if budget is None:
+        return
+    if budget.blocks_always():
+        yield Violation(
+            _budget_path(budget), f"{budget.field} {budget.amount} allows no eviction at any scale"
+        )
+        return
+    if budget.field != "minAvailable":
+        return
+    workloads = _selected(resource, ctx)
+    if not workloads and workloads_coverage(ctx.inventory, _kinds(ctx)) is Coverage.UNAVAILABLE:
+        if first_time(ctx, ("GP502", namespace_of(resource), resource.name)):
+            yield Violation(
+                _budget_path(budget),
+                f"the workloads of namespace {namespace_of(resource)} could not be "
+                f"listed: whether minAvailable {budget.amount} leaves an eviction is unknown",
+                severity=Severity.INFO,
+            )
+        return
+    expected = _expected(resource, workloads, ctx) if workloads else None
+    if expected is None or expected[0] <= 0 or budget.disruptions_allowed(expected[0]) > 0:
+        return
+    count, sources = expected
+    scaled = (
+        ""
+        if not budget.amount.percent
+        else f" (of {count} pods, rounded up: {budget.desired_healthy(count)})"
+    )
+    yield Violation(
+        _budget_path(budget),
+        f"minAvailable {budget.amount}{scaled} ≥ {' + '.join(sources)}: no pod can ever be evicted",
+    )
+
+
+@rule(
+    id="GP503",
+    name="pdb-selects-nothing",
+    severity="warning",
+    scope=Scope.OBJECT,
+    kinds=(PDB,),
+    summary="Reports a PDB that selects no workload in its namespace (or has no selector at all; info when the "
+    "workloads cannot be listed).",
+    rationale="A PDB that matches no pod protects nothing: its selector has drifted from the pod labels, and the "
+    "workload it was written for can be evicted all at once.",
+    remediation="Make spec.selector match the pod template labels of the workload it protects.",
+    references=(CONFIGURE_PDB,),
+)
+def pdb_selects_nothing(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    selector = pdb_selector(resource)
+    if selector is None:
+        yield Violation(
+            ("spec",), f"PodDisruptionBudget {resource.name} has no selector, which selects no pod"
+        )
+        return
+    if _selected(resource, ctx):
+        return
+    namespace = namespace_of(resource)
+    if workloads_coverage(ctx.inventory, _kinds(ctx)) is Coverage.UNAVAILABLE:
+        if first_time(ctx, ("GP503", namespace)):
+            yield Violation(
+                ("spec", "selector"),
+                f"the workloads of namespace {namespace} could not be listed: what "
+                f"PodDisruptionBudget {resource.name} selects is unknown",
+                severity=Severity.INFO,
+            )
+        return
+    yield Violation(
+        ("spec", "selector"),
+        f"PodDisruptionBudget {resource.name} selects no workload's pods in namespace {namespace}",
+    )
+
+
+@rule(
+    id="GP504",
+    name="pdb-overlap",
+    severity="error",
+    scope=Scope.OBJECT,
+    kinds=(PDB,),
+    summary="Reports a PDB that selects the same pods as another PDB of its namespace (pods of a known workload "
+    "both select, or identical selectors).",
+    rationale="The eviction API refuses to evict a pod covered by more than one PDB, so drains of those pods "
+    "fail whatever the budgets say.",
+    remediation="Keep one PodDisruptionBudget per workload; make the selectors disjoint.",
+    references=(ARBITRARY,),
+)
+def pdb_overlap(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    selector = pdb_selector(resource)
+    if selector is None:
+        return
+    namespace = namespace_of(resource)
+    workloads = list(workloads_in(ctx.inventory, namespace, _kinds(ctx)))
+    for other in ctx.inventory.list(PDB, namespace):
+        if other.name == resource.name or namespace_of(other) != namespace:
+            continue
+        shared = selectors_overlap(resource, other, workloads)
+        if shared is not None:
+            why = f"the pods of {shared.resource.ref}"
+        elif pdb_selector(other) == selector:
+            why = "the same selector"
+        else:
+            continue
+        yield Violation(
+            ("spec", "selector"),
+            f"PodDisruptionBudget {resource.name} and {other.ref} both select "
+            f"{why}; such pods cannot be evicted",
+        )
+
+
+@rule(
+    id="GP505",
+    name="pdb-without-always-allow",
+    severity="warning",
+    scope=Scope.OBJECT,
+    kinds=(PDB,),
+    summary="Reports a PDB selecting a serving GPU workload without `unhealthyPodEvictionPolicy: AlwaysAllow`.",
+    rationale="With the default IfHealthyBudget, pods that are Running but not Ready — a GPU server still loading "
+    "its model, or stuck after an Xid error — cannot be evicted while the budget is spent, so a drain waits on "
+    "pods that serve nothing.",
+    remediation="Set spec.unhealthyPodEvictionPolicy: AlwaysAllow.",
+    references=(UNHEALTHY_POLICY, "https://www.kubernetes.dev/resources/keps/3017/"),
+)
+def pdb_without_always_allow(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    policy = _spec(resource).get("unhealthyPodEvictionPolicy")
+    if policy == "AlwaysAllow":
+        return
+    servers = [w for w in _selected(resource, ctx) if _gpu_server(w, ctx)]
+    if servers:
+        path: JsonPath = ("spec", "unhealthyPodEvictionPolicy") if policy is not None else ("spec",)
+        shown = policy if isinstance(policy, str) else "unset (IfHealthyBudget)"
+        yield Violation(
+            path, f"unhealthyPodEvictionPolicy is {shown} for GPU server {servers[0].resource.ref}"
+        )
+
+
+@rule(
+    id="GP506",
+    name="pdb-min-available-vs-hpa",
+    severity="warning",
+    scope=Scope.OBJECT,
+    kinds=("HorizontalPodAutoscaler",),
+    summary="Reports an HPA whose minReplicas is at most the minAvailable of a PDB selecting its target "
+    "(percentages rounded up): scaled in to minReplicas, the workload can no longer be drained.",
+    rationale="The HPA scales the workload in at night; at minReplicas the PDB's minAvailable leaves no "
+    "disruption, so node upgrades scheduled off-peak hang. (GP502 reports the PDB; this reports the HPA, which "
+    "an admission of the HPA alone would otherwise let through.)",
+    remediation="Raise the HPA's minReplicas above the PDB's minAvailable, or use maxUnavailable in the PDB.",
+    references=(HPA_DOC, CONFIGURE_PDB),
+)
+def pdb_min_available_vs_hpa(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    ref = as_mapping(_spec(resource).get("scaleTargetRef"))
+    kind, name = ref.get("kind"), ref.get("name")
+    if not isinstance(kind, str) or not isinstance(name, str):
+        return
+    target = ctx.inventory.get(kind, name, namespace_of(resource))
+    workload = workload_of(target) if target is not None else None
+    if workload is None:
+        return
+    minimum, _ = hpa_replicas(resource)
+    for pdb in pdbs_for(workload, ctx.inventory):
+        budget = budget_of(pdb)
+        if budget is None or budget.field != "minAvailable" or budget.disruptions_allowed(minimum) > 0:
+            continue
+        path: JsonPath = ("spec", "minReplicas") if "minReplicas" in _spec(resource) else ("spec",)
+        yield Violation(
+            path,
+            f"minReplicas {minimum} ≤ minAvailable {budget.amount} of {pdb.ref} (selects "
+            f"{workload.resource.ref}): at minReplicas no pod can be evicted",
+        )
+
+
+@rule(
+    id="GP507",
+    name="pdb-empty-selector",
+    severity="warning",
+    scope=Scope.OBJECT,
+    kinds=(PDB,),
+    summary="Reports a PDB with `selector: {}`, which in policy/v1 selects every pod of the namespace.",
+    rationale="The budget then spans unrelated workloads: one crash-looping pod uses it up for everyone, and "
+    "every other PDB of the namespace overlaps it, which blocks evictions outright.",
+    remediation="Select the pods of one workload with matchLabels.",
+    references=(CONFIGURE_PDB,),
+)
+def pdb_empty_selector(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    selector = pdb_selector(resource)
+    if selector is not None and selector_is_empty(selector):
+        yield Violation(
+            ("spec", "selector"),
+            f"PodDisruptionBudget {resource.name} selects every pod of namespace "
+            f"{namespace_of(resource)} (selector: {{}})",
+        )

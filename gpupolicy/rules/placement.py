@@ -1,0 +1,455 @@
+"""GP201-GP210: where GPU pods land — node targeting, taints, label registry, spreading.
+
+Assigning pods to nodes: https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/
+Taints and tolerations: https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/
+GPU Feature Discovery labels: https://github.com/NVIDIA/k8s-device-plugin/blob/main/docs/gfd_labels.md
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+
+from gpupolicy.engine import Context, Parameter, Violation, rule
+from gpupolicy.findings import JsonPath, Severity
+from gpupolicy.gpu import GpuKind
+from gpupolicy.inventory import Coverage
+from gpupolicy.node_constraints import node_contradictions, pool_conflicts, positive_label_keys
+from gpupolicy.node_labels import PREFERENCE, LabelRegistry, node_label_uses
+from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.policy import Policy
+from gpupolicy.rules.gpu_resources import largest_node, pod_gpu_totals
+from gpupolicy.scheduling import targeted_keys
+from gpupolicy.tolerations import Taint, toleration_for
+from gpupolicy.unknowns import first_time
+
+ASSIGN = "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/"
+TAINTS = "https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"
+GFD = "https://github.com/NVIDIA/k8s-device-plugin/blob/main/docs/gfd_labels.md"
+GPU_OPERATOR = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html"
+SPREAD = "https://kubernetes.io/docs/concepts/scheduling-eviction/topology-spread-constraints/"
+RUNTIME_CLASS = "https://kubernetes.io/docs/concepts/containers/runtime-class/"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+# Node agents (device plugin, DCGM exporter, drivers) must run on GPU nodes and tolerate anything.
+NODE_AGENT_KINDS = frozenset({"DaemonSet"})
+
+
+# Built once per policy, not once per evaluation: the webhook evaluates one object per request.
+_REGISTRIES: weakref.WeakKeyDictionary[Policy, LabelRegistry] = weakref.WeakKeyDictionary()
+
+
+def label_registry(ctx: Context) -> LabelRegistry:
+    registry = _REGISTRIES.get(ctx.policy)
+    if registry is None:
+        pools = as_list(ctx.policy.data.get("nodePools"))
+        registry = _REGISTRIES[ctx.policy] = LabelRegistry(ctx.policy.section("nodeLabels"), pools=pools)
+    return registry
+
+
+def gpu_taints(ctx: Context) -> list[Taint]:
+    return [
+        Taint(
+            str(as_mapping(item).get("key", "")),
+            str(as_mapping(item).get("effect", "")),
+            str(as_mapping(item).get("value", "")),
+        )
+        for item in as_list(ctx.policy.get("placement.gpuTaints", []))
+    ]
+
+
+def _value_given(ctx: Context, taint: Taint) -> bool:
+    return any(
+        as_mapping(item).get("key") == taint.key and "value" in as_mapping(item)
+        for item in as_list(ctx.policy.get("placement.gpuTaints", []))
+    )
+
+
+def _taint_vendor(ctx: Context, taint: Taint) -> str | None:
+    for item in as_list(ctx.policy.get("placement.gpuTaints", [])):
+        item = as_mapping(item)
+        if (
+            item.get("key") == taint.key
+            and item.get("effect") == taint.effect
+            and isinstance(item.get("vendor"), str)
+        ):
+            return str(item["vendor"])
+    return None
+
+
+def _spec_path(template: PodTemplate, key: str) -> JsonPath:
+    """The field when the template has it, else the pod spec itself."""
+    return template.field(key) if key in template.spec else template.path
+
+
+@rule(
+    id="GP201",
+    name="gpu-pod-without-node-targeting",
+    severity="warning",
+    summary="Reports a GPU pod with neither a nodeSelector nor required node affinity on a GPU label "
+    "(a key the label registry marks `gpu: true`, or a node pool's label).",
+    rationale="The scheduler then places the pod on any node with free GPUs of the resource: a model sized "
+    "for an 80 GB H100 lands on a 24 GB L4 and fails to load, or the placement changes with every pool added.",
+    remediation="Select the GPU nodes the workload was sized for, e.g. nodeSelector nvidia.com/gpu.product or "
+    "required affinity on a registered GPU label.",
+    references=(ASSIGN, GFD),
+    parameters=(
+        Parameter("nodeLabels", "The label registry; `gpu: true` marks GPU labels."),
+        Parameter("nodePools", "The nodeLabels of each pool count as GPU labels."),
+    ),
+)
+def gpu_pod_without_node_targeting(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    registry = label_registry(ctx)  # includes the node pools' labels
+    for template in workload.templates:
+        if not ctx.gpu.uses_gpus(template):
+            continue
+        keys = targeted_keys(template)
+        if any(registry.is_gpu_label(key) for key in keys):
+            continue
+        named = f" (it selects only on {', '.join(sorted(keys))})" if keys else ""
+        yield Violation(
+            _spec_path(template, "nodeSelector"),
+            f"{template.describe()} requests GPUs but selects no GPU node label{named}",
+        )
+
+
+@rule(
+    id="GP202",
+    name="gpu-pod-without-gpu-toleration",
+    severity="warning",
+    summary="Reports a GPU pod that does not tolerate the policy's GPU taint (matched on key and effect; a taint "
+    "with a vendor applies to pods requesting that vendor's GPUs).",
+    rationale="GPU nodes are tainted so that only GPU pods land there; a GPU pod without the toleration "
+    "can schedule nowhere and stays Pending with `untolerated taint`.",
+    remediation="Add a toleration for the GPU taint (for example key nvidia.com/gpu, operator Exists, effect NoSchedule).",
+    references=(
+        TAINTS,
+        "https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#extendedresourcetoleration",
+    ),
+    parameters=(
+        Parameter("placement.gpuTaints", "The taints on GPU nodes."),
+        Parameter("placement.extendedResourceToleration", "The API server adds GPU tolerations itself."),
+    ),
+)
+def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    auto = ctx.policy.get("placement.extendedResourceToleration", False) is True
+    for template in workload.templates:
+        if not ctx.gpu.uses_gpus(template):
+            continue
+        demands = ctx.gpu.counted_demands(template)
+        resources = {demand.resource.name for demand in demands}
+        vendors = {demand.resource.vendor for demand in demands if (demand.amount or 0) > 0}
+        tolerations = template.spec.get("tolerations")
+        for taint in gpu_taints(ctx):
+            vendor = _taint_vendor(ctx, taint)
+            if (auto and taint.key in resources) or (
+                vendor is not None and vendors and vendor not in vendors
+            ):
+                continue
+            if toleration_for(tolerations, taint, match_value=_value_given(ctx, taint)) is None:
+                yield Violation(
+                    _spec_path(template, "tolerations"),
+                    f"{template.describe()} requests GPUs but does not tolerate the GPU taint {taint.key}:{taint.effect}",
+                )
+
+
+@rule(
+    id="GP203",
+    name="non-gpu-pod-tolerates-gpu-taint",
+    severity="warning",
+    summary="Reports a pod without GPUs that tolerates the GPU taint by its key (DaemonSets, the node agents, "
+    "are exempt; keyless wildcards are GP204's).",
+    rationale="The taint keeps GPU nodes for GPU pods; a CPU pod that tolerates it takes CPU and memory on an "
+    "expensive GPU node and can leave a GPU pod Pending for want of them.",
+    remediation="Remove the GPU toleration from pods that request no GPU.",
+    references=(TAINTS,),
+    parameters=(Parameter("placement.gpuTaints", "The taints on GPU nodes."),),
+)
+def non_gpu_pod_tolerates_gpu_taint(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if workload.kind in NODE_AGENT_KINDS:
+        return
+    for template in workload.templates:
+        if ctx.gpu.uses_gpus(template):
+            continue
+        tolerations = as_list(template.spec.get("tolerations"))
+        for taint in gpu_taints(ctx):
+            keyed = [item if as_mapping(item).get("key") else None for item in tolerations]
+            index = toleration_for(keyed, taint, match_value=False)
+            if index is not None:
+                yield Violation(
+                    template.field("tolerations", index),
+                    f"{template.describe()} requests no GPU but tolerates the GPU taint {taint.key}:{taint.effect}",
+                )
+
+
+@rule(
+    id="GP204",
+    name="wildcard-toleration",
+    severity="warning",
+    summary="Reports a toleration with `operator: Exists` and no key (it tolerates every taint). DaemonSets "
+    "(node agents) are exempt.",
+    rationale="A keyless Exists toleration tolerates every taint, including the GPU taint and NoExecute "
+    "taints for unreachable or draining nodes: the pod lands on GPU nodes it should not and is never evicted.",
+    remediation="Tolerate the specific taints the pod needs, by key and effect.",
+    references=(TAINTS,),
+)
+def wildcard_toleration(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if workload.kind in NODE_AGENT_KINDS:
+        return
+    for template in workload.templates:
+        for index, item in enumerate(as_list(template.spec.get("tolerations"))):
+            item = as_mapping(item)
+            if not item.get("key") and item.get("operator") == "Exists":
+                effect = item.get("effect") or "every effect"
+                yield Violation(
+                    template.field("tolerations", index),
+                    f"{template.describe()} tolerates every taint (operator Exists without a key, {effect})",
+                )
+
+
+def _vendor_of_label(ctx: Context, key: str) -> str | None:
+    if "/" not in key:
+        return None
+    domain = key.split("/", 1)[0]
+    for vendor in as_list(ctx.policy.get("gpu.vendors", [])):
+        vendor = as_mapping(vendor)
+        for known in as_list(vendor.get("domains")):
+            if domain == known or domain.endswith(f".{known}"):
+                return str(vendor.get("name"))
+    return None
+
+
+def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
+    kinds = {
+        d.resource.name
+        for d in ctx.gpu.counted_demands(template)
+        if d.resource.kind in (GpuKind.DEVICE, GpuKind.SHARED)
+    }
+    demands = {name: count for name, count in pod_gpu_totals(template, ctx).items() if name in kinds}
+    pools = [as_mapping(pool) for pool in as_list(ctx.policy.data.get("nodePools"))]
+    for conflict in pool_conflicts(template, pools, demands):
+        largest = largest_node(ctx, conflict.resource)
+        if conflict.count is not None and largest is not None and conflict.count > largest[0]:
+            continue  # more than any pool has: GP108's finding, not a contradiction of the selector
+        yield Violation(conflict.path, f"{template.describe()}: {conflict.reason}")
+
+
+@rule(
+    id="GP205",
+    name="node-constraints-contradict",
+    severity="error",
+    summary="Reports node constraints that can never hold: the nodeSelector and a required node-affinity term "
+    "(evaluated as sets of values), `In []`, In and NotIn of the same value, Gt/Lt with no integer between, "
+    "a required label of one GPU vendor on a pod that requests another vendor's GPUs, or a required GPU product "
+    "whose node pools (policy nodePools) do not advertise the requested GPU resource or count.",
+    rationale="The scheduler needs the nodeSelector and one required term to hold at once; when no node can "
+    "carry such labels the pod stays Pending forever, and nothing in the manifest says why.",
+    remediation="Make the nodeSelector and the required affinity agree on each label (or drop one of them).",
+    references=(ASSIGN, GFD),
+    parameters=(
+        Parameter("gpu.vendors", "Vendor label domains."),
+        Parameter("nodePools", "gpuProduct, resource and gpusPerNode of each pool."),
+    ),
+)
+def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        for found in node_contradictions(template):
+            where = f"required term {found.term_index}" if found.term_index is not None else "nodeSelector"
+            yield Violation(found.path, f"{template.describe()}, {where}: {found.reason}")
+        yield from _pool_conflicts(template, ctx)
+        vendors = {d.resource.vendor for d in ctx.gpu.counted_demands(template) if (d.amount or 0) > 0}
+        if len(vendors) != 1:
+            continue
+        for key, path in positive_label_keys(template):
+            label_vendor = _vendor_of_label(ctx, key)
+            if label_vendor is not None and label_vendor not in vendors:
+                yield Violation(
+                    path,
+                    f"{template.describe()} requests {next(iter(vendors))} GPUs but requires the {label_vendor} node label {key}",
+                )
+
+
+@rule(
+    id="GP206",
+    name="node-label-unregistered",
+    severity="warning",
+    summary="Reports a node label key (nodeSelector, node affinity, topologyKey) that is not in the policy's "
+    "label registry, with a did-you-mean for a misspelt known key (nvidia.com/gpu.prodcut).",
+    rationale="A misspelt key matches no node and the pod stays Pending; an unregistered key has no source or "
+    "owner, so nobody keeps the nodes labelled and placement silently changes when a pool is rebuilt.",
+    remediation="Use a registered key, or register the label (source, owner, requirement or preference) in the "
+    "policy's nodeLabels.",
+    references=(ASSIGN, GFD),
+    parameters=(Parameter("nodeLabels", "The label registry."),),
+)
+def node_label_unregistered(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    registry = label_registry(ctx)
+    for template in workload.templates:
+        for use in node_label_uses(template, topology=True):
+            if registry.lookup(use.key) is not None:
+                continue
+            suggestion = registry.suggest(use.key)
+            hint = f"; did you mean {suggestion}?" if suggestion else ""
+            yield Violation(
+                use.path, f"node label {use.key} ({use.place}) is not in the label registry{hint}"
+            )
+
+
+def _gpu_memory_problem(ctx: Context, operator: str, values: tuple[str, ...]) -> str | None:
+    pools = {
+        int(m)
+        for p in as_list(ctx.policy.data.get("nodePools"))
+        if isinstance(m := as_mapping(p).get("gpuMemoryMiB"), int)
+    }
+    bad = [value for value in values if not value.isdigit()]
+    if bad:
+        return (
+            f"{operator} {', '.join(bad)} is not an integer number of MiB; use Gt/Lt with MiB (e.g. Gt 40000)"
+        )
+    numbers = [int(value) for value in values]
+    if operator in ("Gt", "Lt") and numbers and numbers[0] < 1024:
+        return f"{operator} {numbers[0]} reads as GiB, but the label is MiB ({numbers[0] * 1024} MiB = {numbers[0]} GiB)"
+    if operator == "In" and pools and not set(numbers) & pools:
+        return (
+            f"In [{', '.join(values)}] matches no node pool's exact memory ({', '.join(str(p) for p in sorted(pools))} MiB); "
+            "use Gt/Lt, which do not depend on the exact MiB a driver reports"
+        )
+    return None
+
+
+@rule(
+    id="GP207",
+    name="gpu-memory-label-misuse",
+    severity="warning",
+    summary="Reports `nvidia.com/gpu.memory` matched on values that are not integer MiB (`80GB`, `80Gi`), "
+    "Gt/Lt bounds that read as GiB, or In on exact values no node pool reports.",
+    rationale="GPU Feature Discovery sets nvidia.com/gpu.memory to the framebuffer size in MiB (81559 on an "
+    "80 GB A100); `In [80Gi]` or `Gt 40` matches no node or every node. Gt/Lt compare integers.",
+    remediation="Match nvidia.com/gpu.memory with Gt or Lt on a number of MiB (for example Gt 40000).",
+    references=(GFD, ASSIGN),
+    parameters=(Parameter("nodePools", "gpuMemoryMiB of each pool."),),
+)
+def gpu_memory_label_misuse(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        for use in node_label_uses(template):
+            if use.key != GPU_MEMORY_LABEL or use.operator not in ("In", "NotIn", "Gt", "Lt"):
+                continue
+            problem = _gpu_memory_problem(ctx, use.operator, use.values)
+            if problem is not None:
+                yield Violation(use.path, f"{GPU_MEMORY_LABEL} is an integer of MiB: {problem}")
+
+
+def _spreads(template: PodTemplate, workload: Workload) -> bool:
+    affinity = as_mapping(template.spec.get("affinity"))
+    anti = as_mapping(affinity.get("podAntiAffinity"))
+    return bool(
+        as_list(template.spec.get("topologySpreadConstraints"))
+        or anti.get("requiredDuringSchedulingIgnoredDuringExecution")
+        or anti.get("preferredDuringSchedulingIgnoredDuringExecution")
+        or "leaderworkerset.sigs.k8s.io/exclusive-topology" in workload.annotations
+    )
+
+
+@rule(
+    id="GP208",
+    name="replicas-without-spread",
+    severity="warning",
+    summary="Reports a replicated serving GPU pod template with no pod anti-affinity and no topology spread "
+    "constraints.",
+    rationale="Without spreading, the scheduler may pack every replica onto one GPU node: one node drain, "
+    "driver crash or Xid error takes the whole service down, and a PDB cannot help.",
+    remediation="Add topologySpreadConstraints on kubernetes.io/hostname (or a preferred podAntiAffinity).",
+    references=(
+        SPREAD,
+        "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#inter-pod-affinity-and-anti-affinity",
+    ),
+    parameters=(Parameter("placement.spread.minReplicas", "From how many replicas spreading is required."),),
+)
+def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    minimum = ctx.policy.get("placement.spread.minReplicas", 2)
+    if not ctx.is_serving(workload):
+        return
+    for template in workload.templates:
+        if (
+            (template.replicas or 0) < minimum
+            or not ctx.gpu.uses_gpus(template)
+            or _spreads(template, workload)
+        ):
+            continue
+        spec = as_mapping(workload.resource.obj).get("spec")
+        path: JsonPath = (
+            ("spec", "replicas")
+            if "replicas" in as_mapping(spec) and len(workload.templates) == 1
+            else template.path
+        )
+        yield Violation(
+            path,
+            f"{template.replicas} replicas of {template.describe()} have no pod anti-affinity or topology spread",
+        )
+
+
+@rule(
+    id="GP209",
+    name="preference-as-requirement",
+    severity="warning",
+    summary="Reports a node label the registry marks as a preference used in a nodeSelector or required node affinity.",
+    rationale="A preference made a hard constraint (a hostname, an instance type) leaves the pod Pending when "
+    "that node is drained or the type is out of capacity, although any GPU node of the right product would do.",
+    remediation="Move the label to preferredDuringSchedulingIgnoredDuringExecution, or mark it a requirement in the registry.",
+    references=(ASSIGN,),
+    parameters=(Parameter("nodeLabels", "`use: preference` marks preferences."),),
+)
+def preference_as_requirement(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    registry = label_registry(ctx)
+    for template in workload.templates:
+        for use in node_label_uses(template):
+            info = registry.lookup(use.key)
+            if use.required and info is not None and info.use == PREFERENCE:
+                yield Violation(
+                    use.path,
+                    f"node label {use.key} is a preference (owner {info.owner}) but is used in the {use.place}",
+                )
+
+
+def _runtime_class_known(ctx: Context, name: str) -> Coverage | None:
+    """None when known to exist; else the coverage under which it was not found."""
+    if name in {str(item) for item in as_list(ctx.policy.get("placement.runtimeClass.names", []))}:
+        return None
+    if ctx.inventory.get("RuntimeClass", name) is not None:
+        return None
+    return ctx.inventory.coverage("RuntimeClass")
+
+
+@rule(
+    id="GP210",
+    name="runtime-class-missing",
+    severity="warning",
+    summary="Reports a GPU pod without runtimeClassName when the policy requires one, or one naming a "
+    "RuntimeClass that is neither in the inventory nor in the policy (info when that cannot be known).",
+    rationale="On clusters whose default container runtime is not NVIDIA's, a GPU pod without the nvidia "
+    "runtime class starts without its devices; an unknown class makes the pod fail admission.",
+    remediation="Set runtimeClassName to a RuntimeClass the cluster has (for example nvidia).",
+    references=(RUNTIME_CLASS, GPU_OPERATOR),
+    parameters=(Parameter("placement.runtimeClass", "required, and the names the cluster has."),),
+)
+def runtime_class_missing(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    required = ctx.policy.get("placement.runtimeClass.required", False) is True
+    for template in workload.templates:
+        if not ctx.gpu.uses_gpus(template):
+            continue
+        name = template.spec.get("runtimeClassName")
+        if not isinstance(name, str) or not name:
+            if required:
+                yield Violation(
+                    template.path, f"{template.describe()} requests GPUs but sets no runtimeClassName"
+                )
+            continue
+        coverage = _runtime_class_known(ctx, name)
+        if coverage is Coverage.COMPLETE:
+            yield Violation(template.field("runtimeClassName"), f"RuntimeClass {name!r} does not exist")
+        elif coverage is not None and first_time(ctx, ("GP210", name)):
+            yield Violation(
+                template.field("runtimeClassName"),
+                f"RuntimeClass {name!r} could not be verified: it is not in the {coverage.value} inventory "
+                "nor in placement.runtimeClass.names",
+                severity=Severity.INFO,
+            )

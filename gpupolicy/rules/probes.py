@@ -1,0 +1,293 @@
+"""GP401-GP409: `Running` is not `Ready` — probes of GPU servers and their time budgets.
+
+Probes: https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/
+The budget arithmetic (initialDelaySeconds + failureThreshold × periodSeconds, with Kubernetes'
+defaults) and port resolution live in gpupolicy/probes.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpupolicy.engine import Context, Parameter, Violation, rule
+from gpupolicy.findings import Severity
+from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.probes import (
+    MODEL_LOAD_ANNOTATION,
+    PortStatus,
+    model_load_budget,
+    probe_budget,
+    probe_hosts,
+    probe_of,
+    probe_ports,
+    progress_deadline,
+)
+
+PROBES_DOC = (
+    "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
+)
+STARTUP_DOC = f"{PROBES_DOC}#define-startup-probes"
+PROBE_API = "https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#Probe"
+PROGRESS_DOC = (
+    "https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#progress-deadline-seconds"
+)
+PSS_BASELINE = "https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline"
+
+
+def server_containers(template: PodTemplate, ctx: Context) -> list[Container]:
+    """The containers that hold the model: those with GPUs, else (DRA, fractions) every main container."""
+    holders = [c for c in ctx.gpu.gpu_containers(template) if c.role == "container"]
+    return holders or template.main_containers()
+
+
+def _gpu_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
+    for template in workload.templates:
+        if ctx.gpu.uses_gpus(template):
+            for container in server_containers(template, ctx):
+                yield template, container
+
+
+def _probed_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
+    managed = {str(kind) for kind in as_list(ctx.policy.get("probes.controllerManagedKinds", []))}
+    if ctx.is_serving(workload) and workload.kind not in managed:
+        yield from _gpu_servers(workload, ctx)
+
+
+def _load_seconds(workload: Workload, ctx: Context) -> tuple[int, str]:
+    default = ctx.policy.get("probes.modelLoadSeconds", 300)
+    budget = model_load_budget(workload, default if isinstance(default, int) else 300)
+    return budget.seconds, budget.source
+
+
+@rule(
+    id="GP401",
+    name="gpu-server-without-readiness-probe",
+    severity="error",
+    summary="Reports a serving GPU workload whose model container has no readiness probe.",
+    rationale="Without one, a pod is Ready as soon as its container starts: the Service sends requests to a "
+    "server still loading its model, and users see errors during every rollout, drain and rescale.",
+    remediation="Add a readinessProbe on the server's health endpoint (for example httpGet /health).",
+    references=(PROBES_DOC,),
+    parameters=(Parameter("probes.controllerManagedKinds", "Kinds whose controller injects probes."),),
+)
+def gpu_server_without_readiness_probe(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in _probed_servers(workload, ctx):
+        if probe_of(container, "readinessProbe") is None:
+            yield Violation(
+                container.path,
+                f"GPU {container.label} of serving {workload.kind} has no readinessProbe",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP402",
+    name="gpu-server-without-startup-probe",
+    severity="warning",
+    summary="Reports a serving GPU workload whose model container has no startup probe.",
+    rationale="Model loading takes minutes; without a startup probe the liveness probe must be slow for the "
+    "whole life of the pod, or it kills the server mid-load and the pod never becomes Ready.",
+    remediation="Add a startupProbe whose failureThreshold × periodSeconds covers the model load time.",
+    references=(STARTUP_DOC,),
+)
+def gpu_server_without_startup_probe(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in _probed_servers(workload, ctx):
+        if probe_of(container, "startupProbe") is None:
+            yield Violation(
+                container.path,
+                f"GPU {container.label} of serving {workload.kind} has no startupProbe",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP403",
+    name="liveness-during-model-load",
+    severity="error",
+    summary="Reports a GPU container with a liveness probe, no startup probe, and a liveness budget "
+    "(initialDelaySeconds + failureThreshold × periodSeconds) shorter than the model-load budget.",
+    rationale="The kubelet restarts the container when the liveness budget runs out: a model that loads for "
+    "longer is killed mid-load, forever — CrashLoopBackOff with no error in the server's log.",
+    remediation="Add a startupProbe that covers the model load (liveness only starts after it succeeds).",
+    references=(STARTUP_DOC, PROBE_API),
+    parameters=(
+        Parameter("probes.modelLoadSeconds", f"Model-load budget when {MODEL_LOAD_ANNOTATION} is not set."),
+    ),
+)
+def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    needed, source = _load_seconds(workload, ctx)
+    for _, container in _gpu_servers(workload, ctx):
+        liveness = probe_of(container, "livenessProbe")
+        if liveness is None or probe_of(container, "startupProbe") is not None:
+            continue
+        budget = probe_budget(liveness)
+        if budget.seconds < needed:
+            yield Violation(
+                container.field("livenessProbe"),
+                f"liveness probe of {container.label} kills it after {budget.describe()} < model load {needed} s "
+                f"({source}), and there is no startupProbe",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP404",
+    name="startup-budget-too-short",
+    severity="error",
+    summary="Reports a GPU container whose startup probe budget (initialDelaySeconds + failureThreshold × "
+    "periodSeconds, defaults 0, 3 and 10) is shorter than the model-load budget "
+    "(annotation gpupolicy.io/model-load-seconds, else the policy default).",
+    rationale="When the startup budget runs out the kubelet restarts the container: a model that takes longer "
+    "to load never finishes, and the pod crash-loops.",
+    remediation="Raise the startupProbe's failureThreshold (or periodSeconds) so that the budget covers the model load.",
+    references=(STARTUP_DOC, PROBE_API),
+    parameters=(
+        Parameter("probes.modelLoadSeconds", f"Model-load budget when {MODEL_LOAD_ANNOTATION} is not set."),
+    ),
+)
+def startup_budget_too_short(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    needed, source = _load_seconds(workload, ctx)
+    for _, container in _gpu_servers(workload, ctx):
+        startup = probe_of(container, "startupProbe")
+        if startup is None:
+            continue
+        budget = probe_budget(startup)
+        if budget.seconds < needed:
+            yield Violation(
+                container.field("startupProbe"),
+                f"startup probe of {container.label} allows {budget.describe()} < model load {needed} s ({source})",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP405",
+    name="probe-port-undeclared",
+    severity="error",
+    summary="Reports a probe whose named port is not one of the container's ports (a warning for a port number "
+    "the container does not declare).",
+    rationale="The kubelet cannot resolve an unknown port name: the probe fails on every try, so the pod never "
+    "becomes Ready (or is restarted forever). An undeclared number often means the probe checks the wrong port.",
+    remediation="Name a port from the container's ports list, or declare the port the probe checks.",
+    references=(PROBE_API, f"{PROBES_DOC}#use-a-named-port"),
+)
+def probe_port_undeclared(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in workload.containers():
+        for port in probe_ports(container):
+            if port.status is PortStatus.NAMED_UNDECLARED:
+                yield Violation(
+                    port.path,
+                    f"{port.probe} of {container.label} uses port {port.value!r}, "
+                    "which the container does not declare",
+                    container=container.name,
+                )
+            elif port.status is PortStatus.NUMBER_UNDECLARED:
+                yield Violation(
+                    port.path,
+                    f"{port.probe} of {container.label} checks port {port.value}, which is not "
+                    "among its containerPorts",
+                    severity=Severity.WARNING,
+                    container=container.name,
+                )
+
+
+@rule(
+    id="GP406",
+    name="liveness-equals-readiness",
+    severity="warning",
+    summary="Reports a GPU container whose liveness and readiness probes are identical.",
+    rationale="Readiness failing under load should take the pod out of the Service; liveness failing restarts "
+    "it. When they are the same, a busy server is killed and must reload its model, deepening the overload.",
+    remediation="Make the liveness probe more tolerant than readiness (higher failureThreshold, or a cheaper endpoint).",
+    references=(PROBES_DOC,),
+)
+def liveness_equals_readiness(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in _gpu_servers(workload, ctx):
+        liveness, readiness = probe_of(container, "livenessProbe"), probe_of(container, "readinessProbe")
+        if liveness is not None and liveness == readiness:
+            yield Violation(
+                container.field("livenessProbe"),
+                f"livenessProbe of {container.label} is identical to its readinessProbe",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP407",
+    name="liveness-too-aggressive",
+    severity="warning",
+    summary="Reports a GPU container whose liveness probe has `failureThreshold: 1` or tolerates failures for "
+    "less than the policy's minimum (failureThreshold × periodSeconds, default 30 s).",
+    rationale="A model server stalls for seconds during a long generation, a garbage collection or a CUDA "
+    "graph capture; an aggressive liveness probe restarts it, and the restart costs a full model reload.",
+    remediation="Let liveness fail several times over at least 30 s before the kubelet acts (e.g. failureThreshold 3, periodSeconds 10).",
+    references=(PROBES_DOC, PROBE_API),
+    parameters=(Parameter("probes.livenessMinimumSeconds", "The shortest failure window allowed."),),
+)
+def liveness_too_aggressive(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    minimum = ctx.policy.get("probes.livenessMinimumSeconds", 30)
+    for _, container in _gpu_servers(workload, ctx):
+        liveness = probe_of(container, "livenessProbe")
+        if liveness is None:
+            continue
+        budget = probe_budget(liveness)
+        if budget.failure_threshold <= 1 or budget.failure_window < minimum:
+            yield Violation(
+                container.field("livenessProbe"),
+                f"liveness probe of {container.label} restarts it after failureThreshold {budget.failure_threshold} "
+                f"× periodSeconds {budget.period} = {budget.failure_window} s (minimum {minimum} s, failureThreshold > 1)",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP408",
+    name="progress-deadline-before-ready",
+    severity="error",
+    summary="Reports a Deployment or Rollout whose progressDeadlineSeconds (default 600) is shorter than the "
+    "startup budget of one of its GPU containers.",
+    rationale="When the deadline passes before new pods can become Ready, the rollout is marked failed "
+    "(ProgressDeadlineExceeded): CD tools roll back or page although the pods would have become Ready.",
+    remediation="Set progressDeadlineSeconds above the longest startup budget (plus image pull time).",
+    references=(PROGRESS_DOC, STARTUP_DOC),
+)
+def progress_deadline_before_ready(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if workload.kind not in ("Deployment", "Rollout"):
+        return
+    deadline, given = progress_deadline(as_mapping(as_mapping(workload.resource.obj).get("spec")))
+    for _, container in _gpu_servers(workload, ctx):
+        startup = probe_of(container, "startupProbe")
+        if startup is None:
+            continue
+        budget = probe_budget(startup)
+        if deadline < budget.seconds:
+            shown = (
+                f"progressDeadlineSeconds {deadline}"
+                if given
+                else f"progressDeadlineSeconds (default) {deadline}"
+            )
+            yield Violation(
+                ("spec", "progressDeadlineSeconds") if given else ("spec",),
+                f"{shown} < startup budget of {container.label}: {budget.describe()}",
+            )
+            return
+
+
+@rule(
+    id="GP409",
+    name="probe-host-set",
+    severity="error",
+    summary="Reports a probe with `httpGet.host` or `tcpSocket.host` set.",
+    rationale="A probe host makes the kubelet connect to an address of the pod's choosing, from the node: the "
+    "Pod Security baseline forbids it since Kubernetes 1.34 (KEP-4940), and it probes something other than the pod.",
+    remediation="Remove host from the probe; the kubelet then probes the pod's own IP.",
+    references=(PSS_BASELINE, "https://www.kubernetes.dev/resources/keps/4940/"),
+)
+def probe_host_set(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in workload.containers():
+        for probe, handler, host, path in probe_hosts(container):
+            yield Violation(
+                path,
+                f"{probe}.{handler}.host of {container.label} is set to {host!r}",
+                container=container.name,
+            )

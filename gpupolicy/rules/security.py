@@ -1,0 +1,653 @@
+"""GP601-GP616: Pod Security and the GPU-specific ways out of a container.
+
+The Pod Security Standards controls are checked field for field as pod-security-admission does
+(`gpupolicy.pod_security`, which cites each `check_*.go`); the policy's `security.level` picks
+baseline (the default) or restricted. GPU pods never need privileges: the device plugin hands
+a container exactly its GPUs, and every way around it (privileged, device hostPaths,
+NVIDIA_VISIBLE_DEVICES) gives it GPUs nobody accounts for.
+https://kubernetes.io/docs/concepts/security/pod-security-standards/
+https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/security.html
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from gpupolicy import pod_security as pss
+from gpupolicy.documents import Resource
+from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
+from gpupolicy.findings import Severity
+from gpupolicy.inventory import Coverage, namespace_of
+from gpupolicy.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
+from gpupolicy.scheduling import node_selector, required_terms
+from gpupolicy.secrets_detect import detect, detect_in_arguments
+from gpupolicy.selectors import node_affinity_matches
+
+PSS = pss.PSS_URL
+PSA = pss.PSA_CHECKS_URL
+SECURITY_CONTEXT = "https://kubernetes.io/docs/tasks/configure-pod-container/security-context/"
+LEVEL = Parameter("security.level", "Pod Security Standards level: baseline (default) or restricted.")
+
+
+def level(ctx: Context) -> pss.Level:
+    return pss.Level.parse(ctx.policy.get("security.level", "baseline"))
+
+
+def _restricted(ctx: Context) -> bool:
+    return level(ctx) >= pss.Level.RESTRICTED
+
+
+def _problems(problems: Iterator[pss.Problem]) -> Iterator[Violation]:
+    for problem in problems:
+        yield Violation(problem.path, problem.message, container=problem.container)
+
+
+@rule(
+    id="GP601",
+    name="privileged-container",
+    severity="error",
+    summary="Reports a container with `securityContext.privileged: true`.",
+    rationale="A privileged container gets every device of the node, so it sees and can use every GPU on the "
+    "node, including those the device plugin gave to other pods, outside any accounting; it also disables "
+    "seccomp, AppArmor and the capability bounds. GPU workloads never need it: the device plugin mounts "
+    "exactly the allocated GPUs.",
+    remediation="Remove privileged: true and request the GPUs through resources.limits (nvidia.com/gpu) instead.",
+    references=(
+        PSS,
+        f"{PSA}/check_privileged.go",
+        "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html",
+    ),
+)
+def privileged_container(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _template, container in workload.containers():
+        if pss.is_privileged(container):
+            gpus = ctx.gpu.container_gpu_count(container)
+            asked = f" although it asks for {gpus} GPU(s)" if gpus else ""
+            yield Violation(
+                container.field("securityContext", "privileged"),
+                f"{container.label} is privileged: it sees every GPU on the node{asked}, and every other device",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP602",
+    name="privilege-escalation",
+    severity="warning",
+    summary="Reports a container that does not set `allowPrivilegeEscalation: false` (at the restricted level).",
+    rationale="Without it a process can gain more privileges than its parent (setuid binaries, file "
+    "capabilities); the restricted Pod Security level requires it on every Linux container.",
+    remediation="Set securityContext.allowPrivilegeEscalation: false on every container.",
+    references=(PSS, f"{PSA}/check_allowPrivilegeEscalation.go"),
+    parameters=(LEVEL,),
+)
+def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not _restricted(ctx):
+        return
+    for template in workload.templates:
+        yield from _problems(pss.privilege_escalation(template))
+
+
+@rule(
+    id="GP603",
+    name="capabilities-beyond-baseline",
+    severity="error",
+    summary="Reports Linux capabilities added beyond the Pod Security baseline list (at the restricted level, "
+    "beyond NET_BIND_SERVICE).",
+    rationale="Capabilities such as SYS_ADMIN, NET_ADMIN or SYS_PTRACE let a container escape or reach into the "
+    "node; GPU workloads need none of them (the NVIDIA runtime injects devices without them).",
+    remediation="Remove the capability from securityContext.capabilities.add.",
+    references=(PSS, f"{PSA}/check_capabilities_baseline.go", f"{PSA}/check_capabilities_restricted.go"),
+    parameters=(LEVEL,),
+)
+def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    allowed = pss.RESTRICTED_CAPABILITIES if _restricted(ctx) else pss.BASELINE_CAPABILITIES
+    for _template, container in workload.containers():
+        for name, path in pss.added_capabilities(container, allowed):
+            yield Violation(
+                path,
+                f"{container.label} adds capability {name}, not allowed at the {level(ctx).label} level",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP604",
+    name="capabilities-not-dropped",
+    severity="warning",
+    summary="Reports a container that does not drop ALL capabilities (at the restricted level).",
+    rationale="The restricted Pod Security level requires `drop: [ALL]` so the container keeps only the "
+    "capabilities it adds back explicitly.",
+    remediation="Set securityContext.capabilities.drop: [ALL] (add back NET_BIND_SERVICE if the server binds a port below 1024).",
+    references=(PSS, f"{PSA}/check_capabilities_restricted.go"),
+    parameters=(LEVEL,),
+)
+def capabilities_not_dropped(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not _restricted(ctx):
+        return
+    for template in workload.templates:
+        yield from _problems(pss.capabilities_not_dropped(template))
+
+
+def _pool_labels(pool: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node labels a pool's nodes may carry (the product label with and without -SHARED)."""
+    base = {str(key): value for key, value in as_mapping(pool.get("nodeLabels")).items()}
+    product = pool.get("gpuProduct")
+    if not product:
+        return [base]
+    return [{**base, "nvidia.com/gpu.product": f"{product}{suffix}"} for suffix in ("", "-SHARED")]
+
+
+def on_mps_pools_only(template: PodTemplate, ctx: Context) -> bool:
+    """Every policy node pool the pod can land on (it requests the pool's GPU resource and its
+    node targeting admits the pool's labels) shares GPUs with MPS — and there is at least one."""
+    resources = {demand.resource.name for demand in ctx.gpu.counted_demands(template)}
+    selector, terms = node_selector(template), required_terms(template)
+    candidates = [
+        pool
+        for pool in (as_mapping(item) for item in as_list(ctx.policy.data.get("nodePools")))
+        if pool.get("resource", "nvidia.com/gpu") in resources
+        and any(node_affinity_matches(selector, terms, labels) for labels in _pool_labels(pool))
+    ]
+    return bool(candidates) and all(pool.get("sharing") == "mps" for pool in candidates)
+
+
+@rule(
+    id="GP605",
+    name="host-namespace",
+    severity="error",
+    summary="Reports `hostNetwork`, `hostPID` or `hostIPC: true`. hostIPC is allowed for pods that land only on "
+    "node pools sharing GPUs with MPS, when the policy allows it.",
+    rationale="Host namespaces let a container see and signal the node's processes, sniff its network, or read "
+    "other pods' shared memory; on a GPU node that includes the other tenants' CUDA processes.",
+    remediation="Remove hostNetwork, hostPID and hostIPC from the pod spec.",
+    references=(PSS, f"{PSA}/check_hostNamespaces.go", "https://docs.nvidia.com/deploy/mps/index.html"),
+    parameters=(
+        Parameter("security.allowMpsHostIPC", "Allow hostIPC on pods that land only on MPS node pools."),
+    ),
+)
+def host_namespace(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    allow_mps = ctx.policy.get("security.allowMpsHostIPC", False) is True
+    for template in workload.templates:
+        for key, path in pss.host_namespaces(template):
+            if key == "hostIPC" and allow_mps and on_mps_pools_only(template, ctx):
+                continue
+            note = (
+                " (MPS needs it only on MPS node pools, and only where the policy allows it)"
+                if key == "hostIPC"
+                else ""
+            )
+            yield Violation(path, f"{template.describe()} sets {key}: true{note}")
+
+
+# Host paths that matter on a GPU node, most specific first: (pattern, what it is).
+GPU_HOST_PATHS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"^/dev/nvidia"),
+        "NVIDIA GPU device nodes: the container gets GPUs outside the device plugin's accounting",
+    ),
+    (
+        re.compile(r"^/dev/dri(/|$)"),
+        "DRM GPU device nodes (AMD/Intel): GPUs outside the device plugin's accounting",
+    ),
+    (re.compile(r"^/dev/kfd$"), "the AMD ROCm compute device"),
+    (re.compile(r"^/dev/?$"), "the node's whole /dev: every GPU and every other device"),
+    (
+        re.compile(r"^/var/run/nvidia-container-devices(/|$)"),
+        "the NVIDIA toolkit's device list: lets the container pick its own GPUs",
+    ),
+    (re.compile(r"^(/var)?/run/nvidia"), "the NVIDIA driver and toolkit state of the node"),
+    (
+        re.compile(r"^(/home/kubernetes/bin/nvidia|/usr/local/nvidia)(/|$)"),
+        "the node's NVIDIA driver installation",
+    ),
+    (
+        re.compile(r"^(/var)?/run/docker\.sock$|^(/var)?/run/docker(/|$)"),
+        "the Docker socket: root on the node",
+    ),
+    (re.compile(r"^(/var)?/run/containerd(/|$)"), "the containerd socket: root on the node"),
+    (re.compile(r"^(/var)?/run/crio(/|$)"), "the CRI-O socket: root on the node"),
+    (re.compile(r"^/var/lib/kubelet/device-plugins(/|$)"), "the kubelet's device-plugin sockets"),
+    (
+        re.compile(r"^/var/lib/kubelet/pod-resources(/|$)"),
+        "the kubelet's pod-resources API (every pod's devices)",
+    ),
+    (re.compile(r"^/(proc|sys)(/|$)"), "the node's kernel interfaces"),
+    (re.compile(r"^/$"), "the node's root filesystem"),
+)
+
+
+def describe_host_path(path: str) -> str | None:
+    clean = path.rstrip("/") or "/"
+    if path.startswith("/dev/") and clean == "/dev":
+        clean = "/dev"
+    for pattern, meaning in GPU_HOST_PATHS:
+        if pattern.search(clean):
+            return meaning
+    return None
+
+
+@rule(
+    id="GP606",
+    name="host-path-volume",
+    severity="error",
+    summary="Reports hostPath volumes, naming GPU device paths (`/dev`, `/dev/nvidia*`, `/dev/dri`, `/run/nvidia*`, "
+    "`/var/run/nvidia-container-devices`) and container-runtime sockets as such.",
+    rationale="A hostPath volume exposes the node's filesystem. Mounting GPU device nodes hands the container "
+    "GPUs the scheduler gave to someone else; a runtime socket is root on the node.",
+    remediation="Replace the hostPath volume with a GPU request (resources.limits), a PVC, an emptyDir or a ConfigMap.",
+    references=(
+        PSS,
+        f"{PSA}/check_hostPathVolumes.go",
+        "https://kubernetes.io/docs/concepts/storage/volumes/#hostpath",
+    ),
+)
+def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        for path, host_path, volume in pss.host_path_volumes(template):
+            meaning = describe_host_path(host_path)
+            what = f": {meaning}" if meaning else ""
+            where = (*path, "hostPath", "path") if host_path else (*path, "hostPath")
+            yield Violation(
+                where,
+                f"volume {volume.get('name', '?')!r} mounts the node's {host_path or '(no path)'}{what}",
+            )
+
+
+NVIDIA_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+# Values that give the container no GPU at all (the toolkit then behaves like runc, or mounts
+# only driver libraries): they narrow access, as the GPU operator's own driver pods use them.
+NO_GPU_VALUES = frozenset({"void", "none", ""})
+
+
+@rule(
+    id="GP607",
+    name="nvidia-visible-devices-env",
+    severity="error",
+    summary="Reports `NVIDIA_VISIBLE_DEVICES` or `NVIDIA_DRIVER_CAPABILITIES` set in a container's env (or in a "
+    "ConfigMap it loads with envFrom), with or without a GPU request.",
+    rationale="On nodes whose runtime is nvidia, the toolkit reads NVIDIA_VISIBLE_DEVICES to decide which GPUs to "
+    "mount: `all` or an index gives the container GPUs the device plugin never allocated to it, so another "
+    "pod's model and this one share a GPU without either knowing. The device plugin sets these variables itself.",
+    remediation="Remove NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES from env and request GPUs in resources.limits.",
+    references=(
+        "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html",
+        "https://github.com/NVIDIA/k8s-device-plugin#security",
+    ),
+)
+def nvidia_visible_devices_env(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    namespace = workload.namespace
+    for _template, container in workload.containers():
+        for index, item in enumerate(as_list(container.spec.get("env"))):
+            name = as_mapping(item).get("name")
+            value = as_mapping(item).get("value")
+            narrows = (
+                name == NVIDIA_ENV[0] and isinstance(value, str) and value.strip().lower() in NO_GPU_VALUES
+            )
+            if name in NVIDIA_ENV and not narrows:
+                shown = f"={value}" if value is not None else " (from valueFrom)"
+                yield Violation(
+                    container.field("env", index),
+                    f"{container.label} sets {name}{shown}",
+                    container=container.name,
+                )
+        for index, source in enumerate(as_list(container.spec.get("envFrom"))):
+            ref = as_mapping(as_mapping(source).get("configMapRef")).get("name")
+            config = ctx.inventory.get("ConfigMap", str(ref), namespace) if ref else None
+            data = (
+                as_mapping(config.obj.get("data"))
+                if config is not None and isinstance(config.obj, dict)
+                else {}
+            )
+            prefix = str(as_mapping(source).get("prefix") or "")
+            for key in data:
+                if f"{prefix}{key}" in NVIDIA_ENV:
+                    yield Violation(
+                        container.field("envFrom", index),
+                        f"{container.label} loads {prefix}{key} from ConfigMap {ref}",
+                        container=container.name,
+                    )
+
+
+@rule(
+    id="GP608",
+    name="run-as-root",
+    severity="warning",
+    summary="Reports containers that may run as root: runAsNonRoot not true (the container's own setting, else "
+    "the pod's), or runAsUser 0 at pod or container level (at the restricted level).",
+    rationale="Root in the container is root on the node after any escape, and model servers load and execute "
+    "downloaded code (`trust_remote_code`, pickled weights). The restricted level requires non-root.",
+    remediation="Set securityContext.runAsNonRoot: true and a non-zero runAsUser, at pod level or on every container.",
+    references=(PSS, f"{PSA}/check_runAsNonRoot.go", f"{PSA}/check_runAsUser.go"),
+    parameters=(LEVEL,),
+)
+def run_as_root(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not _restricted(ctx):
+        return
+    for template in workload.templates:
+        yield from _problems(pss.run_as_root(template))
+
+
+@rule(
+    id="GP609",
+    name="seccomp-unconfined",
+    severity="error",
+    summary="Reports a seccomp profile of type `Unconfined` (pod or container; a container's own profile overrides "
+    "the pod's), and, as a warning, containers whose profile is unset.",
+    rationale="Without seccomp every system call of the kernel is reachable from the container; RuntimeDefault "
+    "blocks the ones container escapes use and costs a model server nothing.",
+    remediation="Set securityContext.seccompProfile.type: RuntimeDefault at pod level (or Localhost with a profile).",
+    references=(PSS, f"{PSA}/check_seccompProfile_baseline.go", f"{PSA}/check_seccompProfile_restricted.go"),
+)
+def seccomp_unconfined(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        for problem, explicit in pss.seccomp_problems(template):
+            severity = None if explicit else Severity.WARNING
+            yield Violation(problem.path, problem.message, severity=severity, container=problem.container)
+
+
+@rule(
+    id="GP610",
+    name="host-port",
+    severity="warning",
+    summary="Reports a container port with a non-zero `hostPort`.",
+    rationale="A hostPort binds the node's address: one pod per node can have it, it bypasses NetworkPolicy on "
+    "many CNIs, and a GPU node's port is then tied to whichever pod landed there.",
+    remediation="Remove hostPort and expose the server through a Service.",
+    references=(PSS, f"{PSA}/check_hostPorts.go"),
+)
+def host_port(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _template, container in workload.containers():
+        for value, path in pss.host_ports(container):
+            yield Violation(
+                path, f"{container.label} binds hostPort {value} on the node", container=container.name
+            )
+
+
+@rule(
+    id="GP611",
+    name="pod-security-baseline",
+    severity="error",
+    summary="Reports the other Pod Security baseline fields: unsafe sysctls, procMount, SELinux type/user/role, "
+    "AppArmor (field and annotation), Windows hostProcess, host in lifecycle hooks; at the restricted level "
+    "also volume types other than configMap, csi, downwardAPI, emptyDir, ephemeral, image, "
+    "persistentVolumeClaim, projected and secret.",
+    rationale="Each of these lifts an isolation the kernel or the runtime gives containers by default; the "
+    "built-in Pod Security admission rejects them at the same level.",
+    remediation="Remove the field (or set it to a value the Pod Security level allows).",
+    references=(
+        PSS,
+        f"{PSA}/check_sysctls.go",
+        f"{PSA}/check_procMount.go",
+        f"{PSA}/check_seLinuxOptions.go",
+        f"{PSA}/check_appArmorProfile.go",
+        f"{PSA}/check_windowsHostProcess.go",
+        f"{PSA}/check_restrictedVolumes.go",
+    ),
+    parameters=(LEVEL,),
+)
+def pod_security_baseline(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        yield from _problems(pss.baseline_other(template))
+        if _restricted(ctx):
+            yield from _problems(pss.restricted_volumes(template))
+
+
+@rule(
+    id="GP612",
+    name="secret-literal-in-env",
+    severity="error",
+    summary="Reports an env value that is a literal credential (Hugging Face, OpenAI-style, AWS, GitHub, Slack, "
+    "Google keys, JWTs, private keys, or a literal in a `*_TOKEN`/`*_PASSWORD`/`*_SECRET`/`*_KEY` variable), "
+    "and provider-shaped tokens or `--api-key`/`--token` values in command and args.",
+    rationale="A manifest is read by everyone with repo or `get` access and lands in Git history, CI logs and "
+    "the admission audit trail; a leaked Hugging Face or cloud token is usable at once.",
+    remediation="Move the value into a Secret and reference it with env[].valueFrom.secretKeyRef.",
+    references=(
+        "https://kubernetes.io/docs/concepts/security/secrets-good-practices/",
+        "https://kubernetes.io/docs/tasks/inject-data-application/distribute-credentials-secure/",
+    ),
+)
+def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _template, container in workload.containers():
+        for index, item in enumerate(as_list(container.spec.get("env"))):
+            item = as_mapping(item)
+            value = item.get("value")
+            if not isinstance(value, str):
+                continue
+            hit = detect(str(item.get("name", "")), value)
+            if hit is not None:
+                yield Violation(
+                    container.field("env", index, "value"),
+                    f"{container.label} env {item.get('name')} holds a literal {hit.describe()}",
+                    container=container.name,
+                )
+        for key in ("command", "args"):
+            words = [str(word) for word in as_list(container.spec.get(key))]
+            for index, hit in detect_in_arguments(words):
+                yield Violation(
+                    container.field(key, index),
+                    f"{container.label} {key} holds a literal {hit.describe()}",
+                    container=container.name,
+                )
+
+
+def service_account_of(template: PodTemplate) -> str:
+    name = template.spec.get("serviceAccountName") or template.spec.get("serviceAccount") or "default"
+    return str(name)
+
+
+@rule(
+    id="GP613",
+    name="service-account-token-automount",
+    severity="info",
+    summary="Reports a pod that mounts its service-account token: `automountServiceAccountToken` is not false on "
+    "the pod, nor on its ServiceAccount in the inventory.",
+    rationale="A model server rarely calls the Kubernetes API; a mounted token lets anyone who gets code "
+    "execution in it (a prompt-injected tool call, a malicious checkpoint) act as its service account.",
+    remediation="Set automountServiceAccountToken: false in the pod spec (or on its ServiceAccount).",
+    references=(
+        "https://kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/#opt-out-of-api-credential-automounting",
+    ),
+)
+def service_account_token_automount(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        if not template.spec.get("containers"):  # KServe components and CRD fragments
+            continue
+        value = template.spec.get("automountServiceAccountToken")
+        if value is False:
+            continue
+        name = service_account_of(template)
+        if value is True:
+            yield Violation(
+                template.field("automountServiceAccountToken"),
+                f"{template.describe()} mounts the token of service account {name}",
+            )
+            continue
+        account = ctx.inventory.get("ServiceAccount", name, workload.namespace)
+        if account is not None and as_mapping(account.obj).get("automountServiceAccountToken") is False:
+            continue
+        where = (
+            template.field("serviceAccountName") if "serviceAccountName" in template.spec else template.path
+        )
+        yield Violation(
+            where,
+            f"{template.describe()} mounts the token of service account {name} (automount not disabled)",
+        )
+
+
+@rule(
+    id="GP614",
+    name="namespace-without-network-policy",
+    severity="warning",
+    summary="Reports a GPU workload whose namespace has no NetworkPolicy in the inventory (an info finding when "
+    "the inventory cannot tell).",
+    rationale="Without a NetworkPolicy every pod of the cluster can reach the model server's port, metrics and "
+    "admin endpoints, and the server can reach anything, including the cloud metadata service.",
+    remediation="Add a NetworkPolicy to the namespace that admits only the callers of the server.",
+    references=("https://kubernetes.io/docs/concepts/services-networking/network-policies/",),
+)
+def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not ctx.uses_gpus(workload):
+        return
+    namespace = namespace_of(workload.resource)
+    where = ("metadata", "namespace") if workload.namespace else ("metadata",)
+    if ctx.inventory.coverage("NetworkPolicy") is Coverage.UNAVAILABLE:
+        yield Violation(
+            where,
+            f"cannot tell whether namespace {namespace} has a NetworkPolicy (the inventory is unavailable)",
+            severity=Severity.INFO,
+        )
+        return
+    if not ctx.inventory.list("NetworkPolicy", namespace):
+        yield Violation(
+            where, f"namespace {namespace} runs GPU workload {workload.name} but has no NetworkPolicy"
+        )
+
+
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+
+
+def gpu_workloads_in(namespace: str, ctx: Context) -> list[Workload]:
+    def compute() -> list[Workload]:
+        found = []
+        for kind in EXTRACTORS:
+            for resource in ctx.inventory.list(kind, namespace):
+                if resource.namespace != namespace:  # only workloads that name the namespace
+                    continue
+                workload = workload_of(resource)
+                if workload is not None and ctx.uses_gpus(workload):
+                    found.append(workload)
+        return found
+
+    result: list[Workload] = ctx.memo(("gpu-workloads-in", namespace), compute)
+    return result
+
+
+@rule(
+    id="GP615",
+    name="namespace-pod-security-missing",
+    severity="warning",
+    scope=Scope.OBJECT,
+    kinds=("Namespace",),
+    summary="Reports a Namespace holding GPU workloads (in the inventory) whose `pod-security.kubernetes.io/enforce` "
+    "label is missing or not baseline/restricted.",
+    rationale="Pod Security admission is the cluster's own backstop: without the enforce label a privileged "
+    "pod that slipped past review is admitted into the namespace where the GPUs are.",
+    remediation="Label the Namespace pod-security.kubernetes.io/enforce: baseline (or restricted).",
+    references=("https://kubernetes.io/docs/concepts/security/pod-security-admission/", PSS),
+)
+def namespace_pod_security_missing(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    workloads = gpu_workloads_in(resource.name, ctx)
+    if not workloads:
+        return
+    value = resource.labels.get(ENFORCE_LABEL)
+    if value in ("baseline", "restricted"):
+        return
+    names = ", ".join(sorted({f"{w.kind}/{w.name}" for w in workloads})[:3])
+    if value is None:
+        where = ("metadata", "labels") if resource.labels else ("metadata",)
+        yield Violation(
+            where, f"Namespace {resource.name} runs GPU workloads ({names}) without the {ENFORCE_LABEL} label"
+        )
+    else:
+        yield Violation(
+            ("metadata", "labels", ENFORCE_LABEL),
+            f"Namespace {resource.name} enforces {value!r}, not baseline or restricted",
+        )
+
+
+CLUSTER_ADMIN = "cluster-admin"
+
+
+def _service_account_users(ctx: Context) -> dict[tuple[str, str], list[str]]:
+    """(namespace, service account) → workloads in the inventory that run as it."""
+
+    def compute() -> dict[tuple[str, str], list[str]]:
+        users: dict[tuple[str, str], list[str]] = {}
+        for kind in EXTRACTORS:
+            for resource in ctx.inventory.list(kind):
+                workload = workload_of(resource)
+                if workload is None:
+                    continue
+                for template in workload.templates:
+                    key = (namespace_of(resource), service_account_of(template))
+                    users.setdefault(key, []).append(f"{resource.kind}/{resource.name}")
+        return users
+
+    result: dict[tuple[str, str], list[str]] = ctx.memo("service-account-users", compute)
+    return result
+
+
+def bound_workloads(binding: Resource, ctx: Context) -> list[str]:
+    """Workloads in the inventory that run as a service account (or group of them) the binding names."""
+    users = _service_account_users(ctx)
+    found: list[str] = []
+    for subject in as_list(as_mapping(binding.obj).get("subjects")):
+        subject = as_mapping(subject)
+        kind, name = subject.get("kind"), str(subject.get("name", ""))
+        if kind == "ServiceAccount":
+            namespace = str(subject.get("namespace") or namespace_of(binding))
+            found += [f"{w} (service account {namespace}/{name})" for w in users.get((namespace, name), [])]
+        elif kind == "Group" and name.startswith("system:serviceaccounts"):
+            scope = name.removeprefix("system:serviceaccounts").lstrip(":")
+            found += [
+                f"{w} (group {name})" for (ns, _), ws in users.items() if not scope or ns == scope for w in ws
+            ]
+    return found
+
+
+def _bindings_of(role: Resource, ctx: Context) -> list[Resource]:
+    kinds = ("RoleBinding",) if role.kind == "Role" else ("RoleBinding", "ClusterRoleBinding")
+    namespace = role.namespace if role.kind == "Role" else None
+    return [
+        binding
+        for kind in kinds
+        for binding in ctx.inventory.list(kind, namespace)
+        if as_mapping(as_mapping(binding.obj).get("roleRef")).get("kind") == role.kind
+        and as_mapping(as_mapping(binding.obj).get("roleRef")).get("name") == role.name
+    ]
+
+
+@rule(
+    id="GP616",
+    name="rbac-overbroad",
+    severity="error",
+    scope=Scope.OBJECT,
+    kinds=("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"),
+    summary="Reports a Role/ClusterRole with wildcard verbs or resources, or a binding to cluster-admin, bound to a "
+    "service account that a workload in the inventory runs as.",
+    rationale="Whoever gets code execution in the workload (a prompt-injected tool, a malicious checkpoint) holds "
+    "its service account's rights; a wildcard or cluster-admin is the whole cluster.",
+    remediation="Grant the service account only the verbs and resources it uses, never cluster-admin.",
+    references=("https://kubernetes.io/docs/concepts/security/rbac-good-practices/",),
+)
+def rbac_overbroad(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    obj = as_mapping(resource.obj)
+    if resource.kind.endswith("Binding"):
+        ref = as_mapping(obj.get("roleRef"))
+        if (
+            ref.get("kind") == "ClusterRole"
+            and ref.get("name") == CLUSTER_ADMIN
+            and (users := bound_workloads(resource, ctx))
+        ):
+            yield Violation(
+                ("roleRef", "name"),
+                f"{resource.kind} {resource.name} grants cluster-admin to {'; '.join(users[:3])}",
+            )
+        return
+    if resource.name == CLUSTER_ADMIN:
+        return
+    users = [user for binding in _bindings_of(resource, ctx) for user in bound_workloads(binding, ctx)]
+    if not users:
+        return
+    for index, item in enumerate(as_list(obj.get("rules"))):
+        for field in ("verbs", "resources"):
+            values = [str(value) for value in as_list(as_mapping(item).get(field))]
+            if "*" in values:
+                yield Violation(
+                    ("rules", index, field, values.index("*")),
+                    f"{resource.kind} {resource.name} grants {field} '*' to {'; '.join(users[:3])}",
+                )

@@ -1,0 +1,142 @@
+"""GP701-GP704: what a workload runs must be the thing that was reviewed: images by digest,
+from allowed registries, and models at a fixed revision.
+
+Image references are parsed once (`gpupolicy.images`), model references once
+(`gpupolicy.models`). An experiment's arms are only comparable when image and model are fixed
+(DESIGN.md): a moving tag or an unpinned model changes under them between runs.
+https://kubernetes.io/docs/concepts/containers/images/#image-names
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpupolicy.engine import Context, Parameter, Violation, rule
+from gpupolicy.images import ImageRef, parse_image, registry_allowed
+from gpupolicy.models import MODEL_ANNOTATION, ModelRef, models_of, parse_annotation
+from gpupolicy.pod_spec import Container, Workload, as_list
+
+IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
+SLSA = "https://slsa.dev/spec/v1.0/requirements"
+
+
+def _images(workload: Workload) -> Iterator[tuple[Container, ImageRef]]:
+    for _, container in workload.containers():
+        ref = parse_image(container.image)
+        if ref is not None:
+            yield container, ref
+
+
+@rule(
+    id="GP701",
+    name="image-not-pinned",
+    severity="warning",
+    summary="Reports an image without an `@sha256:` digest.",
+    rationale="A tag can be moved: two pods of one Deployment, or two arms of an experiment, may run different "
+    "bytes under the same name, and a pushed tag changes what a rollback restores.",
+    remediation="Reference the image by digest (image: repo:tag@sha256:…), e.g. with a digest-resolving CD step.",
+    references=(IMAGES, SLSA),
+)
+def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for container, ref in _images(workload):
+        if ref.pinned:
+            continue
+        detail = f" (digest {ref.digest} is malformed)" if ref.digest else ""
+        yield Violation(
+            container.field("image"),
+            f"{container.label} image {ref.raw} is not pinned by digest{detail}",
+            container=container.name,
+        )
+
+
+@rule(
+    id="GP702",
+    name="image-latest-or-untagged",
+    severity="error",
+    summary="Reports an image tagged `:latest`, or with neither tag nor digest (which means latest).",
+    rationale="`latest` is whatever was pushed last: the pull policy defaults to Always, nodes run different "
+    "versions, and neither a rollback nor an experiment repeat can name what ran.",
+    remediation="Use an immutable version tag, and better a digest.",
+    references=(IMAGES, "https://kubernetes.io/docs/concepts/configuration/overview/#container-images"),
+)
+def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for container, ref in _images(workload):
+        if ref.floating:
+            what = "is tagged latest" if ref.tag else "has no tag (it means latest)"
+            yield Violation(
+                container.field("image"),
+                f"{container.label} image {ref.raw} {what}",
+                container=container.name,
+            )
+
+
+@rule(
+    id="GP703",
+    name="image-registry-not-allowed",
+    severity="error",
+    summary="Reports an image whose registry (or registry/path prefix) is not in the policy's allow list; no check "
+    "when the list is empty.",
+    rationale="Images from unreviewed registries bypass the organisation's scanning, signing and mirroring; a "
+    "typo-squatted repository looks exactly like the real one in a manifest.",
+    remediation="Pull the image from an allowed registry (mirror it there), or add its registry to supplyChain.allowedRegistries.",
+    references=(IMAGES, SLSA),
+    parameters=(
+        Parameter(
+            "supplyChain.allowedRegistries",
+            "Registries (host, glob, or host/path prefix) images may come from.",
+        ),
+    ),
+)
+def image_registry_not_allowed(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    allowed = [str(item) for item in as_list(ctx.policy.get("supplyChain.allowedRegistries", []))]
+    if not allowed:
+        return
+    for container, ref in _images(workload):
+        if not registry_allowed(ref, allowed):
+            yield Violation(
+                container.field("image"),
+                f"{container.label} image {ref.name} comes from {ref.registry}, not an allowed registry",
+                container=container.name,
+            )
+
+
+def _describe(model: ModelRef) -> str:
+    if model.revision:
+        return f"model {model.name} at revision {model.revision!r}, a moving branch"
+    return f"model {model.name} without a revision"
+
+
+@rule(
+    id="GP704",
+    name="model-unpinned",
+    severity="warning",
+    summary="Reports a serving workload that names a model (the `gpupolicy.io/model` annotation, vLLM `--model` or "
+    "`vllm serve MODEL`, TGI `--model-id`/MODEL_ID, SGLang `--model-path`, Triton `--model-repository`, a NIM "
+    "image) without a fixed revision.",
+    rationale="A model id without a revision loads whatever the hub's main branch holds at pod start: replicas "
+    "started a day apart serve different weights, and experiment arms stop being comparable.",
+    remediation="Pin the model with --revision <commit> (REVISION for TGI) or annotate gpupolicy.io/model: org/name@<commit>.",
+    references=(
+        "https://docs.vllm.ai/en/latest/configuration/engine_args.html",
+        "https://huggingface.co/docs/text-generation-inference/reference/launcher#revision",
+    ),
+)
+def model_unpinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not ctx.is_serving(workload):
+        return
+    annotation = workload.annotations.get(MODEL_ANNOTATION)
+    if isinstance(annotation, str):
+        name, revision = parse_annotation(annotation)
+        model = ModelRef(name, revision, "annotation", ("metadata", "annotations", MODEL_ANNOTATION))
+        if not model.pinned:
+            yield Violation(model.path, f"annotation {MODEL_ANNOTATION} names {_describe(model)}")
+        return  # the annotation is the workload's declared identity
+    for _, container in workload.containers():
+        seen: set[str] = set()
+        for model in models_of(container):
+            if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
+                continue
+            seen.add(model.name)
+            yield Violation(
+                model.path, f"{container.label} serves {_describe(model)}", container=container.name
+            )

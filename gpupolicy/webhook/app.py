@@ -1,0 +1,302 @@
+"""The HTTP shell around `review()`: FastAPI routes, nothing that decides.
+
+`POST /validate` reads the body (HTTP 413 past the policy's limit), parses JSON (HTTP 400 when
+it is not JSON or not an AdmissionReview), calls `review()`, records provenance for admitted
+GPU workloads before answering, and sends the response. `/healthz` says the process serves,
+`/readyz` whether the policy is loaded and every inventory cache has synced (with the detail
+of each), `/metrics` is Prometheus' text format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from fastapi import FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gpupolicy.inventory import Inventory
+from gpupolicy.webhook.logs import LOGGER, log
+from gpupolicy.webhook.metrics import WebhookMetrics
+from gpupolicy.webhook.review import Decision, MalformedReview, ReviewEngine, review
+from gpupolicy.webhook.tls import ReloadingCertificate
+
+_log = logging.getLogger(LOGGER)
+JSON = "application/json"
+
+try:  # orjson parses a 10 KB review about twice as fast; the stdlib is the fallback
+    import orjson
+
+    _loads: Callable[[bytes], Any] = orjson.loads
+
+    def _dumps(value: Any) -> bytes:
+        return orjson.dumps(value)
+
+except ImportError:  # pragma: no cover - depends on the install
+    _loads = json.loads
+
+    def _dumps(value: Any) -> bytes:
+        return json.dumps(value, ensure_ascii=False).encode()
+
+
+class ProvenanceStore(Protocol):
+    def record(self, record: Any) -> str: ...
+
+    def close(self) -> None: ...
+
+
+class InventoryStatus(Protocol):
+    """What /readyz and /metrics read of a cluster inventory (`ClusterInventory` has it)."""
+
+    def synced(self) -> bool: ...
+
+    def status(self) -> dict[str, dict[str, Any]]: ...
+
+
+@dataclass(slots=True)
+class Provenance:
+    """The provenance store and how to make a record (gpupolicy.provenance, or a test's fake)."""
+
+    store: ProvenanceStore
+    build_record: Callable[..., Any]  # (request, obj, report, policy, *, experiment_config=None)
+    not_recordable: type[Exception] = ValueError
+    router: Any = None  # a fastapi.APIRouter serving GET /provenance
+
+
+@dataclass(slots=True)
+class WebhookState:
+    engine: ReviewEngine
+    inventory: Inventory | None = None
+    inventory_status: InventoryStatus | None = None
+    provenance: Provenance | None = None
+    certificate: ReloadingCertificate | None = None
+    certificate_check_seconds: float = 10.0
+    review_in_threadpool: bool = False
+    metrics: WebhookMetrics = field(init=False)
+
+    def __post_init__(self) -> None:
+        status = self.inventory_status
+        self.metrics = WebhookMetrics(
+            inventory_synced=(lambda: {kind: item["synced"] for kind, item in status.status().items()})
+            if status is not None
+            else None
+        )
+
+
+def _error(status: int, message: str) -> Response:
+    return Response(json.dumps({"error": message}), status_code=status, media_type=JSON)
+
+
+def create_app(state: WebhookState) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        watcher = asyncio.create_task(_watch_certificate(state)) if state.certificate else None
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+
+    app = FastAPI(
+        title="gpupolicy admission webhook",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        lifespan=lifespan,
+    )
+    app.state.webhook = state
+    metrics = state.metrics
+    limit = state.engine.settings.max_body_bytes
+
+    @app.post("/validate")
+    async def validate(request: Request) -> Response:
+        started = time.perf_counter()
+        body = await _read_body(request, limit)
+        if body is None:
+            metrics.requests.labels("too-large", "none", "unknown", "").inc()
+            log(_log, logging.WARNING, "admission request body too large", limit=limit)
+            return _error(413, f"the AdmissionReview is larger than the limit of {limit} bytes")
+        try:
+            parsed = _loads(body)
+        except (ValueError, RecursionError) as exc:
+            return _invalid(state, f"the body is not JSON: {exc}")
+        try:
+            if state.review_in_threadpool:
+                decision = await run_in_threadpool(review, parsed, state.engine, state.inventory)
+            else:
+                decision = review(parsed, state.engine, state.inventory)
+        except MalformedReview as exc:
+            return _invalid(state, str(exc), parsed)
+        except Exception:  # a bug must answer (the API server applies failurePolicy), not kill the worker
+            uid = _uid_of(parsed)
+            _log.exception("review failed", extra={"fields": {"uid": uid}})
+            metrics.requests.labels("error", "none", "unknown", "").inc()
+            return _error(
+                500, f"gpupolicy could not review request {uid}: internal error (see the webhook log)"
+            )
+        provenance = None
+        if decision.record_provenance and state.provenance is not None:
+            provenance = await run_in_threadpool(_record_provenance, state, decision)
+        payload = _dumps(decision.response)
+        elapsed = time.perf_counter() - started
+        _account(state, decision, elapsed, provenance)
+        return Response(payload, media_type=JSON)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return Response(json.dumps({"status": "ok"}), media_type=JSON)
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        ready, detail = readiness(state)
+        health = getattr(state.provenance.store, "health", None) if state.provenance else None
+        if callable(health):  # reported, not required: an outage spools records durably
+            detail["provenance"] = await run_in_threadpool(health)
+        return Response(json.dumps(detail), status_code=200 if ready else 503, media_type=JSON)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    if state.provenance is not None and state.provenance.router is not None:
+        app.include_router(state.provenance.router)
+    return app
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it passes `limit` (declared or actual: chunked bodies are counted)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _uid_of(parsed: Any) -> str | None:
+    request = parsed.get("request") if isinstance(parsed, dict) else None
+    uid = request.get("uid") if isinstance(request, dict) else None
+    return uid if isinstance(uid, str) else None
+
+
+def _invalid(state: WebhookState, message: str, parsed: Any = None) -> Response:
+    state.metrics.requests.labels("invalid", "none", "unknown", "").inc()
+    log(_log, logging.WARNING, "malformed admission request", uid=_uid_of(parsed), error=message)
+    return _error(400, message)
+
+
+def _record_provenance(state: WebhookState, decision: Decision) -> str:
+    """Durable before the response is sent (the store commits or fsyncs its spool)."""
+    provenance = state.provenance
+    assert provenance is not None and decision.report is not None and decision.object is not None
+    try:
+        record = provenance.build_record(
+            decision.request,
+            decision.object,
+            decision.report,
+            state.engine.policy,
+            experiment_config=_experiment_config(state, decision),
+        )
+    except provenance.not_recordable:
+        return "skipped"
+    try:
+        provenance.store.record(record)
+    except Exception:  # disk and database both failing: admit (never block the cluster), say so loudly
+        _log.exception("provenance record lost", extra={"fields": {"uid": decision.uid}})
+        return "failed"
+    return "recorded"
+
+
+def _experiment_config(state: WebhookState, decision: Decision) -> Mapping[str, Any] | None:
+    labels = (decision.object or {}).get("metadata", {}).get("labels") or {}
+    experiment = labels.get("gpupolicy.io/experiment") if isinstance(labels, dict) else None
+    if not isinstance(experiment, str) or state.inventory is None:
+        return None
+    found = state.inventory.get("ConfigMap", experiment, decision.namespace)
+    return found.obj if found is not None and isinstance(found.obj, dict) else None
+
+
+def _account(state: WebhookState, decision: Decision, elapsed: float, provenance: str | None) -> None:
+    metrics = state.metrics
+    mode = decision.mode.value if decision.mode is not None else "none"
+    dry_run = "true" if decision.dry_run else "false"
+    metrics.requests.labels(decision.decision, mode, dry_run, decision.kind).inc()
+    metrics.duration.observe(elapsed)
+    for finding in decision.findings:
+        metrics.findings.labels(finding.rule_id, finding.severity.label).inc()
+    if provenance is not None:
+        metrics.provenance_writes.labels(provenance).inc()
+    report = decision.report
+    log(
+        _log,
+        logging.INFO,
+        "admission reviewed",
+        uid=decision.uid,
+        operation=decision.operation,
+        kind=decision.kind,
+        namespace=decision.namespace,
+        name=decision.name,
+        dry_run=decision.dry_run,
+        decision=decision.decision,
+        mode=mode,
+        skipped=decision.skipped,
+        duration_ms=round(elapsed * 1000, 3),
+        provenance=provenance,
+        findings=[
+            {
+                "rule": finding.rule_id,
+                "severity": finding.severity.label,
+                "path": finding.json_path,
+                "container": finding.container,
+                "message": finding.message,
+            }
+            for finding in decision.findings
+        ],
+        suppressed=[{"rule": finding.rule_id, "reason": reason} for finding, reason in report.suppressed]
+        if report is not None
+        else [],
+        internal_errors=[f"{error.rule_id}: {error.message}" for error in report.errors] if report else [],
+    )
+
+
+def readiness(state: WebhookState) -> tuple[bool, dict[str, Any]]:
+    policy = state.engine.policy
+    detail: dict[str, Any] = {
+        "policy": {"loaded": True, "version": policy.version, "digest": f"sha256:{policy.digest}"},
+    }
+    ready = True
+    if state.inventory_status is not None:
+        kinds = state.inventory_status.status()
+        synced = state.inventory_status.synced()
+        detail["inventory"] = {"synced": synced, "kinds": kinds}
+        ready = ready and synced
+    else:
+        detail["inventory"] = {"synced": False, "reason": "no cluster inventory (switched off)"}
+        ready = False
+    detail["ready"] = ready
+    return ready, detail
+
+
+async def _watch_certificate(state: WebhookState) -> None:
+    certificate = state.certificate
+    assert certificate is not None
+    while True:
+        await asyncio.sleep(state.certificate_check_seconds)
+        try:
+            certificate.reload_if_changed()  # in the loop thread: no handshake runs meanwhile
+        except Exception:
+            _log.exception("TLS reload check failed")

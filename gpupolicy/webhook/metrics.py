@@ -1,0 +1,61 @@
+"""Prometheus metrics of the webhook, in a registry of its own (one per app, so tests and
+several apps in one process never collide)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+# The API server's timeout is at most 30 s and the chart's 3 s; buckets go past both ends.
+DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 3.0, 5.0, 10.0)
+
+
+class _InventoryCollector(Collector):
+    """`gpupolicy_inventory_synced{kind}`: 1 when the kind's cache has synced, read at scrape time."""
+
+    def __init__(self, synced: Callable[[], Mapping[str, bool]]) -> None:
+        self._synced = synced
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "gpupolicy_inventory_synced",
+            "1 when the cluster inventory's cache of a kind has synced (list done, watch running).",
+            labels=["kind"],
+        )
+        for kind, synced in sorted(self._synced().items()):
+            family.add_metric([kind], 1.0 if synced else 0.0)
+        yield family
+
+
+class WebhookMetrics:
+    def __init__(self, inventory_synced: Callable[[], Mapping[str, bool]] | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "gpupolicy_admission_requests",
+            "Admission requests by decision (allowed, denied, invalid, too-large, error), mode, dry run and kind.",
+            ["decision", "mode", "dry_run", "kind"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "gpupolicy_admission_duration_seconds",
+            "Time from receiving an admission request to sending the response.",
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.findings = Counter(
+            "gpupolicy_findings",
+            "Findings reported on admitted objects, by rule and severity.",
+            ["rule", "severity"],
+            registry=self.registry,
+        )
+        self.provenance_writes = Counter(
+            "gpupolicy_provenance_writes",
+            "Provenance writes by outcome (recorded, skipped, failed).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        if inventory_synced is not None:
+            self.registry.register(_InventoryCollector(inventory_synced))

@@ -1,0 +1,386 @@
+"""The admission decision: `review(admission_review, engine, inventory) -> Decision`, a plain function.
+
+No I/O and no HTTP: the server parses the body, calls `review`, sends `decision.response` and
+records provenance when `decision.record_provenance` says so. A malformed review raises
+`MalformedReview` (the server answers HTTP 400); a policy violation is `allowed: false`.
+
+What is evaluated: CREATE and UPDATE of workloads that name GPUs, and of the objects that
+cross-object rules read (experiment ConfigMaps, PDBs, PriorityClasses, Rollouts, Analysis
+templates, Canaries). DELETE, CONNECT, subresources, excluded namespaces and objects without GPUs
+are allowed at once. The admitted object is evaluated against the cluster inventory with the
+object itself in place of its stored version, so cross-object rules see the cluster as it would
+be after the change, and only findings about the admitted object are reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpupolicy.documents import Resource
+from gpupolicy.engine import REGISTRY, Report, Rule, evaluate
+from gpupolicy.findings import Finding, Severity
+from gpupolicy.inventory import Coverage, Inventory, namespace_of
+from gpupolicy.pod_spec import as_mapping, workload_of
+from gpupolicy.policy import Policy
+from gpupolicy.webhook.kinds import EXPERIMENT_LABEL, is_cross_object, names_gpus
+from gpupolicy.webhook.settings import Mode, WebhookSettings
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+EVALUATED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
+KNOWN_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+# The API server's limits on warnings (k8s.io/apiserver/pkg/warning): each is truncated past
+# 120 characters in kubectl's display, and the total is capped at 4 KiB.
+WARNING_MAX_CHARS = 120
+WARNINGS_MAX_BYTES = 4096
+DENY_MESSAGE_MAX_CHARS = 32 * 1024
+ARM_LABEL = "gpupolicy.io/arm"
+
+
+class MalformedReview(ValueError):
+    """The body is not an AdmissionReview admission.k8s.io/v1 request (HTTP 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewEngine:
+    """What `review` decides with: the loaded policy, its webhook settings and the rules (all
+    registered ones unless given)."""
+
+    policy: Policy
+    settings: WebhookSettings
+    rules: tuple[Rule, ...] | None = None
+
+    @classmethod
+    def from_policy(
+        cls, policy: Policy, *, mode: Mode | None = None, rules: Iterable[Rule] | None = None
+    ) -> ReviewEngine:
+        """`rules` defaults to every registered rule the webhook needs (`webhook_rules()`)."""
+        return cls(
+            policy=policy,
+            settings=WebhookSettings.from_policy(policy, mode=mode),
+            rules=tuple(rules) if rules is not None else webhook_rules(),
+        )
+
+
+# The API server validates built-in kinds against its own OpenAPI schema before it calls
+# validating webhooks (mutating admission -> object schema validation -> validating admission),
+# so an admitted object can never break it: GP005 would only repeat that check, slower.
+# https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
+CHECKED_BY_API_SERVER = frozenset({"GP005"})
+
+
+def webhook_rules() -> tuple[Rule, ...]:
+    return tuple(rule for rule in REGISTRY if rule.id not in CHECKED_BY_API_SERVER)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    response: dict[str, Any]  # the AdmissionReview to send back
+    uid: str
+    allowed: bool
+    operation: str
+    kind: str
+    namespace: str | None
+    name: str
+    dry_run: bool
+    mode: Mode | None  # None when nothing was evaluated
+    skipped: str | None = None  # why nothing was evaluated: delete, subresource, no-gpus ...
+    report: Report | None = None
+    findings: tuple[Finding, ...] = ()  # after suppressions and exemptions
+    gpu_workload: bool = False
+    record_provenance: bool = False
+    request: dict[str, Any] = field(default_factory=dict)
+    object: dict[str, Any] | None = None
+
+    @property
+    def decision(self) -> str:
+        return "allowed" if self.allowed else "denied"
+
+
+class AdmissionInventory:
+    """The cluster inventory as it would be after the admission: the admitted object replaces the
+    stored object of the same kind, namespace and name (or joins them, on CREATE)."""
+
+    def __init__(self, base: Inventory, admitted: Resource) -> None:
+        self._base = base
+        self._admitted = admitted
+
+    def _is_admitted(self, item: Resource) -> bool:
+        admitted = self._admitted
+        return (
+            item.kind == admitted.kind
+            and item.name == admitted.name
+            and (item.namespace or None) == (admitted.namespace or None)
+        )
+
+    def list(self, kind: str, namespace: str | None = None) -> Sequence[Resource]:
+        found = self._base.list(kind, namespace)
+        admitted = self._admitted
+        if kind != admitted.kind:
+            return found
+        if namespace is not None and admitted.namespace is not None and namespace_of(admitted) != namespace:
+            return found
+        return [*(item for item in found if not self._is_admitted(item)), admitted]
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Resource | None:
+        admitted = self._admitted
+        same_namespace = (
+            namespace is None or admitted.namespace is None or namespace_of(admitted) == namespace
+        )
+        if kind == admitted.kind and name == admitted.name and same_namespace:
+            return admitted
+        return self._base.get(kind, name, namespace)
+
+    def coverage(self, kind: str) -> Coverage:
+        return self._base.coverage(kind)
+
+
+class NoInventory:
+    """No cluster to ask (the inventory was switched off): every kind is unavailable."""
+
+    def list(self, kind: str, namespace: str | None = None) -> Sequence[Resource]:
+        return []
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Resource | None:
+        return None
+
+    def coverage(self, kind: str) -> Coverage:
+        return Coverage.UNAVAILABLE
+
+
+# -- parsing -------------------------------------------------------------------------------------
+
+
+def _request_of(admission_review: Any) -> dict[str, Any]:
+    if not isinstance(admission_review, dict):
+        raise MalformedReview("the body must be a JSON object (an AdmissionReview)")
+    api_version = admission_review.get("apiVersion")
+    kind = admission_review.get("kind")
+    if api_version != API_VERSION or kind != KIND:
+        raise MalformedReview(
+            f"expected apiVersion {API_VERSION} and kind {KIND}, got apiVersion {api_version!r} and "
+            f"kind {kind!r} (set admissionReviewVersions: [v1] in the webhook configuration)"
+        )
+    request = admission_review.get("request")
+    if not isinstance(request, dict):
+        raise MalformedReview("the AdmissionReview has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise MalformedReview("the AdmissionReview request has no uid")
+    operation = request.get("operation")
+    if operation not in KNOWN_OPERATIONS:
+        raise MalformedReview(
+            f"request.operation must be one of {', '.join(sorted(KNOWN_OPERATIONS))}, got {operation!r}"
+        )
+    return request
+
+
+def _response(uid: str, allowed: bool, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    body.update({key: value for key, value in extra.items() if value})
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": body}
+
+
+def _admitted_object(request: dict[str, Any], operation: str) -> dict[str, Any]:
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        raise MalformedReview(f"request.object must be an object for {operation}")
+    metadata = obj.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise MalformedReview("request.object.metadata must be an object")
+    namespace = request.get("namespace")
+    if isinstance(namespace, str) and namespace and not as_mapping(metadata).get("namespace"):
+        # The API server fills the namespace in before admission; a request path may carry it
+        # only in request.namespace. Copy (shallow) rather than change the caller's value.
+        obj = {**obj, "metadata": {**as_mapping(metadata), "namespace": namespace}}
+    return obj
+
+
+# -- the decision --------------------------------------------------------------------------------
+
+
+def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | None = None) -> Decision:
+    """Decide one AdmissionReview. Raises `MalformedReview` for a body that is not one."""
+    request = _request_of(admission_review)
+    uid: str = request["uid"]
+    operation: str = request["operation"]
+    dry_run = request.get("dryRun") is True
+    gvk = as_mapping(request.get("kind"))
+    kind = str(gvk.get("kind") or "")
+    namespace = request.get("namespace") if isinstance(request.get("namespace"), str) else None
+    name = request.get("name") if isinstance(request.get("name"), str) else ""
+
+    def allow_at_once(reason: str, obj: dict[str, Any] | None = None) -> Decision:
+        return Decision(
+            response=_response(uid, True),
+            uid=uid,
+            allowed=True,
+            operation=operation,
+            kind=kind,
+            namespace=namespace or None,
+            name=name or "",
+            dry_run=dry_run,
+            mode=None,
+            skipped=reason,
+            request=request,
+            object=obj,
+        )
+
+    if operation not in EVALUATED_OPERATIONS:
+        return allow_at_once(operation.lower())
+    if request.get("subResource"):
+        return allow_at_once("subresource")
+    obj = _admitted_object(request, operation)
+    resource = Resource(obj, file=f"admission:{kind or '?'}/{namespace or ''}/{name or ''}", doc_index=0)
+    kind = resource.kind or kind
+    namespace = resource.namespace or namespace or None
+    name = resource.name or name or ""
+    if engine.settings.excluded(namespace):
+        return allow_at_once("excluded-namespace", obj)
+    workload = workload_of(resource)
+    gpu_workload = workload is not None and names_gpus(workload, engine.policy)
+    if not gpu_workload and not (is_cross_object(resource) and (workload is None or kind == "Rollout")):
+        return allow_at_once("no-gpus" if workload is not None else "not-checked", obj)
+
+    report = evaluate(
+        [resource],
+        engine.policy,
+        AdmissionInventory(inventory if inventory is not None else NoInventory(), resource),
+        report_on=lambda item: item is resource,
+        rules=engine.rules,
+    )
+    findings = report.findings  # exemptions and allowed suppressions already applied
+    mode = engine.settings.mode_for(namespace)
+    errors = [finding for finding in findings if finding.severity is Severity.ERROR]
+    allowed = not (mode is Mode.ENFORCE and errors)
+    # Errors are in the deny message in enforce mode; what a cache could not answer (info
+    # findings saying "unknown") is shown too, so that an unverified check is never silent.
+    shown = sorted(
+        (finding for finding in findings if finding.severity is not Severity.ERROR or mode is Mode.WARN),
+        key=lambda finding: -finding.severity,
+    )
+    warnings = format_warnings(shown, internal_errors=[error.rule_id for error in report.errors])
+    if mode is Mode.AUDIT:
+        warnings = []
+    status = (
+        {"code": 403, "reason": "Forbidden", "message": deny_message(resource, errors, engine.policy)}
+        if not allowed
+        else None
+    )
+    response = _response(
+        uid,
+        allowed,
+        status=status,
+        warnings=warnings,
+        auditAnnotations=audit_annotations(resource, engine.policy, findings, mode, allowed),
+    )
+    return Decision(
+        response=response,
+        uid=uid,
+        allowed=allowed,
+        operation=operation,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        dry_run=dry_run,
+        mode=mode,
+        report=report,
+        findings=tuple(findings),
+        gpu_workload=gpu_workload,
+        record_provenance=allowed and gpu_workload and not dry_run,
+        request=request,
+        object=obj,
+    )
+
+
+# -- what the API server shows -------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _where(finding: Finding) -> str:
+    container = f" (container {finding.container})" if finding.container else ""
+    return f"{finding.json_path}{container}"
+
+
+def deny_message(resource: Resource, errors: Sequence[Finding], policy: Policy) -> str:
+    """Every error finding, each with its rule, its path and what to change."""
+    count = len(errors)
+    lines = [
+        f"gpupolicy denied {resource.ref}: {count} error{'s' if count != 1 else ''} "
+        f"(policy {policy.version}, sha256:{policy.digest[:12]})"
+    ]
+    size = len(lines[0])
+    for index, finding in enumerate(errors, start=1):
+        line = (
+            f"{index}. {finding.rule_id} {finding.rule_name} at {_where(finding)}: "
+            f"{_one_line(finding.message)}. Fix: {finding.remediation}"
+        )
+        if size + len(line) > DENY_MESSAGE_MAX_CHARS:
+            lines.append(f"... and {count - index + 1} more errors (see the webhook log)")
+            break
+        lines.append(line)
+        size += len(line) + 1
+    ids = ", ".join(dict.fromkeys(finding.rule_id for finding in errors))
+    lines.append(f"Details: gpupolicy explain <rule> ({ids})")
+    return "\n".join(lines)
+
+
+def _warning(finding: Finding) -> str:
+    suffix = f" (gpupolicy explain {finding.rule_id})"
+    head = f"{finding.rule_id} {finding.severity.label}: "
+    text = _one_line(finding.message)
+    room = WARNING_MAX_CHARS - len(head) - len(suffix)
+    if len(text) > room:
+        text = text[: max(room - 1, 0)].rstrip() + "…"
+    return head + text + suffix
+
+
+def format_warnings(findings: Sequence[Finding], *, internal_errors: Sequence[str] = ()) -> list[str]:
+    """One warning per finding (≤ 120 characters each), at most 4,096 bytes in all; when they do
+    not all fit, the last one says how many more the log holds."""
+    candidates = [_warning(finding) for finding in findings]
+    candidates += [
+        f"gpupolicy: internal error in rule {rule_id}; the object was not fully checked"
+        for rule_id in dict.fromkeys(internal_errors)
+    ]
+    warnings: list[str] = []
+    total = 0
+    for index, text in enumerate(candidates):
+        size = len(text.encode())
+        remaining = len(candidates) - index - 1
+        reserve = 64 if remaining else 0  # room for the "N more" line
+        if total + size + reserve > WARNINGS_MAX_BYTES:
+            warnings.append(f"gpupolicy: {len(candidates) - index} more findings in the webhook log")
+            break
+        warnings.append(text)
+        total += size
+    return warnings
+
+
+def audit_annotations(
+    resource: Resource, policy: Policy, findings: Sequence[Finding], mode: Mode, allowed: bool
+) -> dict[str, str]:
+    """Keys are prefixed with the webhook's name by the API server (`<webhook>/policy-hash`)."""
+    annotations = {
+        "policy-hash": f"sha256:{policy.digest}",
+        "policy-version": policy.version,
+        "mode": mode.value,
+        "decision": "allowed" if allowed else "denied",
+    }
+    labels = resource.labels
+    experiment = labels.get(EXPERIMENT_LABEL)
+    if isinstance(experiment, str) and experiment:
+        annotations["experiment"] = experiment
+        arm = labels.get(ARM_LABEL)
+        if isinstance(arm, str) and arm:
+            annotations["arm"] = arm
+    if findings:
+        ids = ",".join(dict.fromkeys(finding.rule_id for finding in findings))
+        annotations["findings"] = ids[:1024]
+    return annotations

@@ -1,0 +1,257 @@
+"""build_record: what a record holds, what it never holds, and which requests are recorded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gpupolicy.documents import Resource
+from gpupolicy.pod_spec import workload_of
+from gpupolicy.policy import Policy
+from gpupolicy.provenance import NotRecordable, build_record, should_record
+from gpupolicy.provenance.record import git_source, split_image, template_hash
+from gpupolicy.provenance.redaction import REDACTED, redact, redact_text
+from tests.provenance.samples import (
+    SECRET_ENV_VALUE,
+    SECRET_TOKEN,
+    T0,
+    admission_request,
+    deployment,
+    report_for,
+)
+
+
+def test_record_holds_the_design_fields(gpu_policy: Policy) -> None:
+    obj = deployment()
+    request = admission_request(obj, uid="req-1", operation="UPDATE")
+    report = report_for(obj, gpu_policy)
+    record = build_record(request, obj, report, gpu_policy, now=T0)
+
+    assert record.uid == "req-1"
+    assert record.time == "2026-11-30T02:00:00.000000Z"
+    assert record.operation == "UPDATE"
+    assert record.user == {"username": "alice@example.com", "uid": "u-1", "groups": ["ml-engineers"]}
+    assert (record.object_uid, record.kind, record.namespace, record.name, record.generation) == (
+        "0d6c3f8e-0000-4000-8000-000000000001",
+        "Deployment",
+        "ai-lab",
+        "vllm-llama",
+        3,
+    )
+    assert record.images == [
+        {
+            "template": "",
+            "container": "vllm",
+            "role": "container",
+            "image": "vllm/vllm-openai:v0.6.3@sha256:" + "a" * 64,
+            "reference": "vllm/vllm-openai:v0.6.3",
+            "digest": "sha256:" + "a" * 64,
+        }
+    ]
+    [gpu] = record.gpu
+    assert gpu["uses_gpus"] is True and gpu["replicas"] == 2
+    assert gpu["resources"] == [
+        {
+            "container": "vllm",
+            "resource": "nvidia.com/gpu",
+            "vendor": "nvidia",
+            "kind": "device",
+            "request": "1",
+            "limit": "1",
+        }
+    ]
+    [placement] = record.placement
+    assert placement["node_selector"] == {"nvidia.com/gpu.product": "NVIDIA-L4"}
+    assert placement["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert placement["preferred_node_affinity"][0]["weight"] == 10
+    assert placement["required_node_affinity"] is None
+    assert placement["topology_spread_constraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    assert record.priority == [
+        {"template": "", "priority_class_name": "online-inference", "preemption_policy": "Never"}
+    ]
+    assert (record.experiment, record.arm) == ("day29-experiment", "control")
+    assert record.fixed is None  # no experiment ConfigMap supplied
+    assert record.rollback_criteria == "[{metric: p95_latency_ms, max: 800, window: 10m}]"
+    assert record.model == "meta-llama/Llama-3.1-8B-Instruct@0e9e39f"
+    assert record.input == "sharegpt-v3@2024-05"
+    assert record.policy_version == gpu_policy.version
+    assert record.policy_digest == gpu_policy.digest
+    assert record.git["tool"] == "argocd"
+    assert record.git["argocd_application"] == "llm-serving"
+    assert record.git["instance"] == "llm-serving"
+    assert {item["rule"] for item in record.findings} == {finding.rule_id for finding in report.findings}
+    assert all(
+        set(item) == {"rule", "name", "severity", "path", "message", "container"} for item in record.findings
+    )
+    assert record.template_hash.startswith("sha256:") and len(record.template_hash) == 71
+    assert record.status == "admitted"
+
+
+def test_fixed_factors_come_from_the_experiment_configmap(gpu_policy: Policy) -> None:
+    obj = deployment()
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "day29-experiment", "namespace": "ai-lab"},
+        "data": {"change": "x", "fixed": "image, model, input", "repeats": "3"},
+    }
+    record = build_record(
+        admission_request(obj), obj, report_for(obj, gpu_policy), gpu_policy, experiment_config=config
+    )
+    assert record.fixed == ["image", "model", "input"]
+    other = {**config, "metadata": {"name": "another-experiment"}}
+    record = build_record(
+        admission_request(obj), obj, report_for(obj, gpu_policy), gpu_policy, experiment_config=other
+    )
+    assert record.fixed is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"dryRun": True}, "dry-run"),
+        ({"operation": "DELETE"}, "DELETE"),
+        ({"operation": "CONNECT"}, "CONNECT"),
+    ],
+)
+def test_requests_that_are_never_recorded(gpu_policy: Policy, fields: dict[str, Any], reason: str) -> None:
+    obj = deployment()
+    request = admission_request(obj, **fields)
+    assert not should_record(request, obj, gpu_policy)
+    with pytest.raises(NotRecordable, match=reason):
+        build_record(request, obj, report_for(obj, gpu_policy), gpu_policy)
+
+
+def test_workloads_without_gpus_are_not_recorded(gpu_policy: Policy) -> None:
+    obj = deployment()
+    resources = obj["spec"]["template"]["spec"]["containers"][0]["resources"]
+    for section in resources.values():
+        section.pop("nvidia.com/gpu")
+    request = admission_request(obj)
+    assert not should_record(request, obj, gpu_policy)
+    with pytest.raises(NotRecordable, match="not a GPU workload"):
+        build_record(request, obj, report_for(obj, gpu_policy), gpu_policy)
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}}
+    assert not should_record(admission_request(configmap), configmap, gpu_policy)
+
+
+def test_create_and_update_of_gpu_workloads_are_recorded(gpu_policy: Policy) -> None:
+    obj = deployment()
+    assert should_record(admission_request(obj, operation="CREATE"), obj, gpu_policy)
+    assert should_record(admission_request(obj, operation="UPDATE"), obj, gpu_policy)
+
+
+def test_env_values_and_secret_looking_strings_never_reach_the_record(gpu_policy: Policy) -> None:
+    obj = deployment()
+    obj["metadata"]["annotations"]["gpupolicy.io/input"] = "s3://user:hunter2@bucket/data"
+    obj["metadata"]["annotations"]["gpupolicy.io/model"] = f"Bearer {SECRET_TOKEN}"
+    record = build_record(admission_request(obj), obj, report_for(obj, gpu_policy), gpu_policy)
+    text = json.dumps(record.to_dict())
+    assert SECRET_TOKEN not in text
+    assert SECRET_ENV_VALUE not in text
+    assert "hunter2" not in text
+    assert record.input == f"s3://user:{REDACTED}@bucket/data"
+    assert record.model is not None and REDACTED in record.model
+
+
+def test_template_hash_ignores_env_values_but_not_images() -> None:
+    def hash_of(obj: dict[str, object]) -> str:
+        workload = workload_of(Resource(obj, file="x", doc_index=0))
+        assert workload is not None
+        return template_hash(workload.templates)
+
+    base = deployment()
+    other_env = deployment()
+    other_env["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "something else"
+    other_image = deployment()
+    other_image["spec"]["template"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.6.4"
+    assert hash_of(base) == hash_of(other_env)
+    assert hash_of(base) != hash_of(other_image)
+    assert hash_of(base) == hash_of(deployment())  # canonical JSON: stable
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("--token=abcdef123456", "abcdef123456"),
+        ("--api-key secretvalue1", "secretvalue1"),
+        ("export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwx && run", "sk-proj-abcdefghijklmnopqrstuvwx"),
+        ("postgresql://app:pa55word@db:5432/x", "pa55word"),
+        ("ghp_" + "x" * 36, "ghp_" + "x" * 36),
+        ("AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOP"),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.c2lnbmF0dXJlLXZhbHVl", "eyJzdWIiOiIxMjM0NSJ9"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----", "MIIEabc"),
+    ],
+)
+def test_redact_text_removes_credentials(text: str, secret: str) -> None:
+    redacted = redact_text(text)
+    assert secret not in redacted
+    assert REDACTED in redacted
+
+
+def test_redact_keeps_what_is_not_secret() -> None:
+    value = {
+        "env": [
+            {"name": "A", "value": "1"},
+            {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+        ],
+        "password": "pw",
+        "secretName": "tls-cert",
+        "image": "nvcr.io/nvidia/tritonserver:24.05-py3",
+        "model": "ghcr.io/acme/sk-learn-regression-baseline-model:v1",
+        "args": ["--model", "llama"],
+    }
+    assert redact(value) == {
+        "env": [
+            {"name": "A", "value": REDACTED},
+            {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+        ],
+        "password": REDACTED,
+        "secretName": "tls-cert",
+        "image": "nvcr.io/nvidia/tritonserver:24.05-py3",
+        "model": "ghcr.io/acme/sk-learn-regression-baseline-model:v1",
+        "args": ["--model", "llama"],
+    }
+
+
+def test_split_image() -> None:
+    assert split_image("repo/x:1@sha256:" + "b" * 64) == ("repo/x:1", "sha256:" + "b" * 64)
+    assert split_image("repo/x:1") == ("repo/x:1", None)
+    assert split_image("localhost:5000/x") == ("localhost:5000/x", None)
+
+
+def test_git_source_flux() -> None:
+    labels = {
+        "kustomize.toolkit.fluxcd.io/name": "apps",
+        "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+    }
+    annotations = {
+        "kustomize.toolkit.fluxcd.io/revision": "main@sha1:40d6b21b888db0ca794876cf7bdd399e3da2137e"
+    }
+    source = git_source(labels, annotations)
+    assert source["tool"] == "flux"
+    assert source["revision"] == "main@sha1:40d6b21b888db0ca794876cf7bdd399e3da2137e"
+    assert source["flux"]["kustomize.toolkit.fluxcd.io/name"] == "apps"
+    helm = git_source(
+        {"helm.toolkit.fluxcd.io/name": "vllm", "helm.toolkit.fluxcd.io/namespace": "flux-system"}, {}
+    )
+    assert helm["tool"] == "flux" and helm["revision"] is None
+
+
+def test_git_source_none() -> None:
+    assert git_source({}, {}) == {"tool": None, "revision": None}
+
+
+@pytest.mark.slow
+def test_linter_core_does_not_import_webhook_dependencies() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gpupolicy.cli, gpupolicy.provenance; gpupolicy.cli.build_parser();"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'fastapi', 'psycopg', 'kubernetes'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

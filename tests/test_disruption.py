@@ -1,0 +1,207 @@
+"""PDB ↔ workload matching, HPA targeting, and percentages rounded as the disruption controller does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpupolicy.disruption import (
+    Budget,
+    IntOrPercent,
+    budget_of,
+    expected_pods,
+    hpa_for,
+    max_pods,
+    parse_int_or_percent,
+    pdb_selects,
+    pdbs_for,
+    selected_workloads,
+    selectors_overlap,
+    workload_kinds,
+)
+from gpupolicy.documents import Resource
+from gpupolicy.inventory import Bundle
+from gpupolicy.pod_spec import Workload, workload_of
+
+
+def resource(obj: dict[str, Any]) -> Resource:
+    return Resource(obj, file="t.yaml", doc_index=0)
+
+
+def deployment(
+    name: str = "llm", *, namespace: str = "ai-lab", replicas: int = 2, labels: dict[str, str] | None = None
+) -> Resource:
+    return resource(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "replicas": replicas,
+                "template": {
+                    "metadata": {"labels": labels or {"app": name}},
+                    "spec": {"containers": [{"name": "c"}]},
+                },
+            },
+        }
+    )
+
+
+def pdb(name: str, selector: Any, *, namespace: str = "ai-lab", **spec: Any) -> Resource:
+    return resource(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": selector, **spec},
+        }
+    )
+
+
+def hpa(
+    target: str, *, min_replicas: int | None = 3, max_replicas: int = 8, namespace: str = "ai-lab"
+) -> Resource:
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+        "maxReplicas": max_replicas,
+    }
+    if min_replicas is not None:
+        spec["minReplicas"] = min_replicas
+    return resource(
+        {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": target, "namespace": namespace},
+            "spec": spec,
+        }
+    )
+
+
+def as_workload(found: Resource) -> Workload:
+    workload = workload_of(found)
+    assert workload is not None
+    return workload
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        (2, IntOrPercent(2, False)),
+        ("50%", IntOrPercent(50, True)),
+        ("0%", IntOrPercent(0, True)),
+        ("2", None),
+        (-1, None),
+        (True, None),
+    ],
+)
+def test_parse_int_or_percent(raw: Any, parsed: IntOrPercent | None) -> None:
+    assert parse_int_or_percent(raw) == parsed
+
+
+def test_min_available_percent_rounds_up() -> None:
+    # The docs' example: 7 pods, minAvailable 50% -> 4 must stay available.
+    budget = Budget("minAvailable", IntOrPercent(50, True))
+    assert budget.desired_healthy(7) == 4
+    assert budget.disruptions_allowed(7) == 3
+
+
+def test_max_unavailable_percent_rounds_up_too() -> None:
+    # getExpectedPodCount scales maxUnavailable with roundUp=true: 30% of 7 = 2.1 -> 3 may be unavailable.
+    budget = Budget("maxUnavailable", IntOrPercent(30, True))
+    assert budget.desired_healthy(7) == 4
+    assert budget.disruptions_allowed(7) == 3
+    # ...so any non-zero percentage of a non-empty workload allows one eviction.
+    assert Budget("maxUnavailable", IntOrPercent(1, True)).disruptions_allowed(2) == 1
+
+
+def test_integer_budgets() -> None:
+    assert Budget("minAvailable", IntOrPercent(2, False)).disruptions_allowed(2) == 0
+    assert Budget("minAvailable", IntOrPercent(1, False)).disruptions_allowed(2) == 1
+    assert Budget("maxUnavailable", IntOrPercent(5, False)).desired_healthy(3) == 0
+
+
+def test_blocks_always() -> None:
+    assert Budget("maxUnavailable", IntOrPercent(0, False)).blocks_always()
+    assert Budget("maxUnavailable", IntOrPercent(0, True)).blocks_always()
+    assert Budget("minAvailable", IntOrPercent(100, True)).blocks_always()
+    assert not Budget("minAvailable", IntOrPercent(100, False)).blocks_always()  # depends on the replicas
+    assert not Budget("maxUnavailable", IntOrPercent(1, False)).blocks_always()
+
+
+def test_budget_of_reads_either_field() -> None:
+    assert budget_of(pdb("a", {}, minAvailable="90%")) == Budget("minAvailable", IntOrPercent(90, True))
+    assert budget_of(pdb("a", {}, maxUnavailable=1)) == Budget("maxUnavailable", IntOrPercent(1, False))
+    assert budget_of(pdb("a", {})) is None
+    assert budget_of(pdb("a", {}, minAvailable="two")) is None
+
+
+def test_pdb_selects_by_namespace_and_labels() -> None:
+    llm = as_workload(deployment())
+    assert pdb_selects(pdb("a", {"matchLabels": {"app": "llm"}}), llm)
+    assert not pdb_selects(pdb("a", {"matchLabels": {"app": "llm"}}, namespace="other"), llm)
+    assert not pdb_selects(pdb("a", {"matchLabels": {"app": "other"}}), llm)
+    assert pdb_selects(
+        pdb("a", {"matchExpressions": [{"key": "app", "operator": "In", "values": ["llm"]}]}), llm
+    )
+
+
+def test_empty_selector_selects_all_and_null_selects_none() -> None:
+    llm = as_workload(deployment())
+    assert pdb_selects(pdb("a", {}), llm)
+    assert not pdb_selects(pdb("a", None), llm)
+
+
+def test_pdbs_for_and_selected_workloads_go_through_the_inventory() -> None:
+    llm, gateway = deployment(), deployment("gateway")
+    guard = pdb("llm", {"matchLabels": {"app": "llm"}})
+    bundle = Bundle([llm, gateway, guard, pdb("elsewhere", {"matchLabels": {"app": "llm"}}, namespace="x")])
+    assert pdbs_for(as_workload(llm), bundle) == [guard]
+    assert [w.name for w in selected_workloads(guard, bundle, workload_kinds())] == ["llm"]
+
+
+def test_expected_pods_uses_the_hpa_min_replicas_when_an_hpa_targets_the_workload() -> None:
+    llm = deployment(replicas=4)
+    scaler = hpa("llm", min_replicas=2)
+    bundle = Bundle([llm, scaler])
+    found = expected_pods(as_workload(llm), bundle)
+    assert found is not None and found.count == 2 and found.hpa is scaler
+    assert found.source == "minReplicas 2 of HorizontalPodAutoscaler ai-lab/llm"
+    assert max_pods(as_workload(llm), bundle) == 8
+
+
+def test_hpa_min_replicas_defaults_to_one_and_must_be_in_the_namespace() -> None:
+    llm = deployment(replicas=4)
+    assert hpa_for(as_workload(llm), Bundle([hpa("llm", namespace="other")])) is None
+    found = expected_pods(as_workload(llm), Bundle([llm, hpa("llm", min_replicas=None)]))
+    assert found is not None and found.count == 1
+
+
+def test_expected_pods_without_hpa_is_the_declared_replicas() -> None:
+    llm = deployment(replicas=3)
+    found = expected_pods(as_workload(llm), Bundle([llm]))
+    assert found is not None and (found.count, found.source) == (3, "replicas 3 of Deployment ai-lab/llm")
+
+
+def test_overlap_is_found_through_a_workload_both_select() -> None:
+    llm = as_workload(deployment(labels={"app": "llm", "tier": "gpu"}))
+    by_app = pdb("a", {"matchLabels": {"app": "llm"}})
+    by_tier = pdb("b", {"matchLabels": {"tier": "gpu"}})
+    other = pdb("c", {"matchLabels": {"app": "gateway"}})
+    assert selectors_overlap(by_app, by_tier, [llm]) is llm
+    assert selectors_overlap(by_app, other, [llm]) is None
+
+
+def test_controller_labels_count_as_pod_labels() -> None:
+    isvc = as_workload(
+        resource(
+            {
+                "apiVersion": "serving.kserve.io/v1beta1",
+                "kind": "InferenceService",
+                "metadata": {"name": "llama", "namespace": "ai-lab"},
+                "spec": {"predictor": {"minReplicas": 2, "model": {"modelFormat": {"name": "huggingface"}}}},
+            }
+        )
+    )
+    assert pdb_selects(pdb("a", {"matchLabels": {"serving.kserve.io/inferenceservice": "llama"}}), isvc)
+    assert not pdb_selects(pdb("a", {"matchLabels": {"serving.kserve.io/inferenceservice": "other"}}), isvc)

@@ -1,0 +1,444 @@
+"""Loading YAML/JSON into Resources: positions, duplicate keys, lists, broken documents, aliases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpupolicy.documents import MAX_EXPANDED_VALUES, Resource, parse_text
+from gpupolicy.engine import evaluate
+from gpupolicy.inputs import load_file, load_text
+from gpupolicy.policy import default_policy
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: vllm
+  namespace: ai-lab
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.6.3
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+        - name: sidecar
+          image: busybox:1.36
+      tolerations:
+      - key: nvidia.com/gpu
+        operator: Exists
+"""
+
+CONTAINERS = ("spec", "template", "spec", "containers")
+
+
+def only(text: str, file: str = "test.yaml") -> Resource:
+    loaded = load_text(text, file)
+    assert not loaded.problems, loaded.problems
+    assert len(loaded.resources) == 1
+    return loaded.resources[0]
+
+
+# -- positions -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ((), (1, 1)),
+        (("metadata", "name"), (4, 3)),
+        (("spec", "replicas"), (7, 3)),
+        ((*CONTAINERS, 0), (11, 11)),  # a list item: where its first key starts
+        ((*CONTAINERS, 0, "image"), (12, 11)),
+        ((*CONTAINERS, 0, "resources", "limits", "nvidia.com/gpu"), (15, 15)),
+        ((*CONTAINERS, 1, "name"), (16, 11)),
+        ((*CONTAINERS, 1, "image"), (17, 11)),
+        (("spec", "template", "spec", "tolerations", 0, "operator"), (20, 9)),
+    ],
+)
+def test_positions_of_nested_fields_and_list_items(
+    path: tuple[str | int, ...], expected: tuple[int, int]
+) -> None:
+    assert only(DEPLOYMENT).position(path) == expected
+
+
+def test_missing_field_points_at_nearest_existing_ancestor() -> None:
+    resource = only(DEPLOYMENT)
+    # containers[1] has no resources: point at the container item.
+    assert resource.position((*CONTAINERS, 1, "resources", "limits")) == (16, 11)
+    # an index past the end of the list: point at the list's key.
+    assert resource.position((*CONTAINERS, 5, "image")) == (10, 7)
+    assert resource.has_path((*CONTAINERS, 0, "image"))
+    assert not resource.has_path((*CONTAINERS, 1, "resources"))
+
+
+def test_identity_fields() -> None:
+    resource = only(DEPLOYMENT)
+    assert (resource.api_version, resource.group, resource.kind) == ("apps/v1", "apps", "Deployment")
+    assert (resource.name, resource.namespace) == ("vllm", "ai-lab")
+    assert str(resource.ref) == "Deployment ai-lab/vllm"
+
+
+def test_json_input_positions() -> None:
+    text = (
+        "{\n"
+        '  "apiVersion": "v1",\n'
+        '  "kind": "Pod",\n'
+        '  "metadata": {"name": "cuda"},\n'
+        '  "spec": {\n'
+        '    "containers": [\n'
+        '      {"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"}\n'
+        "    ]\n"
+        "  }\n"
+        "}\n"
+    )
+    resource = only(text, "pod.json")
+    assert resource.kind == "Pod"
+    assert resource.position(("metadata", "name")) == (4, 16)
+    assert resource.position(("spec", "containers", 0, "image")) == (7, 24)
+
+
+def test_multi_document_positions_and_indices() -> None:
+    text = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ai-lab\n---\n# comment\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
+    loaded = load_text(text, "x.yaml")
+    assert [r.kind for r in loaded.resources] == ["Namespace", "Pod"]
+    assert loaded.resources[1].position(("metadata", "name")) == (11, 3)
+    assert loaded.resources[0].doc_index != loaded.resources[1].doc_index
+
+
+# -- duplicate keys ---------------------------------------------------------------------
+
+
+def test_duplicate_keys_top_level_and_nested() -> None:
+    text = (
+        "apiVersion: v1\n"
+        "kind: Pod\n"
+        "metadata:\n"
+        "  name: a\n"
+        "  name: b\n"
+        "spec:\n"
+        "  containers:\n"
+        "    - name: cuda\n"
+        "      resources:\n"
+        "        limits:\n"
+        "          nvidia.com/gpu: 1\n"
+        "          nvidia.com/gpu: 2\n"
+        "kind: Pod\n"
+    )
+    resource = only(text)
+    assert resource.name == "b"  # the last value wins, as in kubectl
+    assert resource.obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2
+    found = sorted(
+        (dup.key, dup.first_line, resource.node_position(dup.node)[0]) for dup in resource.duplicates
+    )
+    assert found == [("kind", 2, 13), ("name", 4, 5), ("nvidia.com/gpu", 11, 12)]
+    report = evaluate([resource], default_policy())
+    lines = sorted(f.line for f in report.findings if f.rule_id == "GP002")
+    assert lines == [5, 12, 13]
+    message = next(f.message for f in report.findings if f.rule_id == "GP002" and f.line == 12)
+    assert "first at line 11" in message
+
+
+def test_same_key_in_sibling_mappings_is_not_a_duplicate() -> None:
+    text = "a:\n  name: x\nb:\n  name: x\nc:\n  - name: 1\n  - name: 2\n"
+    assert only(text).duplicates == []
+
+
+# -- kind: List -------------------------------------------------------------------------
+
+LIST = """\
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Service
+    metadata:
+      name: vllm
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: vllm
+      name: vllm-2
+    spec:
+      replicas: 1
+"""
+
+
+@pytest.mark.parametrize("kind", ["List", "DeploymentList", "ServiceList"])
+def test_list_items_become_resources_with_their_positions(kind: str) -> None:
+    loaded = load_text(LIST.replace("kind: List", f"kind: {kind}"), "list.yaml")
+    assert not loaded.problems
+    service, deployment = loaded.resources
+    assert (service.kind, deployment.kind) == ("Service", "Deployment")
+    assert service.position(("metadata", "name")) == (7, 7)
+    assert deployment.position(("spec", "replicas")) == (14, 7)
+    assert deployment.position(()) == (8, 5)
+    # the duplicate belongs to the item that holds it
+    assert [dup.key for dup in deployment.duplicates] == ["name"]
+    assert service.duplicates == []
+
+
+def test_list_kind_without_items_is_one_object() -> None:
+    resource = only("apiVersion: v1\nkind: List\nmetadata: {name: empty}\n")
+    assert resource.kind == "List"
+
+
+# -- broken documents -------------------------------------------------------------------
+
+
+def test_broken_document_is_reported_and_later_documents_still_load() -> None:
+    text = (
+        "apiVersion: v1\n"  # 1
+        "kind: ConfigMap\n"
+        "metadata:\n"
+        "  name: before\n"
+        "---\n"  # 5
+        "apiVersion: v1\n"
+        "kind: Pod\n"
+        "metadata:\n"
+        "  name: broken\n"
+        "spec: [unclosed\n"  # 10
+        "---\n"
+        "apiVersion: v1\n"
+        "kind: ConfigMap\n"
+        "metadata:\n"
+        "  name: after\n"  # 15
+        "data:\n"
+        "  key: value\n"
+    )
+    loaded = load_text(text, "stream.yaml")
+    assert [r.name for r in loaded.resources] == ["before", "after"]
+    (problem,) = loaded.problems
+    assert problem.rule_id == "GP001"
+    assert problem.file == "stream.yaml"
+    assert problem.line == 11 and problem.column == 1
+    assert "flow sequence" in problem.message
+    assert "started at line 10" in problem.message
+    after = loaded.resources[1]
+    assert after.position(("metadata", "name")) == (15, 3)
+    assert after.position(("data", "key")) == (17, 3)
+    assert [r.doc_index for r in loaded.resources] == [0, 2]
+    assert problem.doc_index == 1
+
+
+def test_bad_indentation_reports_line_and_column() -> None:
+    (problem,) = parse_text("a: 1\n  b: 2\n", "x.yaml").problems
+    assert (problem.rule_id, problem.line, problem.column) == ("GP001", 2, 4)
+
+
+def test_value_that_cannot_be_constructed_is_gp001() -> None:
+    loaded = load_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: !!int abc\n", "x.yaml")
+    assert [p.rule_id for p in loaded.problems] == ["GP001"]
+    assert loaded.resources == []
+
+
+# -- aliases, anchors, merge keys ---------------------------------------------------------
+
+
+def test_anchors_and_aliases_share_values() -> None:
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
+        "spec:\n  containers:\n"
+        "    - name: a\n      resources: &res\n        limits: {nvidia.com/gpu: 1}\n"
+        "    - name: b\n      resources: *res\n"
+    )
+    resource = only(text)
+    first, second = resource.obj["spec"]["containers"]
+    assert first["resources"] == second["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+
+
+def test_merge_keys() -> None:
+    text = (
+        "defaults: &defaults\n"  # 1
+        "  cpu: '4'\n"
+        "  memory: 16Gi\n"
+        "apiVersion: v1\n"
+        "kind: Pod\n"  # 5
+        "metadata: {name: p}\n"
+        "spec:\n"
+        "  containers:\n"
+        "    - name: c\n"
+        "      resources:\n"  # 10
+        "        requests:\n"
+        "          <<: *defaults\n"
+        "          memory: 32Gi\n"
+    )
+    resource = only(text)
+    requests_path = ("spec", "containers", 0, "resources", "requests")
+    assert resource.obj["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "4", "memory": "32Gi"}
+    assert resource.duplicates == []
+    assert resource.position((*requests_path, "memory")) == (13, 11)  # written here: wins over the merge
+    assert resource.position((*requests_path, "cpu")) == (2, 3)  # merged: where the anchor wrote it
+
+
+def test_merge_key_list_first_source_wins() -> None:
+    text = "a: &a {x: 1}\nb: &b {x: 2, y: 3}\nc:\n  <<: [*a, *b]\n"
+    assert only(text).obj["c"] == {"x": 1, "y": 3}
+
+
+def test_billion_laughs_is_a_finding_not_a_hang() -> None:
+    levels = ["a: &a [" + ", ".join(['"lol"'] * 9) + "]"]
+    for index in range(1, 9):
+        prev, name = chr(ord("a") + index - 1), chr(ord("a") + index)
+        levels.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\n" + "\n".join(levels) + "\n"
+    loaded = load_text(text, "lol.yaml")
+    assert loaded.resources == []
+    (problem,) = loaded.problems
+    assert problem.rule_id == "GP001" and problem.line == 1
+    assert f"{MAX_EXPANDED_VALUES:,}" in problem.message
+
+
+def test_moderate_aliasing_is_fine() -> None:
+    text = "a: &a [1, 2, 3]\nb: [*a, *a, *a]\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
+    assert only(text).obj["b"] == [[1, 2, 3]] * 3
+
+
+def test_recursive_alias_is_a_finding() -> None:
+    loaded = load_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: &a {k: *a}\n", "x.yaml")
+    assert [p.rule_id for p in loaded.problems] == ["GP001"]
+    assert "itself" in loaded.problems[0].message
+
+
+# -- scalars ------------------------------------------------------------------------------
+
+
+def test_scalar_types() -> None:
+    resource = only("a: 1\nb: 1.5\nc: true\nd: null\ne: '1'\nf: 2024-01-01\ng: !Ref x\nh: 0x1F\n")
+    assert resource.obj == {
+        "a": 1,
+        "b": 1.5,
+        "c": True,
+        "d": None,
+        "e": "1",
+        "f": "2024-01-01",
+        "g": "x",
+        "h": 31,
+    }
+
+
+# -- files that are not manifests ---------------------------------------------------------
+
+
+def test_non_utf8_bytes_are_gp001_with_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caf\xe9\n")
+    loaded = load_file(path)
+    (problem,) = loaded.problems
+    assert (problem.rule_id, problem.line, problem.column) == ("GP001", 4, 12)
+    assert "0xe9" in problem.message
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.yaml"
+    path.write_bytes("\ufeffapiVersion: v1\nkind: Namespace\nmetadata:\n  name: ai-lab\n".encode())
+    loaded = load_file(path)
+    assert not loaded.problems
+    assert loaded.resources[0].position(("metadata", "name")) == (4, 3)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n", "---\n---\n"])
+def test_empty_file_is_a_gp003_warning(text: str) -> None:
+    loaded = load_text(text, "empty.yaml")
+    (problem,) = loaded.problems
+    assert (problem.rule_id, problem.severity, problem.line) == ("GP003", "warning", 1)
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    assert [(f.rule_id, f.severity.label) for f in report.findings] == [("GP003", "warning")]
+
+
+def test_plain_text_file_is_gp003() -> None:
+    loaded = load_text("This folder holds the GPU manifests of the ai-lab team.\n", "NOTES.yaml")
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    (finding,) = report.findings
+    assert (finding.rule_id, finding.severity.label, finding.line) == ("GP003", "error", 1)
+    assert "text" in finding.message
+
+
+def test_list_document_is_gp003() -> None:
+    loaded = load_text("- a\n- b\n", "list.yaml")
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    assert [f.rule_id for f in report.findings] == ["GP003"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: " + "[" * 900 + "]" * 900 + "\n",
+        "a:\n" + "".join("  " * level + "k:\n" for level in range(1, 600)),
+    ],
+    ids=["flow", "block"],
+)
+def test_deep_nesting_is_a_finding_not_a_recursion_error(text: str) -> None:
+    loaded = load_text(text, "deep.yaml")
+    assert loaded.resources == []
+    (problem,) = loaded.problems
+    assert problem.rule_id == "GP001"
+    assert "nests deeper than 200 levels" in problem.message
+
+
+def test_real_depth_is_fine() -> None:
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  a: " + "[" * 150 + "]" * 150 + "\n"
+    assert only(text).kind == "ConfigMap"
+
+
+def test_control_character_is_gp001_with_position() -> None:
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: café\x07}\n"
+    loaded = load_text(text, "ctl.yaml")
+    assert [r.name for r in loaded.resources] == ["ok"]
+    (problem,) = loaded.problems
+    assert (problem.rule_id, problem.line, problem.column, problem.doc_index) == ("GP001", 7, 22, 1)
+    assert "#x0007" in problem.message and "position" not in problem.message
+
+
+def test_lone_surrogate_from_an_api_caller_is_gp001() -> None:
+    loaded = load_text("a: 1\n---\nb: \ud800\n", "api")
+    (problem,) = loaded.problems
+    assert (problem.rule_id, problem.line, problem.column) == ("GP001", 3, 4)
+    assert [r.obj for r in loaded.resources] == [{"a": 1}]
+
+
+_KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-./", min_size=1, max_size=8).filter(
+    lambda key: key[0].isalpha()
+)
+_VALUES = st.recursive(
+    st.one_of(st.integers(-5, 5), st.text(alphabet="xyz", max_size=3), st.booleans()),
+    lambda children: st.one_of(
+        st.lists(children, min_size=1, max_size=3), st.dictionaries(_KEYS, children, min_size=1, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _key_paths(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    found: list[tuple[str | int, ...]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.append((*path, key))
+            found.extend(_key_paths(item, (*path, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_key_paths(item, (*path, index)))
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(body=st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=4), flow=st.booleans())
+def test_every_key_position_points_at_that_key(body: dict[str, object], flow: bool) -> None:
+    text = yaml.safe_dump(body, default_flow_style=flow, sort_keys=False)
+    resource = only("---\n" + text)  # a leading separator shifts every line by one
+    assert resource.obj == body
+    lines = ("---\n" + text).splitlines()
+    for path in _key_paths(body):
+        position = resource.position(path)
+        assert position is not None
+        line, column = position
+        written = lines[line - 1][column - 1 :]
+        assert written.lstrip("'\"").startswith(str(path[-1])), (path, position, text)  # quoted keys too

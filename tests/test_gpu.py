@@ -1,0 +1,171 @@
+"""GPU detection: resource names per vendor, MIG and shared names, HAMi attributes, DRA, KAI fractions."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from gpupolicy.gpu import GpuCatalog, GpuKind, dra_gpu_claims
+from gpupolicy.pod_spec import Container, PodTemplate
+from gpupolicy.policy import default_policy
+
+
+@pytest.fixture(scope="module")
+def catalog() -> GpuCatalog:
+    return default_policy().gpu
+
+
+@pytest.mark.parametrize(
+    ("name", "vendor", "kind"),
+    [
+        ("nvidia.com/gpu", "nvidia", GpuKind.DEVICE),
+        ("amd.com/gpu", "amd", GpuKind.DEVICE),
+        ("gpu.intel.com/i915", "intel", GpuKind.DEVICE),
+        ("gpu.intel.com/xe", "intel", GpuKind.DEVICE),
+        ("nvidia.com/gpu.shared", "nvidia", GpuKind.SHARED),
+        ("nvidia.com/mig-1g.5gb", "nvidia", GpuKind.MIG),
+        ("nvidia.com/mig-1g.10gb", "nvidia", GpuKind.MIG),
+        ("nvidia.com/mig-3g.40gb", "nvidia", GpuKind.MIG),
+        ("nvidia.com/mig-7g.80gb", "nvidia", GpuKind.MIG),
+        ("nvidia.com/mig-1c.3g.20gb", "nvidia", GpuKind.MIG),
+        ("nvidia.com/mig-1g.10gb+me", "nvidia", GpuKind.MIG),
+        ("nvidia.com/mig-1g.12gb", "nvidia", GpuKind.MIG),
+        ("nvidia.com/gpumem", "nvidia", GpuKind.ATTRIBUTE),
+        ("nvidia.com/gpumem-percentage", "nvidia", GpuKind.ATTRIBUTE),
+        ("nvidia.com/gpucores", "nvidia", GpuKind.ATTRIBUTE),
+        ("nvidia.com/priority", "nvidia", GpuKind.ATTRIBUTE),
+        ("gpu.intel.com/millicores", "intel", GpuKind.ATTRIBUTE),
+        ("nvidia.com/gpus", "nvidia", GpuKind.UNKNOWN),
+        ("nvidia.com/mig-1g", "nvidia", GpuKind.UNKNOWN),
+        ("nvidia.com/mig-1g.10gb-me", "nvidia", GpuKind.UNKNOWN),
+        ("amd.com/gpus", "amd", GpuKind.UNKNOWN),
+    ],
+)
+def test_classify(catalog: GpuCatalog, name: str, vendor: str, kind: GpuKind) -> None:
+    found = catalog.classify(name)
+    assert found is not None
+    assert (found.name, found.vendor, found.kind) == (name, vendor, kind)
+    assert found.counts_gpus is (kind in (GpuKind.DEVICE, GpuKind.SHARED, GpuKind.MIG))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "hugepages-2Mi",
+        "example.com/fpga",
+        "rdma/hca_shared_devices_a",
+        "nvidia.com",
+    ],
+)
+def test_not_gpu_resources(catalog: GpuCatalog, name: str) -> None:
+    assert catalog.classify(name) is None
+
+
+def test_catalog_comes_from_the_policy() -> None:
+    catalog = GpuCatalog(
+        {"vendors": [{"name": "acme", "domains": ["acme.ai"], "deviceResources": ["acme.ai/npu"]}]}
+    )
+    npu = catalog.classify("acme.ai/npu")
+    assert npu is not None and (npu.vendor, npu.kind) == ("acme", GpuKind.DEVICE)
+    typo = catalog.classify("acme.ai/npus")
+    assert typo is not None and typo.kind is GpuKind.UNKNOWN
+    assert catalog.classify("nvidia.com/gpu") is None
+
+
+def container(resources: dict[str, Any], role: str = "container", name: str = "main") -> Container:
+    return Container({"name": name, "image": "x", "resources": resources}, ("spec", "containers", 0), role)
+
+
+def test_container_demands_and_amounts(catalog: GpuCatalog) -> None:
+    item = container(
+        {
+            "requests": {"cpu": "4", "nvidia.com/gpu": "2"},
+            "limits": {"memory": "16Gi", "nvidia.com/gpu": 2, "nvidia.com/gpumem": 3000},
+        }
+    )
+    demands = {d.resource.name: d for d in catalog.container_demands(item)}
+    assert set(demands) == {"nvidia.com/gpu", "nvidia.com/gpumem"}
+    gpu = demands["nvidia.com/gpu"]
+    assert (gpu.request, gpu.limit, gpu.amount, gpu.section) == ("2", 2, Decimal(2), "limits")
+    assert catalog.container_gpu_count(item) == 2  # gpumem is not a GPU count
+
+
+def test_request_only_demand_uses_the_request(catalog: GpuCatalog) -> None:
+    (demand,) = catalog.container_demands(container({"requests": {"amd.com/gpu": 1}}))
+    assert (demand.amount, demand.section, demand.limit) == (Decimal(1), "requests", None)
+
+
+def test_invalid_amount_is_none(catalog: GpuCatalog) -> None:
+    (demand,) = catalog.container_demands(container({"limits": {"nvidia.com/gpu": "one"}}))
+    assert demand.amount is None
+    assert catalog.container_gpu_count(container({"limits": {"nvidia.com/gpu": "one"}})) == 0
+
+
+def pod(spec: dict[str, Any], annotations: dict[str, str] | None = None) -> PodTemplate:
+    metadata = {"annotations": annotations} if annotations else {}
+    return PodTemplate(spec, ("spec", "template", "spec"), metadata=metadata)
+
+
+def test_uses_gpus_and_gpu_containers(catalog: GpuCatalog) -> None:
+    template = pod(
+        {
+            "containers": [
+                {"name": "server", "resources": {"limits": {"nvidia.com/mig-1g.10gb": 1}}},
+                {"name": "sidecar", "resources": {"limits": {"nvidia.com/gpu": 0}}},
+                {"name": "hami", "resources": {"limits": {"nvidia.com/gpumem": 1000}}},
+            ]
+        }
+    )
+    assert catalog.uses_gpus(template)
+    assert [c.name for c in catalog.gpu_containers(template)] == ["server"]
+    assert [d.resource.name for d in catalog.counted_demands(template)] == [
+        "nvidia.com/mig-1g.10gb",
+        "nvidia.com/gpu",
+    ]
+    first = catalog.template_demands(template)
+    assert len(template.cache) == 1  # memoised on the template
+    first.clear()  # callers get a copy: the memo cannot be changed from outside
+    assert len(catalog.template_demands(template)) == 3
+
+
+def test_zero_gpus_is_not_a_gpu_pod(catalog: GpuCatalog) -> None:
+    assert not catalog.uses_gpus(
+        pod({"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": 0}}}]})
+    )
+    assert not catalog.uses_gpus(pod({"containers": [{"name": "a", "image": "busybox"}]}))
+
+
+def test_kai_gpu_fraction_annotation_uses_gpus(catalog: GpuCatalog) -> None:
+    template = pod({"containers": [{"name": "a"}]}, {"gpu-fraction": "0.5"})
+    assert catalog.uses_gpu_fraction(template)
+    assert catalog.uses_gpus(template)
+    assert catalog.gpu_containers(template) == []  # no device-plugin count
+    assert not catalog.uses_gpus(pod({"containers": [{"name": "a"}]}, {"prometheus.io/scrape": "true"}))
+
+
+@pytest.mark.parametrize(
+    ("claim", "is_gpu"),
+    [
+        ({"name": "gpu", "resourceClaimTemplateName": "single"}, True),
+        ({"name": "accel", "resourceClaimTemplateName": "h100-mig-slice"}, True),
+        ({"name": "devices", "resourceClaimName": "shared-gpu-claim"}, True),
+        ({"name": "x", "source": {"resourceClaimTemplateName": "gpu-template"}}, True),  # v1alpha2 form
+        ({"name": "nic", "resourceClaimTemplateName": "rdma-nic"}, False),
+    ],
+)
+def test_dra_gpu_claims(claim: dict[str, Any], is_gpu: bool) -> None:
+    template = pod({"resourceClaims": [claim], "containers": [{"name": "a"}]})
+    assert (dra_gpu_claims(template) == [(0, claim)]) is is_gpu
+
+
+def test_dra_claim_makes_a_gpu_pod(catalog: GpuCatalog) -> None:
+    template = pod(
+        {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}], "containers": []}
+    )
+    assert catalog.uses_gpus(template)
+    assert not catalog.uses_gpus(pod({"resourceClaims": "not-a-list", "containers": []}))

@@ -1,0 +1,81 @@
+"""Image reference parsing: registries with ports, localhost, Docker Hub defaults, tags and digests."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpupolicy.images import parse_image, registry_allowed
+
+DIGEST = "sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("image", "registry", "repository", "tag", "digest"),
+    [
+        ("nginx", "docker.io", "library/nginx", None, None),
+        ("nginx:1.27", "docker.io", "library/nginx", "1.27", None),
+        ("vllm/vllm-openai:v0.8.5", "docker.io", "vllm/vllm-openai", "v0.8.5", None),
+        ("docker.io/vllm/vllm-openai", "docker.io", "vllm/vllm-openai", None, None),
+        ("index.docker.io/library/busybox:1.37", "docker.io", "library/busybox", "1.37", None),
+        ("registry.example.com:5000/team/app", "registry.example.com:5000", "team/app", None, None),
+        ("registry.example.com:5000/team/app:2.1", "registry.example.com:5000", "team/app", "2.1", None),
+        (
+            f"registry.example.com:5000/team/app:2.1@{DIGEST}",
+            "registry.example.com:5000",
+            "team/app",
+            "2.1",
+            DIGEST,
+        ),
+        (f"localhost/app@{DIGEST}", "localhost", "app", None, DIGEST),
+        ("localhost:5000/app:dev", "localhost:5000", "app", "dev", None),
+        ("nvcr.io/nvidia/tritonserver:25.01-py3", "nvcr.io", "nvidia/tritonserver", "25.01-py3", None),
+        ("us-docker.pkg.dev/proj/repo/img:tag", "us-docker.pkg.dev", "proj/repo/img", "tag", None),
+        ("[::1]:5000/app:1", "[::1]:5000", "app", "1", None),
+    ],
+)
+def test_parse(image: str, registry: str, repository: str, tag: str | None, digest: str | None) -> None:
+    ref = parse_image(image)
+    assert ref is not None
+    assert (ref.registry, ref.repository, ref.tag, ref.digest) == (registry, repository, tag, digest)
+
+
+def test_pinned_and_floating() -> None:
+    pinned = parse_image(f"vllm/vllm-openai:latest@{DIGEST}")
+    assert pinned is not None and pinned.pinned and not pinned.floating
+    assert parse_image("vllm/vllm-openai:latest").floating  # type: ignore[union-attr]
+    assert parse_image("vllm/vllm-openai").floating  # type: ignore[union-attr]
+    untagged_port = parse_image("registry.example.com:5000/app")
+    assert untagged_port is not None and untagged_port.floating and untagged_port.effective_tag == "latest"
+    short = parse_image("app:1@sha256:1234")
+    assert short is not None and not short.pinned and not short.digest_valid and not short.floating
+
+
+@pytest.mark.parametrize(
+    "image", ["", "  ", "{{ .Values.image }}", "${IMAGE}", "$IMAGE_URL", "IMAGE_NAME", "<image>"]
+)
+def test_not_a_reference(image: str) -> None:
+    assert parse_image(image) is None
+
+
+def test_name_is_fully_qualified() -> None:
+    assert parse_image("busybox").name == "docker.io/library/busybox"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("image", "allowed", "expected"),
+    [
+        ("nvcr.io/nvidia/cuda:12.8.0-base", ["nvcr.io"], True),
+        ("vllm/vllm-openai:v0.8.5", ["docker.io/vllm"], True),
+        ("vllmx/vllm-openai:v0.8.5", ["docker.io/vllm"], False),
+        ("busybox:1.37", ["docker.io/library"], True),
+        ("busybox:1.37", ["index.docker.io/library"], True),
+        ("registry.example.com:5000/a:1", ["registry.example.com:5000"], True),
+        ("registry.example.com/a:1", ["registry.example.com:5000"], False),
+        ("us-docker.pkg.dev/p/r/i:1", ["*.pkg.dev"], True),
+        ("ghcr.io/org/x:1", ["nvcr.io", "ghcr.io/other"], False),
+    ],
+)
+def test_registry_allowed(image: str, allowed: list[str], expected: bool) -> None:
+    ref = parse_image(image)
+    assert ref is not None
+    assert registry_allowed(ref, allowed) is expected

@@ -1,0 +1,299 @@
+"""Where manifests come from: directories, excludes, Helm/envsubst templates (GP004), kustomize."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpupolicy.engine import evaluate
+from gpupolicy.inputs import iter_manifest_files, load_paths, load_text
+from gpupolicy.policy import default_policy
+
+GPU_DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: vllm
+  namespace: ai-lab
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: vllm}
+  template:
+    metadata:
+      labels: {app: vllm}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.6.3
+          resources:
+            requests: {cpu: "4", memory: 24Gi, nvidia.com/gpu: 1}
+            limits: {memory: 24Gi, nvidia.com/gpu: 2}
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def namespace(name: str) -> str:
+    return f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "repo"
+    write(root / "a.yaml", namespace("a"))
+    write(root / "apps" / "b.yml", namespace("b"))
+    write(
+        root / "apps" / "deep" / "c.json",
+        '{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "c"}}',
+    )
+    write(root / "apps" / "deep" / "generated.yaml", namespace("generated"))
+    write(root / ".hidden" / "d.yaml", namespace("hidden"))
+    write(root / "apps" / ".git" / "e.yaml", namespace("git"))
+    write(root / "values.yaml", "replicaCount: 2\n")
+    write(root / "values-prod.yaml", "replicaCount: 3\n")
+    write(root / "Chart.yaml", "apiVersion: v2\nname: x\nversion: 0.1.0\n")
+    write(root / "README.md", "# not a manifest\n")
+    write(root / "skip" / "f.yaml", namespace("skipped"))
+    return root
+
+
+def names(paths: list[str], exclude: list[str] | None = None) -> list[str]:
+    loaded = load_paths(paths, exclude=exclude or [])
+    return sorted(resource.name for resource in loaded.resources)
+
+
+def test_directories_are_walked_recursively_skipping_hidden_folders(tree: Path) -> None:
+    assert names(["repo"]) == ["a", "b", "c", "generated", "skipped"]
+
+
+def test_values_and_chart_files_are_not_manifests(tree: Path) -> None:
+    found = [path.relative_to(tree).as_posix() for path in iter_manifest_files(tree)]
+    # values files, Chart.yaml, non-YAML files and hidden folders are skipped; the order is stable
+    assert found == ["a.yaml", "apps/b.yml", "apps/deep/c.json", "apps/deep/generated.yaml", "skip/f.yaml"]
+
+
+def test_exclude_globs(tree: Path) -> None:
+    assert names(["repo"], ["skip"]) == ["a", "b", "c", "generated"]
+    assert names(["repo"], ["skip/"]) == ["a", "b", "c", "generated"]
+    assert names(["repo"], ["*.json"]) == ["a", "b", "generated", "skipped"]
+    assert names(["repo"], ["generated.yaml"]) == ["a", "b", "c", "skipped"]
+
+
+def test_exclude_globs_are_relative_to_the_given_directory(tree: Path) -> None:
+    assert names(["repo"], ["apps/deep/*"]) == ["a", "b", "skipped"]
+    assert names(["repo"], ["apps/deep"]) == ["a", "b", "skipped"]
+    assert names(["repo"], ["apps/deep/generated.yaml"]) == ["a", "b", "c", "skipped"]
+
+
+def test_a_file_given_explicitly_is_loaded(tree: Path) -> None:
+    loaded = load_paths(["repo/apps/b.yml"])
+    assert [r.name for r in loaded.resources] == ["b"]
+    assert loaded.files == ["repo/apps/b.yml"]
+    assert loaded.resources[0].file == "repo/apps/b.yml"
+
+
+# -- GP004: templates ---------------------------------------------------------------------
+
+HELM_TEMPLATE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "llm.fullname" . }}
+spec:
+  replicas: {{ .Values.replicaCount }}
+"""
+
+
+def gp004(paths: list[str]) -> list[tuple[str | None, int | None, str]]:
+    loaded = load_paths(paths)
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    return [(f.file, f.line, f.message) for f in report.findings if f.rule_id == "GP004"]
+
+
+def test_helm_template_in_a_chart_says_helm_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "charts" / "llm" / "Chart.yaml", "apiVersion: v2\nname: llm\nversion: 0.1.0\n")
+    write(tmp_path / "charts" / "llm" / "values.yaml", "replicaCount: 2\n")
+    write(tmp_path / "charts" / "llm" / "templates" / "deployment.yaml", HELM_TEMPLATE)
+    write(
+        tmp_path / "charts" / "llm" / "templates" / "_helpers.tpl", '{{- define "llm.fullname" -}}x{{- end }}'
+    )
+    ((file, line, message),) = gp004(["charts"])
+    assert file == "charts/llm/templates/deployment.yaml"
+    assert line == 4
+    assert "helm template RELEASE charts/llm | gpupolicy lint -" in message
+
+
+def test_helm_template_outside_a_chart_still_says_helm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "deployment.yaml", HELM_TEMPLATE)
+    ((_, line, message),) = gp004(["deployment.yaml"])
+    assert line == 4
+    assert "helm template" in message
+    assert "envsubst" not in message
+
+
+def test_argo_and_flagger_placeholders_are_not_helm() -> None:
+    text = (
+        "apiVersion: argoproj.io/v1alpha1\nkind: AnalysisTemplate\nmetadata: {name: p95}\n"
+        "spec:\n  metrics:\n    - name: p95\n      provider:\n        prometheus:\n"
+        "          query: histogram_quantile(0.95, rate(x{service='{{args.service}}'}[5m]))\n"
+    )
+    assert not [p for p in load_text(text, "a.yaml").problems if p.rule_id == "GP004"]
+
+
+def test_env_placeholder_in_image_is_gp004(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "deploy.yaml", GPU_DEPLOYMENT.replace("vllm/vllm-openai:v0.6.3", "${IMAGE}"))
+    loaded = load_paths(["deploy.yaml"])
+    assert loaded.resources == []  # a half-rendered file is not linted as if it were real
+    ((file, line, message),) = gp004(["deploy.yaml"])
+    assert (file, line) == ("deploy.yaml", 16)
+    assert "${IMAGE}" in message and "envsubst < deploy.yaml | gpupolicy lint -" in message
+
+
+@pytest.mark.parametrize(
+    "container_extra",
+    [
+        '          command: ["sh", "-c", "exec vllm serve ${MODEL}"]\n',
+        '          args: ["--model", "${MODEL}"]\n',
+        "          env:\n            - name: MODEL_PATH\n              value: /models/${MODEL}\n",
+    ],
+)
+def test_env_placeholder_in_command_args_env_is_fine(container_extra: str) -> None:
+    text = GPU_DEPLOYMENT.replace("          resources:\n", container_extra + "          resources:\n")
+    loaded = load_text(text, "deploy.yaml")
+    assert [p for p in loaded.problems if p.rule_id == "GP004"] == []
+    assert len(loaded.resources) == 1
+
+
+def test_env_placeholder_in_configmap_data_is_fine() -> None:
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: entrypoint\n"
+        'data:\n  run.sh: |\n    exec vllm serve "${MODEL}" --port "${PORT}"\n'
+    )
+    loaded = load_text(text, "cm.yaml")
+    assert loaded.problems == [] and len(loaded.resources) == 1
+
+
+def test_kubernetes_dependent_variables_are_not_placeholders() -> None:
+    text = GPU_DEPLOYMENT.replace("name: vllm\n  namespace", "name: vllm-$(SUFFIX)\n  namespace")
+    assert load_text(text, "deploy.yaml").problems == []
+
+
+# -- kustomize ---------------------------------------------------------------------------------
+
+
+def kustomize_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "overlays" / "prod"
+    write(folder / "deployment.yaml", GPU_DEPLOYMENT)
+    write(folder / "kustomization.yaml", "resources:\n  - deployment.yaml\nnamePrefix: prod-\n")
+    return folder
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_kustomize_directory_is_rendered_and_findings_name_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    kustomize_dir(tmp_path)
+    write(tmp_path / "plain.yaml", namespace("ai-lab"))
+    loaded = load_paths(["."])
+    assert sorted(loaded.files) == ["overlays/prod", "plain.yaml"]
+    rendered = [r for r in loaded.resources if r.kind == "Deployment"]
+    assert [r.name for r in rendered] == ["prod-vllm"]  # rendered, not the raw file
+    assert rendered[0].rendered_from == "kustomize"
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    gp102 = [f for f in report.findings if f.rule_id == "GP102"]
+    assert len(gp102) == 1
+    assert gp102[0].file == "overlays/prod"
+    assert isinstance(gp102[0].line, int) and gp102[0].line > 0
+    assert str(gp102[0].object) == "Deployment ai-lab/prod-vllm"
+
+
+def test_kustomize_without_kubectl_is_gp004_with_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    kustomize_dir(tmp_path)
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    monkeypatch.setenv("PATH", str(empty_bin))
+    ((file, line, message),) = gp004(["overlays"])
+    assert file == "overlays/prod"
+    assert line is None
+    assert "kubectl kustomize overlays/prod | gpupolicy lint -" in message
+    assert "kubectl is not on PATH" in message
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_broken_kustomization_is_gp004_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "k" / "kustomization.yaml", "resources:\n  - missing.yaml\n")
+    ((file, _, message),) = gp004(["k"])
+    assert file == "k"
+    assert message.startswith("kubectl kustomize k failed:")
+
+
+DCGM_ALERTS = """\
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: dcgm-alerts
+  namespace: monitoring
+spec:
+  groups:
+    - name: gpu
+      rules:
+        - alert: GpuTooHot
+          expr: DCGM_FI_DEV_GPU_TEMP > 85
+          labels:
+            severity: warning
+          annotations:
+            summary: GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is hot
+            description: |
+              Temperature is {{ $value }}C.
+"""
+
+
+def test_go_templates_in_alert_annotations_are_not_helm() -> None:
+    loaded = load_text(DCGM_ALERTS, "alerts.yaml")
+    assert loaded.problems == []
+    assert loaded.resources[0].name == "dcgm-alerts"
+
+
+def test_go_templates_in_configmap_data_are_not_helm() -> None:
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alertmanager-templates\n"
+        'data:\n  slack.tmpl: |\n    {{ define "slack.title" }}{{ .CommonLabels.alertname }}{{ end }}\n'
+    )
+    assert load_text(text, "cm.yaml").problems == []
+
+
+@pytest.mark.parametrize(
+    ("replacement", "position"),
+    [
+        ("name: {{ .Release.Name }}-alerts", (4, 9)),
+        ('name: "{{ .Release.Name }}-alerts"', (4, 10)),  # quoted, but not in free text
+    ],
+)
+def test_helm_action_outside_free_text_is_still_gp004(replacement: str, position: tuple[int, int]) -> None:
+    loaded = load_text(DCGM_ALERTS.replace("name: dcgm-alerts", replacement), "alerts.yaml")
+    ((rule_id, line, column),) = [(p.rule_id, p.line, p.column) for p in loaded.problems]
+    assert (rule_id, (line, column)) == ("GP004", position)
+    assert loaded.resources == []
+
+
+def test_helm_blocks_under_data_are_gp004() -> None:
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  {{- toYaml .Values.config | nindent 2 }}\n"
+    assert [(p.rule_id, p.line) for p in load_text(text, "cm.yaml").problems] == [("GP004", 5)]

@@ -1,0 +1,119 @@
+"""Model identity and revision from the annotation and the server command lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gpupolicy.inputs import load_text
+from gpupolicy.models import ModelRef, models_of, parse_annotation
+from gpupolicy.pod_spec import Container, workload_of
+
+
+def container_of(spec: dict[str, Any]) -> Container:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", **spec}]},
+    }
+    workload = workload_of(load_text(yaml.safe_dump(pod), "p.yaml").resources[0])
+    assert workload is not None
+    return workload.templates[0].containers[0]
+
+
+def summary(models: list[ModelRef]) -> list[tuple[str, str | None, str]]:
+    return [(m.name, m.revision, m.server) for m in models]
+
+
+def test_annotation() -> None:
+    assert parse_annotation("org/name@abc123") == ("org/name", "abc123")
+    assert parse_annotation("org/name") == ("org/name", None)
+    assert parse_annotation("org/name@") == ("org/name", None)
+
+
+def test_vllm_flag_and_revision() -> None:
+    c = container_of(
+        {"image": "vllm/vllm-openai:v0.8.5", "args": ["--model", "Qwen/Qwen3-8B", "--revision=abc1234"]}
+    )
+    assert summary(models_of(c)) == [("Qwen/Qwen3-8B", "abc1234", "vllm")]
+    assert models_of(c)[0].path == ("spec", "containers", 0, "args", 1)
+
+
+def test_vllm_serve_positional_in_a_shell_string() -> None:
+    c = container_of(
+        {
+            "image": "x:1",
+            "command": ["/bin/sh", "-c"],
+            "args": ["exec vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2"],
+        }
+    )
+    assert summary(models_of(c)) == [("meta-llama/Llama-3.1-8B", None, "vllm")]
+    assert models_of(c)[0].path == ("spec", "containers", 0, "args", 0)
+
+
+def test_kubernetes_variable_expansion() -> None:
+    c = container_of(
+        {
+            "image": "x:1",
+            "args": ["--model=$(MODEL_ID)"],
+            "env": [{"name": "MODEL_ID", "value": "google/gemma-2-9b-it"}],
+        }
+    )
+    assert summary(models_of(c)) == [("google/gemma-2-9b-it", None, "vllm")]
+
+
+def test_unresolved_variable_is_kept_as_written() -> None:
+    c = container_of(
+        {
+            "image": "x:1",
+            "args": ["--model=$(MODEL_ID)"],
+            "env": [{"name": "MODEL_ID", "valueFrom": {"configMapKeyRef": {"name": "m", "key": "id"}}}],
+        }
+    )
+    [model] = models_of(c)
+    assert model.name == "$(MODEL_ID)" and model.is_unresolved
+
+
+def test_tgi_env_with_revision() -> None:
+    c = container_of(
+        {
+            "image": "ghcr.io/huggingface/text-generation-inference:3.2.3",
+            "env": [
+                {"name": "MODEL_ID", "value": "google/gemma-2-9b-it"},
+                {"name": "REVISION", "value": "deadbeef"},
+            ],
+        }
+    )
+    models = models_of(c)
+    assert summary(models) == [("google/gemma-2-9b-it", "deadbeef", "tgi")] and models[0].pinned
+    assert models[0].path == ("spec", "containers", 0, "env", 0, "value")
+    flag = container_of({"image": "x:1", "args": ["--model-id", "bigscience/bloom", "--revision", "main"]})
+    assert summary(models_of(flag)) == [("bigscience/bloom", "main", "tgi")] and not models_of(flag)[0].pinned
+
+
+def test_triton_and_sglang() -> None:
+    triton = container_of(
+        {
+            "image": "nvcr.io/nvidia/tritonserver:25.01-py3",
+            "command": ["tritonserver", "--model-repository=gs://bucket/models"],
+        }
+    )
+    assert summary(models_of(triton)) == [("gs://bucket/models", None, "triton")]
+    local = container_of({"image": "x:1", "command": ["tritonserver", "--model-repository=/models"]})
+    assert models_of(local)[0].is_local
+    sglang = container_of({"image": "lmsysorg/sglang:v0.4", "args": ["--model-path", "Qwen/Qwen3-32B"]})
+    assert summary(models_of(sglang)) == [("Qwen/Qwen3-32B", None, "sglang")]
+
+
+def test_nim_image_is_the_model() -> None:
+    tagged = container_of({"image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.8.4"})
+    assert summary(models_of(tagged)) == [("nvcr.io/nim/meta/llama-3.1-8b-instruct", "1.8.4", "nim")]
+    assert models_of(tagged)[0].pinned
+    latest = container_of({"image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:latest"})
+    assert not models_of(latest)[0].pinned
+
+
+def test_no_model() -> None:
+    assert models_of(container_of({"image": "nginx:1.27", "args": ["--port", "80"]})) == []

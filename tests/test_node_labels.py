@@ -1,0 +1,215 @@
+"""The node-label registry (did-you-mean, prefixes) and node constraints evaluated as sets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpupolicy.node_constraints import node_contradictions, positive_label_keys
+from gpupolicy.node_labels import LabelRegistry, node_label_uses
+from gpupolicy.pod_spec import PodTemplate
+from gpupolicy.policy import default_policy
+
+TERMS = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+
+
+def registry() -> LabelRegistry:
+    return LabelRegistry(default_policy().section("nodeLabels"))
+
+
+def template(spec: dict[str, Any]) -> PodTemplate:
+    return PodTemplate(spec, ("spec",))
+
+
+def required(*terms: list[dict[str, Any]], selector: dict[str, str] | None = None) -> PodTemplate:
+    spec: dict[str, Any] = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": term} for term in terms]
+                }
+            }
+        }
+    }
+    if selector is not None:
+        spec["nodeSelector"] = selector
+    return template(spec)
+
+
+def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": list(values)}
+
+
+def test_default_registry_knows_gfd_operator_cloud_and_seed_keys() -> None:
+    labels = registry()
+    for key, source in [
+        ("nvidia.com/gpu.product", "gpu-feature-discovery"),
+        ("nvidia.com/gpu.present", "gpu-operator"),
+        ("cloud.google.com/gke-accelerator", "cloud-provider"),
+        ("k8s.amazonaws.com/accelerator", "cloud-provider"),
+        ("accelerator", "team"),
+    ]:
+        info = labels.lookup(key)
+        assert info is not None and info.source == source and info.owner, key
+    memory = labels.lookup("nvidia.com/gpu.memory")
+    assert memory is not None and memory.unit == "MiB"
+
+
+def test_prefix_entries() -> None:
+    labels = registry()
+    found = labels.lookup("nvidia.com/gpu.deploy.driver")
+    assert found is not None and found.key == "nvidia.com/gpu.deploy.*" and found.source == "gpu-operator"
+    assert labels.lookup("nvidia.com/cuda.driver.major") is not None
+    assert labels.lookup("example.com/team-label") is None
+
+
+def test_did_you_mean_for_misspelt_known_keys() -> None:
+    labels = registry()
+    assert labels.lookup("nvidia.com/gpu.prodcut") is None
+    assert labels.suggest("nvidia.com/gpu.prodcut") == "nvidia.com/gpu.product"
+    assert labels.suggest("beta.kubernetes.io/instance-type") == "node.kubernetes.io/instance-type"
+    assert labels.suggest("completely-different") is None
+
+
+def test_gpu_and_preference_marks() -> None:
+    labels = registry()
+    assert labels.is_gpu_label("accelerator")
+    assert labels.is_gpu_label("nvidia.com/mig-1g.10gb.count")
+    assert not labels.is_gpu_label("kubernetes.io/os")
+    hostname = labels.lookup("kubernetes.io/hostname")
+    assert hostname is not None and hostname.use == "preference"
+
+
+def test_custom_registry_entries() -> None:
+    labels = LabelRegistry(
+        {"example.com/pool": {"source": "team", "owner": "ml-infra", "use": "preference", "gpu": True}}
+    )
+    info = labels.lookup("example.com/pool")
+    assert info is not None and (info.owner, info.use, info.gpu) == ("ml-infra", "preference", True)
+
+
+def test_node_label_uses_finds_every_place_with_its_path() -> None:
+    spec = {
+        "nodeSelector": {"accelerator": "nvidia-gpu"},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [expr("nvidia.com/gpu.product", "In", "NVIDIA-L4")]}
+                    ]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "preference": {"matchExpressions": [expr("topology.kubernetes.io/zone", "In", "a")]},
+                    }
+                ],
+            },
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}
+                ]
+            },
+        },
+        "topologySpreadConstraints": [{"topologyKey": "topology.kubernetes.io/zone"}],
+    }
+    uses = [(u.key, u.where, u.required) for u in node_label_uses(template(spec), topology=True)]
+    assert uses == [
+        ("accelerator", "nodeSelector", True),
+        ("nvidia.com/gpu.product", "required", True),
+        ("topology.kubernetes.io/zone", "preferred", False),
+        ("topology.kubernetes.io/zone", "topology", False),
+        ("kubernetes.io/hostname", "topology", False),
+    ]
+    first_required = next(u for u in node_label_uses(template(spec)) if u.where == "required")
+    assert first_required.path == ("spec", *TERMS, 0, "matchExpressions", 0)
+
+
+def test_seed_affinity_is_satisfiable() -> None:
+    seed = required([expr("accelerator", "In", "nvidia-gpu")])
+    assert list(node_contradictions(seed)) == []
+    assert [key for key, _ in positive_label_keys(seed)] == ["accelerator"]
+
+
+def test_node_selector_against_required_term() -> None:
+    found = list(
+        node_contradictions(
+            required([expr("accelerator", "In", "amd-gpu")], selector={"accelerator": "nvidia-gpu"})
+        )
+    )
+    assert len(found) == 1
+    assert found[0].key == "accelerator"
+    assert found[0].path == ("spec", *TERMS, 0, "matchExpressions", 0)
+    assert (
+        "nodeSelector accelerator=nvidia-gpu" in found[0].reason
+        and "accelerator In [amd-gpu]" in found[0].reason
+    )
+
+
+def test_values_are_sets_across_expressions_of_a_term() -> None:
+    # In [a, b] then In [b, c] leaves {b}: satisfiable; then NotIn [b] leaves nothing.
+    ok = required([expr("k", "In", "a", "b"), expr("k", "In", "b", "c")])
+    assert list(node_contradictions(ok)) == []
+    dead = required([expr("k", "In", "a", "b"), expr("k", "In", "b", "c"), expr("k", "NotIn", "b")])
+    [found] = node_contradictions(dead)
+    assert found.path[-1] == 2 and "every allowed value is excluded" in found.reason
+
+
+def test_in_empty_exists_does_not_exist_and_bounds() -> None:
+    assert "no values" in next(node_contradictions(required([expr("k", "In")]))).reason
+    assert (
+        "exist"
+        in next(node_contradictions(required([expr("k", "Exists"), expr("k", "DoesNotExist")]))).reason
+    )
+    bounds = required(
+        [expr("nvidia.com/gpu.memory", "Gt", "40000"), expr("nvidia.com/gpu.memory", "Lt", "40001")]
+    )
+    assert "no integer" in next(node_contradictions(bounds)).reason
+    outside = required(
+        [expr("nvidia.com/gpu.memory", "In", "24576"), expr("nvidia.com/gpu.memory", "Gt", "40000")]
+    )
+    assert list(node_contradictions(outside))
+    assert list(node_contradictions(required([expr("m", "Gt", "1"), expr("m", "Lt", "3")]))) == []
+
+
+def test_terms_are_evaluated_each_with_the_node_selector() -> None:
+    # The first term contradicts the nodeSelector; the second is fine: only the first is reported.
+    template_ = required(
+        [expr("accelerator", "NotIn", "nvidia-gpu")],
+        [expr("nvidia.com/gpu.product", "In", "NVIDIA-L4")],
+        selector={"accelerator": "nvidia-gpu"},
+    )
+    found = list(node_contradictions(template_))
+    assert [item.term_index for item in found] == [0]
+
+
+def test_no_required_terms_means_no_contradiction() -> None:
+    assert list(node_contradictions(template({"nodeSelector": {"a": "b"}}))) == []
+
+
+POOLS = [
+    {"name": "l4-shared", "resource": "nvidia.com/gpu.shared", "gpuProduct": "NVIDIA-L4", "gpusPerNode": 4},
+    {"name": "l40s", "resource": "nvidia.com/gpu", "gpuProduct": "NVIDIA-L40S", "gpusPerNode": 4},
+]
+
+
+def test_pool_catalogue_resource_and_count() -> None:
+    from decimal import Decimal
+
+    from gpupolicy.node_constraints import pool_conflicts
+
+    l4 = template({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4-SHARED"}})
+    [wrong] = pool_conflicts(l4, POOLS, {"nvidia.com/gpu": Decimal(1)})
+    assert "advertise nvidia.com/gpu.shared, not nvidia.com/gpu" in wrong.reason
+    assert wrong.path == ("spec", "nodeSelector", "nvidia.com/gpu.product")
+    assert list(pool_conflicts(l4, POOLS, {"nvidia.com/gpu.shared": Decimal(1)})) == []
+    l40s = template({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L40S"}})
+    [many] = pool_conflicts(l40s, POOLS, {"nvidia.com/gpu": Decimal(8)})
+    assert many.count == 8 and "at most 4" in many.reason
+    unknown = template({"nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"}})
+    assert list(pool_conflicts(unknown, POOLS, {"nvidia.com/gpu": Decimal(1)})) == []
+
+
+def test_node_pool_labels_are_registered_gpu_labels() -> None:
+    labels = LabelRegistry({}, pools=[{"name": "h100", "nodeLabels": {"example.com/pool": "h100"}}])
+    info = labels.lookup("example.com/pool")
+    assert info is not None and info.gpu and info.owner == "node pool h100" and info.source == "nodePools"

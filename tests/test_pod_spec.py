@@ -1,0 +1,442 @@
+"""The workload model: pod templates (JSON path, role, replicas) and containers of every kind."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gpupolicy.documents import Resource
+from gpupolicy.inputs import load_text
+from gpupolicy.pod_spec import Workload, workload_of
+
+C = "containers: [{name: main, image: nvcr.io/nvidia/pytorch:24.10-py3}]"
+
+
+def workload(text: str) -> Workload:
+    loaded = load_text(text, "w.yaml")
+    assert not loaded.problems, loaded.problems
+    (resource,) = loaded.resources
+    found = workload_of(resource)
+    assert found is not None
+    for template in found.templates:
+        assert resource.has_path(template.path), template.path
+        for container in template.containers:
+            assert resource.has_path(container.path), container.path
+    return found
+
+
+def shape(found: Workload) -> list[tuple[tuple[str | int, ...], str, int | None]]:
+    return [(t.path, t.role, t.replicas) for t in found.templates]
+
+
+def replicated(kind: str, api: str, extra: str = "") -> str:
+    return f"""
+apiVersion: {api}
+kind: {kind}
+metadata: {{name: w}}
+spec:
+  {extra}
+  template:
+    metadata: {{labels: {{app: w}}}}
+    spec:
+      {C}
+"""
+
+
+def test_pod() -> None:
+    found = workload(f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p, labels: {{a: b}}}}\nspec:\n  {C}\n")
+    assert shape(found) == [(("spec",), "", 1)]
+    assert found.is_pod
+    template = found.templates[0]
+    assert template.labels == {"a": "b"}
+    assert template.metadata_path == ("metadata",)
+    assert [c.path for c in template.containers] == [("spec", "containers", 0)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "api"),
+    [
+        ("Deployment", "apps/v1"),
+        ("StatefulSet", "apps/v1"),
+        ("ReplicaSet", "apps/v1"),
+        ("ReplicationController", "v1"),
+        ("Rollout", "argoproj.io/v1alpha1"),
+    ],
+)
+def test_replicated_kinds(kind: str, api: str) -> None:
+    path = ("spec", "template", "spec")
+    assert shape(workload(replicated(kind, api, "replicas: 3"))) == [(path, "", 3)]
+    assert shape(workload(replicated(kind, api))) == [(path, "", 1)]  # the API default
+    found = workload(replicated(kind, api, "replicas: 3"))
+    assert found.templates[0].labels == {"app": "w"}
+    assert found.templates[0].metadata_path == ("spec", "template", "metadata")
+    assert found.total_replicas() == 3
+
+
+def test_daemonset_has_no_replica_count() -> None:
+    found = workload(replicated("DaemonSet", "apps/v1"))
+    assert shape(found) == [(("spec", "template", "spec"), "", None)]
+    assert found.total_replicas() is None
+
+
+def test_templated_replicas_fall_back_to_default() -> None:
+    assert shape(workload(replicated("Deployment", "apps/v1", 'replicas: "3"')))[0][2] == 1
+
+
+def test_job_uses_parallelism() -> None:
+    assert shape(workload(replicated("Job", "batch/v1", "parallelism: 4"))) == [
+        (("spec", "template", "spec"), "", 4)
+    ]
+    assert shape(workload(replicated("Job", "batch/v1"))) == [(("spec", "template", "spec"), "", 1)]
+
+
+def test_cronjob() -> None:
+    text = f"""
+apiVersion: batch/v1
+kind: CronJob
+metadata: {{name: nightly-eval}}
+spec:
+  schedule: "0 2 * * *"
+  jobTemplate:
+    spec:
+      parallelism: 2
+      template:
+        spec:
+          restartPolicy: Never
+          {C}
+"""
+    assert shape(workload(text)) == [(("spec", "jobTemplate", "spec", "template", "spec"), "", 2)]
+
+
+LWS = f"""
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {{name: vllm-405b}}
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 4
+    leaderTemplate:
+      spec:
+        {C}
+    workerTemplate:
+      spec:
+        {C}
+"""
+
+
+def test_leader_worker_set_leader_and_workers() -> None:
+    base = ("spec", "leaderWorkerTemplate")
+    assert shape(workload(LWS)) == [
+        ((*base, "leaderTemplate", "spec"), "leader", 2),
+        ((*base, "workerTemplate", "spec"), "worker", 6),  # 2 groups x (4 - 1 leader)
+    ]
+
+
+def test_leader_worker_set_without_leader_template() -> None:
+    text = LWS.replace("    leaderTemplate:\n      spec:\n        " + C + "\n", "")
+    assert shape(workload(text)) == [
+        (("spec", "leaderWorkerTemplate", "workerTemplate", "spec"), "worker", 8)
+    ]
+
+
+def test_inference_service_components_and_model_form() -> None:
+    text = """
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: llama}
+spec:
+  predictor:
+    minReplicas: 2
+    model:
+      modelFormat: {name: huggingface}
+      resources: {limits: {nvidia.com/gpu: 1}}
+  transformer:
+    containers:
+      - name: tokenizer
+        image: ghcr.io/ai-lab/tokenizer:1.0
+  explainer:
+    containers:
+      - name: explainer
+        image: ghcr.io/ai-lab/explainer:1.0
+"""
+    found = workload(text)
+    assert shape(found) == [
+        (("spec", "predictor"), "predictor", 2),
+        (("spec", "transformer"), "transformer", 1),
+        (("spec", "explainer"), "explainer", 1),
+    ]
+    predictor = found.templates[0]
+    (model,) = predictor.containers
+    assert model.path == ("spec", "predictor", "model")
+    assert model.limits == {"nvidia.com/gpu": 1}
+    assert model.resource_path("limits", "nvidia.com/gpu") == (
+        "spec", "predictor", "model", "resources", "limits", "nvidia.com/gpu",
+    )  # fmt: skip
+    assert [c.path for c in found.templates[1].containers] == [("spec", "transformer", "containers", 0)]
+
+
+def test_inference_service_predictor_with_containers_list() -> None:
+    text = """
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: vllm}
+spec:
+  predictor:
+    containers:
+      - name: kserve-container
+        image: vllm/vllm-openai:v0.6.3
+"""
+    found = workload(text)
+    assert [c.path for _, c in found.containers()] == [("spec", "predictor", "containers", 0)]
+
+
+RAY_CLUSTER_SPEC = f"""\
+headGroupSpec:
+  rayStartParams: {{}}
+  template:
+    spec:
+      {C}
+workerGroupSpecs:
+  - groupName: gpu-group
+    replicas: 3
+    template:
+      spec:
+        {C}
+  - minReplicas: 2
+    template:
+      spec:
+        {C}
+"""
+
+
+def ray_spec(indent: str) -> str:
+    return textwrap.indent(RAY_CLUSTER_SPEC, indent)
+
+
+def ray_shape(base: tuple[str, ...]) -> list[tuple[tuple[str | int, ...], str, int | None]]:
+    return [
+        ((*base, "headGroupSpec", "template", "spec"), "head", 1),
+        ((*base, "workerGroupSpecs", 0, "template", "spec"), "worker gpu-group", 3),
+        ((*base, "workerGroupSpecs", 1, "template", "spec"), "worker worker[1]", 2),
+    ]
+
+
+def test_ray_cluster() -> None:
+    text = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: r}\nspec:\n" + ray_spec("  ")
+    assert shape(workload(text)) == ray_shape(("spec",))
+
+
+def test_ray_service() -> None:
+    text = (
+        "apiVersion: ray.io/v1\nkind: RayService\nmetadata: {name: r}\nspec:\n"
+        "  serveConfigV2: 'applications: []'\n  rayClusterConfig:\n" + ray_spec("    ")
+    )
+    assert shape(workload(text)) == ray_shape(("spec", "rayClusterConfig"))
+
+
+def test_ray_job_with_submitter() -> None:
+    text = (
+        "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: r}\nspec:\n"
+        "  entrypoint: python train.py\n"
+        f"  submitterPodTemplate:\n    spec:\n      {C}\n"
+        "  rayClusterSpec:\n" + ray_spec("    ")
+    )
+    assert shape(workload(text)) == [
+        *ray_shape(("spec", "rayClusterSpec")),
+        (("spec", "submitterPodTemplate", "spec"), "submitter", 1),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "roles"),
+    [
+        ("PyTorchJob", "pytorchReplicaSpecs", ("Master", "Worker")),
+        ("TFJob", "tfReplicaSpecs", ("Chief", "Worker")),
+        ("MPIJob", "mpiReplicaSpecs", ("Launcher", "Worker")),
+    ],
+)
+def test_kubeflow_jobs(kind: str, key: str, roles: tuple[str, str]) -> None:
+    first, second = roles
+    text = f"""
+apiVersion: kubeflow.org/v1
+kind: {kind}
+metadata: {{name: train}}
+spec:
+  {key}:
+    {first}:
+      replicas: 1
+      template:
+        spec:
+          {C}
+    {second}:
+      replicas: 4
+      template:
+        spec:
+          {C}
+"""
+    assert shape(workload(text)) == [
+        (("spec", key, first, "template", "spec"), first, 1),
+        (("spec", key, second, "template", "spec"), second, 4),
+    ]
+
+
+def test_train_job_resources_per_node() -> None:
+    text = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: llama-sft}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer:
+    numNodes: 4
+    image: nvcr.io/nvidia/pytorch:24.10-py3
+    resourcesPerNode:
+      limits: {nvidia.com/gpu: 8}
+"""
+    found = workload(text)
+    assert shape(found) == [(("spec", "trainer"), "trainer", 4)]
+    (container,) = found.templates[0].containers
+    assert container.limits == {"nvidia.com/gpu": 8}
+    assert container.resource_path("limits", "nvidia.com/gpu") == (
+        "spec", "trainer", "resourcesPerNode", "limits", "nvidia.com/gpu",
+    )  # fmt: skip
+
+
+def test_jobset() -> None:
+    text = f"""
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {{name: multislice}}
+spec:
+  replicatedJobs:
+    - name: driver
+      template:
+        spec:
+          template:
+            spec:
+              {C}
+    - name: workers
+      replicas: 2
+      template:
+        spec:
+          parallelism: 4
+          template:
+            spec:
+              {C}
+"""
+    base = ("spec", "replicatedJobs")
+    assert shape(workload(text)) == [
+        ((*base, 0, "template", "spec", "template", "spec"), "driver", 1),
+        ((*base, 1, "template", "spec", "template", "spec"), "workers", 8),
+    ]
+
+
+def test_unknown_crd_is_walked_for_containers() -> None:
+    text = f"""
+apiVersion: example.ai/v1
+kind: ModelServer
+metadata: {{name: custom}}
+spec:
+  serving:
+    template:
+      metadata: {{labels: {{app: custom}}}}
+      spec:
+        {C}
+  workers:
+    - name: a
+      podSpec:
+        {C}
+status:
+  observed:
+    spec:
+      {C}
+"""
+    found = workload(text)
+    assert shape(found) == [
+        (("spec", "serving", "template", "spec"), "serving", 1),
+        (("spec", "workers", 0, "podSpec"), "workers.0.podSpec", 1),
+    ]
+    assert found.templates[0].metadata_path == ("spec", "serving", "template", "metadata")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {containers: x}\n",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n",
+        "apiVersion: example.ai/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 3}\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {replicas: 1}\n",
+    ],
+)
+def test_objects_without_pod_templates(text: str) -> None:
+    (resource,) = load_text(text, "x.yaml").resources
+    assert workload_of(resource) is None
+
+
+def test_init_ephemeral_containers_and_volumes() -> None:
+    text = """
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  initContainers:
+    - name: download
+      image: ghcr.io/ai-lab/hf-downloader:0.3.1
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.6.3
+    - not-a-mapping
+  ephemeralContainers:
+    - name: debug
+      image: busybox:1.36
+  volumes:
+    - name: shm
+      emptyDir: {medium: Memory}
+    - name: models
+      persistentVolumeClaim: {claimName: models}
+"""
+    found = workload(text)
+    template = found.templates[0]
+    assert [(c.name, c.role, c.path) for c in template.containers] == [
+        ("vllm", "container", ("spec", "containers", 0)),
+        ("download", "init", ("spec", "initContainers", 0)),
+        ("debug", "ephemeral", ("spec", "ephemeralContainers", 0)),
+    ]
+    assert [c.name for c in template.main_containers()] == ["vllm"]
+    assert [path for path, _ in template.volumes()] == [("spec", "volumes", 0), ("spec", "volumes", 1)]
+    assert template.containers[1].label == "init container 'download'"
+    assert template.containers[2].label == "ephemeral container 'debug'"
+
+
+def test_workload_is_memoised_on_the_resource() -> None:
+    (resource,) = load_text(replicated("Deployment", "apps/v1"), "x.yaml").resources
+    assert workload_of(resource) is workload_of(resource)
+    other = Resource({"kind": "ConfigMap"}, file="x", doc_index=0)
+    assert workload_of(other) is None and workload_of(other) is None
+
+
+def test_known_kind_name_of_another_group_is_walked() -> None:
+    text = f"""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: mpi-train}}
+spec:
+  minAvailable: 3
+  tasks:
+    - name: master
+      replicas: 1
+      template:
+        spec:
+          {C}
+    - name: worker
+      replicas: 2
+      template:
+        spec:
+          {C}
+"""
+    assert [path for path, _, _ in shape(workload(text))] == [
+        ("spec", "tasks", 0, "template", "spec"),
+        ("spec", "tasks", 1, "template", "spec"),
+    ]

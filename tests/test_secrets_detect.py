@@ -1,0 +1,80 @@
+"""Credential detection: provider token shapes and credential-named variables, few false positives."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpupolicy.secrets_detect import credential_name_kind, detect, detect_in_arguments
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "kind"),
+    [
+        ("HF_TOKEN", "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789", "Hugging Face token"),
+        ("X", "sk-proj-abcdefghijklmnopqrstuvwxyz012345", "OpenAI-style API key"),
+        ("X", "sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "Anthropic API key"),
+        ("AWS_ACCESS_KEY_ID", "AKIAQWERTYUIOPASDFGH", "AWS access key id"),
+        ("GH", "ghp_" + "a" * 36, "GitHub token"),
+        ("GH", "github_pat_" + "A1" * 20, "GitHub token"),
+        ("SLACK", "xoxb-1234567890-abcdefghij", "Slack token"),
+        ("HOOK", "https://hooks.slack.com/services/T000/B000/XXXXabcd", "Slack webhook URL"),
+        ("G", "AIza" + "b" * 35, "Google API key"),
+        ("AUTH", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijklmnop", "JSON Web Token"),
+        ("TLS", "-----BEGIN RSA PRIVATE KEY-----\nMIIE...", "private key"),
+        ("DB_URL", "postgresql://app:s3cr3tpw@db:5432/app", "URL with an embedded password"),
+    ],
+)
+def test_value_shapes(name: str, value: str, kind: str) -> None:
+    hit = detect(name, value)
+    assert hit is not None and (hit.kind, hit.evidence) == (kind, "value")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("DB_PASSWORD", "password"), ("WANDB_API_KEY", "API key"), ("apiKey", "API key"), ("MY_SECRET", "secret"),
+     ("AWS_SECRET_ACCESS_KEY", "access key"), ("SIGNING_KEY", "key"), ("GITLAB_TOKEN", "token")],
+)  # fmt: skip
+def test_credential_names(name: str, kind: str) -> None:
+    assert credential_name_kind(name) == kind
+    hit = detect(name, "Zq8!mK2#pL9x")
+    assert hit is not None and hit.evidence == "name"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MAX_TOTAL_TOKENS", "4096"),  # plural: a count
+        ("HF_TOKEN_PATH", "/var/run/secrets/hf/token"),  # about a secret, not the secret
+        ("SECRET_NAME", "hf-token"),
+        ("OPENAI_API_KEY", "EMPTY"),  # vLLM's dummy key
+        ("HUGGING_FACE_HUB_TOKEN", "$HF_TOKEN"),  # envsubst placeholder
+        ("API_KEY", "$(VLLM_API_KEY)"),  # Kubernetes variable reference
+        ("PASSWORD", "<your-password>"),
+        ("TOKEN", "changeme"),
+        ("CACHE_KEY", "true"),
+        ("AWS_ACCESS_KEY_ID", "1234567890"),
+        ("REDIS_PASSWORD", "short"),
+        ("OIDC_SECRET", "https://issuer.example.com/"),
+        ("GROUP_KEY", "{{ .Values.key }}"),
+        ("TOKENIZER_MODE", "auto"),
+        ("MODEL", "meta-llama/Llama-3.1-8B-Instruct"),
+    ],
+)
+def test_not_credentials(name: str, value: str) -> None:
+    assert detect(name, value) is None
+
+
+def test_arguments() -> None:
+    args = [
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        "sk-kFJ12nKsFVfVmGpj3QzX65s4RbN2xJqWzPYC",
+        "--token=hunter2hunter2",
+        "--max-num-seqs",
+        "256",
+    ]
+    found = detect_in_arguments(args)
+    assert [(index, hit.kind) for index, hit in found] == [(4, "OpenAI-style API key"), (5, "token")]
+    assert not detect_in_arguments(["--api-key", "$(VLLM_API_KEY)", "--token", "EMPTY"])

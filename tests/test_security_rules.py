@@ -1,0 +1,287 @@
+"""GP6xx/GP7xx rules end to end: levels, pod/container precedence, GPU escapes, cross-object
+lookups through the inventory, and the restricted example."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from gpupolicy.documents import Resource
+from gpupolicy.engine import evaluate
+from gpupolicy.findings import Finding, Severity
+from gpupolicy.inputs import load_text
+from gpupolicy.inventory import Bundle, Coverage
+from gpupolicy.policy import default_policy, policy_from_mapping
+from tests.conftest import REPO, LintText
+
+RESTRICTED = {"security": {"level": "restricted"}}
+
+
+def pod(
+    spec: str, *, kind_header: str = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ai-lab}\n"
+) -> str:
+    return kind_header + "spec:\n" + spec
+
+
+def ids(findings: Sequence[Finding], rule: str) -> list[Finding]:
+    return [finding for finding in findings if finding.rule_id == rule]
+
+
+GPU_CONTAINER = """\
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.8.5
+      resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def test_restricted_only_rules_are_silent_at_baseline(lint_text: LintText) -> None:
+    text = pod(GPU_CONTAINER)
+    baseline = lint_text(text)
+    restricted = lint_text(text, RESTRICTED)
+    for rule in ("GP602", "GP604", "GP608"):
+        assert not ids(baseline.findings, rule), rule
+        assert len(ids(restricted.findings, rule)) == 1, rule
+
+
+def test_capability_allow_list_follows_the_level(lint_text: LintText) -> None:
+    text = pod(
+        GPU_CONTAINER.replace(
+            "      resources:",
+            "      securityContext: {capabilities: {add: [CHOWN, NET_BIND_SERVICE]}}\n      resources:",
+        )
+    )
+    assert not ids(lint_text(text).findings, "GP603")
+    found = ids(lint_text(text, RESTRICTED).findings, "GP603")
+    assert [f.message for f in found] == [
+        "container 'vllm' adds capability CHOWN, not allowed at the restricted level"
+    ]
+
+
+def test_pod_non_root_with_container_root_user(lint_text: LintText) -> None:
+    text = pod(
+        "  securityContext: {runAsNonRoot: true}\n"
+        + GPU_CONTAINER.replace("      resources:", "      securityContext: {runAsUser: 0}\n      resources:")
+    )
+    found = ids(lint_text(text, RESTRICTED).findings, "GP608")
+    assert [f.path for f in found] == [("spec", "containers", 0, "securityContext", "runAsUser")]
+
+
+def test_container_seccomp_overrides_pod_unconfined(lint_text: LintText) -> None:
+    text = pod(
+        "  securityContext: {seccompProfile: {type: Unconfined}}\n"
+        + GPU_CONTAINER.replace(
+            "      resources:",
+            "      securityContext: {seccompProfile: {type: RuntimeDefault}}\n      resources:",
+        )
+    )
+    found = ids(lint_text(text).findings, "GP609")
+    # one error at the pod field, none for the container (it runs confined)
+    assert [(f.path, f.severity) for f in found] == [
+        (("spec", "securityContext", "seccompProfile", "type"), Severity.ERROR)
+    ]
+
+
+def test_unset_seccomp_is_a_warning(lint_text: LintText) -> None:
+    found = ids(lint_text(pod(GPU_CONTAINER)).findings, "GP609")
+    assert [f.severity for f in found] == [Severity.WARNING]
+
+
+def test_privileged_names_the_gpu_consequence(lint_text: LintText) -> None:
+    text = pod(
+        GPU_CONTAINER.replace(
+            "      resources:", "      securityContext: {privileged: true}\n      resources:"
+        )
+    )
+    [finding] = ids(lint_text(text).findings, "GP601")
+    assert "sees every GPU on the node" in finding.message
+
+
+def test_host_path_names_gpu_devices_and_sockets(lint_text: LintText) -> None:
+    volumes = "".join(
+        f"    - {{name: v{i}, hostPath: {{path: {path}}}}}\n"
+        for i, path in enumerate(
+            ["/dev/nvidia0", "/dev/dri", "/run/nvidia/driver", "/var/run/docker.sock", "/dev", "/data"]
+        )
+    )
+    found = ids(lint_text(pod(GPU_CONTAINER + "  volumes:\n" + volumes)).findings, "GP606")
+    messages = [f.message for f in found]
+    assert len(messages) == 6
+    assert "NVIDIA GPU device nodes" in messages[0]
+    assert "DRM GPU device nodes" in messages[1]
+    assert "NVIDIA driver" in messages[2]
+    assert "Docker socket" in messages[3]
+    assert "whole /dev" in messages[4]
+    assert messages[5] == "volume 'v5' mounts the node's /data"
+
+
+def test_nvidia_env_fires_without_gpu_request(lint_text: LintText) -> None:
+    text = pod(
+        "  containers:\n    - name: c\n      image: busybox:1.37\n      env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]\n"
+    )
+    assert len(ids(lint_text(text).findings, "GP607")) == 1
+    hidden = text.replace("value: all", "value: void")
+    assert not ids(lint_text(hidden).findings, "GP607")
+
+
+MPS_POLICY = {
+    "security": {"allowMpsHostIPC": True},
+    "nodePools": [
+        {
+            "name": "a100",
+            "resource": "nvidia.com/gpu",
+            "gpuProduct": "A100",
+            "gpusPerNode": 8,
+            "sharing": "none",
+        },
+        {
+            "name": "l4-mps",
+            "resource": "nvidia.com/gpu.shared",
+            "gpuProduct": "L4",
+            "gpusPerNode": 4,
+            "sharing": "mps",
+        },
+        {
+            "name": "t4-ts",
+            "resource": "nvidia.com/gpu.shared",
+            "gpuProduct": "T4",
+            "gpusPerNode": 4,
+            "sharing": "time-slicing",
+        },
+    ],
+}
+
+
+def mps_pod(selector: str) -> str:
+    return pod(
+        f"  hostIPC: true\n{selector}  containers:\n    - name: c\n      image: busybox:1.37\n"
+        "      resources: {limits: {nvidia.com/gpu.shared: 1}}\n"
+    )
+
+
+def test_mps_host_ipc_needs_the_policy_and_an_mps_pool(lint_text: LintText) -> None:
+    on_mps = mps_pod("  nodeSelector: {nvidia.com/gpu.product: L4-SHARED}\n")
+    assert not ids(lint_text(on_mps, MPS_POLICY).findings, "GP605")
+    # the allowance is off by default
+    assert len(ids(lint_text(on_mps, {**MPS_POLICY, "security": {}}).findings, "GP605")) == 1
+    # without node targeting the pod may land on the time-sliced pool too
+    assert len(ids(lint_text(mps_pod(""), MPS_POLICY).findings, "GP605")) == 1
+    # hostNetwork is never allowed
+    assert len(ids(lint_text(on_mps.replace("hostIPC", "hostNetwork"), MPS_POLICY).findings, "GP605")) == 1
+
+
+class UnavailableInventory(Bundle):
+    def coverage(self, kind: str) -> Coverage:
+        return Coverage.UNAVAILABLE
+
+
+def test_network_policy_unknown_when_inventory_unavailable() -> None:
+    resources = load_text(pod(GPU_CONTAINER), "p.yaml").resources
+    report = evaluate(resources, default_policy(), UnavailableInventory(resources))
+    [finding] = ids(report.findings, "GP614")
+    assert finding.severity is Severity.INFO and "cannot tell" in finding.message
+
+
+def test_webhook_style_inventory_answers_cross_object_rules() -> None:
+    """One admitted object, the rest from the cluster inventory: the NetworkPolicy and the
+    ServiceAccount are found there."""
+    cluster = load_text(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: ai-lab}\nspec: {podSelector: {}}\n"
+        "---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: llm, namespace: ai-lab}\nautomountServiceAccountToken: false\n",
+        "cluster.yaml",
+    ).resources
+    admitted = load_text(pod("  serviceAccountName: llm\n" + GPU_CONTAINER), "p.yaml").resources
+    report = evaluate(
+        admitted, default_policy(), Bundle([*cluster, *admitted], complete_kinds=["NetworkPolicy"])
+    )
+    assert not ids(report.findings, "GP614") and not ids(report.findings, "GP613")
+
+
+def test_rbac_group_of_service_accounts(lint_text: LintText) -> None:
+    text = (
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: all}\n"
+        "rules: [{apiGroups: ['*'], resources: ['*'], verbs: [get]}]\n---\n"
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: all}\n"
+        "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: all}\n"
+        "subjects: [{kind: Group, name: 'system:serviceaccounts:ai-lab', apiGroup: rbac.authorization.k8s.io}]\n---\n"
+        + pod(GPU_CONTAINER)
+    )
+    [finding] = ids(lint_text(text).findings, "GP616")
+    assert finding.path == ("rules", 0, "resources", 0) and "Pod/p" in finding.message
+    other_namespace = text.replace("system:serviceaccounts:ai-lab", "system:serviceaccounts:other")
+    assert not ids(lint_text(other_namespace).findings, "GP616")
+
+
+def test_secret_in_env_and_args(lint_text: LintText) -> None:
+    text = pod(
+        "  containers:\n    - name: c\n      image: busybox:1.37\n"
+        "      args: [--api-key, sk-kFJ12nKsFVfVmGpj3QzX65s4RbN2xJqWzPYC]\n"
+        "      env: [{name: HF_TOKEN, value: hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789}, {name: OPENAI_API_KEY, value: EMPTY}]\n"
+    )
+    found = ids(lint_text(text).findings, "GP612")
+    assert sorted(f.path for f in found) == [
+        ("spec", "containers", 0, "args", 1),
+        ("spec", "containers", 0, "env", 0, "value"),
+    ]
+
+
+def test_supply_chain_rules(lint_text: LintText) -> None:
+    text = pod("  containers:\n    - name: c\n      image: registry.example.com:5000/team/app\n")
+    report = lint_text(text)
+    assert len(ids(report.findings, "GP701")) == 1 and len(ids(report.findings, "GP702")) == 1
+    assert not ids(report.findings, "GP703")  # empty allow list: no check
+    allowed = lint_text(text, {"supplyChain": {"allowedRegistries": ["registry.example.com:5000/team"]}})
+    assert not ids(allowed.findings, "GP703")
+    denied = lint_text(text, {"supplyChain": {"allowedRegistries": ["nvcr.io"]}})
+    assert len(ids(denied.findings, "GP703")) == 1
+
+
+def test_model_unpinned_only_for_serving_workloads(lint_text: LintText) -> None:
+    container = "  containers:\n    - name: c\n      image: vllm/vllm-openai:v0.8.5\n      args: [--model, Qwen/Qwen3-8B]\n"
+    assert not ids(lint_text(pod(container)).findings, "GP704")  # a bare Pod is not serving
+    deployment = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: ai-lab}\nspec:\n"
+        "  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n"
+        + "\n".join("    " + line if line else line for line in container.splitlines())
+        + "\n"
+    )
+    assert len(ids(lint_text(deployment).findings, "GP704")) == 1
+
+
+def test_policy_sections_validate() -> None:
+    policy = policy_from_mapping(
+        {
+            "security": {"level": "restricted", "allowMpsHostIPC": True},
+            "supplyChain": {"allowedRegistries": ["nvcr.io"]},
+        }
+    )
+    assert policy.get("security.level") == "restricted"
+    assert default_policy().get("security.level") == "baseline"
+    assert default_policy().get("security.allowMpsHostIPC") is False
+    assert default_policy().get("supplyChain.allowedRegistries") == []
+
+
+RESTRICTED_EXAMPLE = REPO / "examples" / "gpu" / "restricted-vllm.yaml"
+
+
+def _load(path: Path) -> list[Resource]:
+    return load_text(path.read_text(encoding="utf-8"), str(path), hint_path=path).resources
+
+
+def test_restricted_example_passes_every_gp6_rule_and_gets_its_gpu() -> None:
+    resources = _load(RESTRICTED_EXAMPLE)
+    report = evaluate(resources, policy_from_mapping(RESTRICTED))
+    assert not report.errors
+    gp6 = [f"{f.rule_id} {f.message}" for f in report.findings if f.rule_id.startswith("GP6")]
+    assert gp6 == []
+    deployment = next(r for r in resources if r.kind == "Deployment")
+    limits = deployment.obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 1
+    assert default_policy().gpu.classify("nvidia.com/gpu") is not None
+    # and the supply-chain rules agree: pinned image, pinned model
+    assert not [f for f in report.findings if f.rule_id in ("GP701", "GP702", "GP704")]
+    # the namespace it declares enforces restricted itself
+    namespace = yaml.safe_load(RESTRICTED_EXAMPLE.read_text(encoding="utf-8").split("---")[0])
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
