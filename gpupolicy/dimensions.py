@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy import models
 from gpupolicy.findings import JsonPath, format_path
 from gpupolicy.gpu import GpuCatalog
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
@@ -44,16 +45,27 @@ SHARING_NODE_LABELS = frozenset(
     }
 )
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+# The servers' own model flags and env vars are defined once, in gpupolicy.models (GP704);
+# identity for an experiment diff also counts the generic spellings teams use in their images.
 MODEL_ENV = frozenset(
-    {"MODEL", "MODEL_ID", "MODEL_NAME", "MODEL_PATH", "HF_MODEL_ID", "MODEL_REPO", "SERVED_MODEL"}
+    {
+        *models.MODEL_ENV,
+        *models.REVISION_ENV,
+        "MODEL",
+        "MODEL_NAME",
+        "MODEL_PATH",
+        "HF_MODEL_ID",
+        "MODEL_REPO",
+        "SERVED_MODEL",
+    }
 )
 INPUT_ENV = frozenset(
     {"DATASET", "DATASET_NAME", "DATASET_PATH", "INPUT", "INPUT_PATH", "PROMPTS", "BENCHMARK_INPUT"}
 )
 MODEL_FLAGS = frozenset(
     {
-        "--model", "--model-id", "--model_id", "--model-path", "--model_path", "--model-name-or-path",
-        "--model_name_or_path", "--model-repository", "--model-store", "--model-dir", "--load-model", "--revision",
+        *models.MODEL_FLAGS, *models.REVISION_FLAGS,
+        "--model_id", "--model_path", "--model-name-or-path", "--model_name_or_path", "--model-store", "--model-dir",
     }
 )  # fmt: skip
 INPUT_FLAGS = frozenset(

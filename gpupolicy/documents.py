@@ -56,7 +56,7 @@ class Resource:
     """One Kubernetes object as loaded: the value, where it came from, and its node tree."""
 
     __slots__ = (
-        "_workload",
+        "_templates",
         "doc_index",
         "duplicates",
         "file",
@@ -85,7 +85,7 @@ class Resource:
         # PyYAML's C marks are read-only: documents parsed one by one keep their offset here.
         self.line_offset = line_offset
         self.duplicates = duplicates or []
-        self._workload: Any = None
+        self._templates: Any = None  # memoised by pod_spec.workload_of
 
     # -- identity -------------------------------------------------------------
     @property
@@ -297,32 +297,6 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
 MAX_DEPTH = 200
 
 
-def _check_depth(root: yaml.Node, limit: int) -> None:
-    """Raise when a path through the tree (aliases included) is more than `limit` levels deep."""
-    deepest: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            cycle = _alias_cycle(root)
-            if cycle is not None:
-                line = cycle.start_mark.line + 1
-                raise ExcessiveAliasing(
-                    f"an anchor's value contains an alias of itself (the value at line {line})"
-                )
-            line = node.start_mark.line + 1
-            raise ExcessiveAliasing(f"the document nests deeper than {limit} levels (at line {line})")
-        if deepest.get(id(node), 0) >= depth:
-            continue  # reached before at this depth or deeper: nothing new below
-        deepest[id(node)] = depth
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                stack.append((key_node, depth + 1))
-                stack.append((value_node, depth + 1))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, depth + 1) for item in node.value)
-
-
 def _alias_cycle(root: yaml.Node) -> yaml.Node | None:
     """A node that contains itself through an alias (`&a [*a]`), found without recursion."""
     open_nodes: set[int] = set()
@@ -349,20 +323,25 @@ def _alias_cycle(root: yaml.Node) -> yaml.Node | None:
 
 
 def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
-    """Build plain Python values from a node tree, noting repeated mapping keys."""
-    _check_depth(root, MAX_DEPTH)
+    """Build plain Python values from a node tree, noting repeated mapping keys.
+
+    Depth is tracked during the one walk (no second traversal on the hot path); the alias
+    checks run only for documents that use aliases."""
     duplicates: list[DuplicateKey] = []
     memo: dict[int, Any] = {}
     aliased = False
     scalar_node = yaml.ScalarNode
     mapping_node = yaml.MappingNode
 
-    def build(node: yaml.Node) -> Any:
+    def build(node: yaml.Node, depth: int) -> Any:
         if type(node) is scalar_node:
             tag = node.tag
             if tag == _TAG_STR:
                 return node.value
             return _scalar_value(node)
+        if depth > MAX_DEPTH:
+            line = node.start_mark.line + 1
+            raise ExcessiveAliasing(f"the document nests deeper than {MAX_DEPTH} levels (at line {line})")
         known = memo.get(id(node))
         if known is not None:
             nonlocal aliased
@@ -374,22 +353,25 @@ def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
             seen_lines: dict[Any, int] = {}
             for key_node, value_node in node.value:
                 if key_node.tag == _TAG_MERGE:
-                    _merge_into(result, build(value_node))
+                    _merge_into(result, build(value_node, depth + 1))
                     continue
-                key = build(key_node)
+                key = build(key_node, depth + 1)
                 if not isinstance(key, str | int | float | bool) and key is not None:
                     key = str(key)
                 if key in seen_lines:
                     duplicates.append(DuplicateKey(str(key), seen_lines[key], key_node))
                 seen_lines[key] = key_node.start_mark.line + 1
-                result[key] = build(value_node)
+                result[key] = build(value_node, depth + 1)
             return result
         items: list[Any] = []
         memo[id(node)] = items
-        items.extend(build(item) for item in node.value)
+        items.extend(build(item, depth + 1) for item in node.value)
         return items
 
-    value = build(root)
+    value = build(root, 1)
+    if aliased and (cycle := _alias_cycle(root)) is not None:
+        line = cycle.start_mark.line + 1
+        raise ExcessiveAliasing(f"an anchor's value contains an alias of itself (the value at line {line})")
     if aliased and _expanded_size(root, MAX_EXPANDED_VALUES) > MAX_EXPANDED_VALUES:
         raise ExcessiveAliasing(
             f"the document's aliases expand to more than {MAX_EXPANDED_VALUES:,} values "

@@ -73,6 +73,7 @@ class GpuCatalog:
             str(item) for item in as_list(config.get("fractionAnnotations"))
         )
         self._cache: dict[str, GpuResource | None] = {}
+        self._cache_key = f"gpu:{id(self)}"
 
     def _add_vendor(self, vendor: Mapping[str, Any]) -> None:
         name = str(vendor.get("name", ""))
@@ -106,17 +107,22 @@ class GpuCatalog:
         return found
 
     def container_demands(self, container: Container) -> list[GpuDemand]:
-        requests, limits = container.requests, container.limits
-        demands = []
-        for name in dict.fromkeys([*limits, *requests]):
-            resource = self.classify(str(name))
-            if resource is not None:
-                demands.append(GpuDemand(container, resource, requests.get(name), limits.get(name)))
-        return demands
+        """GPU-vendor resources a container names (memoised on the container, per catalogue)."""
+        key = self._cache_key
+        cached: list[GpuDemand] | None = container.cache.get(key)
+        if cached is None:
+            requests, limits = container.requests, container.limits
+            cached = []
+            for name in dict.fromkeys([*limits, *requests]):
+                resource = self.classify(str(name))
+                if resource is not None:
+                    cached.append(GpuDemand(container, resource, requests.get(name), limits.get(name)))
+            container.cache[key] = cached
+        return cached
 
     def template_demands(self, template: PodTemplate) -> list[GpuDemand]:
         """Every GPU-vendor resource named by any container of the template (memoised on it)."""
-        key = f"gpu-demands:{id(self)}"
+        key = self._cache_key
         cached = template.cache.get(key)
         if cached is None:
             cached = [
@@ -129,20 +135,29 @@ class GpuCatalog:
         return [demand for demand in self.template_demands(template) if demand.resource.counts_gpus]
 
     def container_gpu_count(self, container: Container) -> Decimal:
-        total = Decimal(0)
-        for demand in self.container_demands(container):
-            if demand.resource.counts_gpus and (amount := demand.amount) is not None and amount > 0:
-                total += amount
+        key = self._cache_key + ":count"
+        total: Decimal | None = container.cache.get(key)
+        if total is None:
+            total = Decimal(0)
+            for demand in self.container_demands(container):
+                if demand.resource.counts_gpus and (amount := demand.amount) is not None and amount > 0:
+                    total += amount
+            container.cache[key] = total
         return total
 
     def uses_gpus(self, template: PodTemplate) -> bool:
         """Device-plugin GPUs (any positive amount), a DRA claim on a GPU device class, or a
         fraction of a GPU asked of a sharing scheduler by annotation."""
-        return (
-            any((demand.amount or 0) > 0 for demand in self.counted_demands(template))
-            or bool(dra_gpu_claims(template))
-            or self.uses_gpu_fraction(template)
-        )
+        key = self._cache_key + ":uses"
+        uses: bool | None = template.cache.get(key)
+        if uses is None:
+            uses = (
+                any((demand.amount or 0) > 0 for demand in self.counted_demands(template))
+                or bool(dra_gpu_claims(template))
+                or self.uses_gpu_fraction(template)
+            )
+            template.cache[key] = uses
+        return uses
 
     def uses_gpu_fraction(self, template: PodTemplate) -> bool:
         return any(key in self.fraction_annotations for key in template.annotations)

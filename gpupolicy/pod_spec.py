@@ -7,7 +7,7 @@ kind is walked for `containers` lists, so a CRD that carries pods is never silen
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.documents import Resource
@@ -49,6 +49,8 @@ class Container:
     path: JsonPath
     role: str  # "container", "init" or "ephemeral"
     resources_key: str = "resources"
+    # Derived facts (GPU demands) memoised per container; not part of its identity.
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -432,13 +434,12 @@ class Workload:
 
 def workload_of(resource: Resource) -> Workload | None:
     """The workload view of `resource`, or None when it carries no pod template (memoised)."""
-    cached = resource._workload
-    if cached is not None:
-        return cached if isinstance(cached, Workload) else None
-    templates = list(extract_templates(resource))
-    workload: Workload | None = Workload(resource, templates) if templates else None
-    resource._workload = workload if workload is not None else False
-    return workload
+    # The templates are memoised, not the Workload: a Workload points back at its resource,
+    # and a cycle would outlive a batch run that pauses the cyclic collector.
+    templates = resource._templates
+    if templates is None:
+        templates = resource._templates = list(extract_templates(resource))
+    return Workload(resource, templates) if templates else None
 
 
 def extract_templates(resource: Resource) -> Iterator[PodTemplate]:

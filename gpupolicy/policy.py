@@ -28,6 +28,9 @@ from gpupolicy.pod_spec import as_list, as_mapping
 REPO_POLICY_NAMES = (".gpupolicy.yaml", ".gpupolicy.yml")
 
 
+_ABSENT: Any = object()
+
+
 class PolicyError(Exception):
     """A policy file that cannot be used; the message names file, line and key."""
 
@@ -80,6 +83,7 @@ class Policy:
         self.data = data
         self.sources = tuple(sources)
         self._rule_settings: dict[str, RuleSettings] = {}
+        self._lookups: dict[str, Any] = {}
         self.gpu = GpuCatalog(as_mapping(data.get("gpu")))
 
     # -- what rules read ---------------------------------------------------------------
@@ -87,12 +91,18 @@ class Policy:
         return as_mapping(self.data.get(name))
 
     def get(self, dotted: str, default: Any = None) -> Any:
-        value: Any = self.data
-        for step in dotted.split("."):
-            if not isinstance(value, Mapping) or step not in value:
-                return default
-            value = value[step]
-        return value
+        """A value by dotted key. Memoised: rules ask for the same keys once per object, and a
+        policy does not change once loaded."""
+        value = self._lookups.get(dotted, _ABSENT)
+        if value is _ABSENT:
+            value = self.data
+            for step in dotted.split("."):
+                if not isinstance(value, Mapping) or step not in value:
+                    value = _ABSENT
+                    break
+                value = value[step]
+            self._lookups[dotted] = value
+        return default if value is _ABSENT else value
 
     def rule(self, rule_id: str) -> RuleSettings:
         settings = self._rule_settings.get(rule_id)

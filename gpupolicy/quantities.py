@@ -7,6 +7,7 @@ int or float. https://kubernetes.io/docs/reference/kubernetes-api/common-definit
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -45,6 +46,12 @@ def parse_quantity(value: object) -> Decimal:
         return Decimal(repr(value))
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    """Memoised: rules parse the same few quantities many times per object (Decimal is immutable)."""
     match = _QUANTITY.match(value.strip())
     if match is None or value != value.strip():
         raise QuantityError(f"{value!r} is not a quantity")

@@ -20,5 +20,9 @@ def paused_cyclic_gc() -> Iterator[None]:
     try:
         yield
     finally:
+        # Everything allocated during the pause is still in the youngest generation; re-enabling
+        # as is would make the next allocation walk all of it. Freezing moves it out of the
+        # collector's sight (reference counting still frees it).
+        gc.freeze()
         if was_enabled:
             gc.enable()

@@ -128,7 +128,10 @@ def test_uses_gpus_and_gpu_containers(catalog: GpuCatalog) -> None:
         "nvidia.com/gpu",
     ]
     first = catalog.template_demands(template)
-    assert len(template.cache) == 1  # memoised on the template
+    memo = [value for value in template.cache.values() if isinstance(value, list)]
+    assert len(memo) == 1 and len(memo[0]) == 3  # memoised on the template
+    template.containers.clear()  # a recomputation would now find nothing
+    assert len(catalog.template_demands(template)) == 3
     first.clear()  # callers get a copy: the memo cannot be changed from outside
     assert len(catalog.template_demands(template)) == 3
 

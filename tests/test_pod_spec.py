@@ -412,7 +412,11 @@ spec:
 
 def test_workload_is_memoised_on_the_resource() -> None:
     (resource,) = load_text(replicated("Deployment", "apps/v1"), "x.yaml").resources
-    assert workload_of(resource) is workload_of(resource)
+    first, second = workload_of(resource), workload_of(resource)
+    assert first is not None and second is not None
+    # The templates (and what rules memoise on them) are shared; the Workload wrapper is not
+    # kept, so that no reference cycle outlives a batch run.
+    assert first.templates is second.templates
     other = Resource({"kind": "ConfigMap"}, file="x", doc_index=0)
     assert workload_of(other) is None and workload_of(other) is None
 
