@@ -15,6 +15,11 @@ Two measurements per endpoint:
   shows up in the percentiles (no coordinated omission);
 - saturation: `wrk` (16 connections, one thread) when installed, else a closed-loop asyncio client.
 
+The last column is the server's CPU time per request (user + system of the whole process, read
+from /proc), which stays meaningful when other work shares the machine.
+`--server-arg=--review-in-threadpool` runs `review()` in the threadpool instead of the event loop;
+`BENCH_GC=trace` logs collector pauses over 2 ms to the server log, `BENCH_GC=off` disables it.
+
 This is a benchmark, not a test: it prints figures and asserts nothing.
 """
 
@@ -57,6 +62,24 @@ def serve(argv: list[str]) -> None:
 
     args = build_parser().parse_args(["serve", *argv])
     server, cleanup = build_server(args)
+    if os.environ.get("BENCH_GC") == "off":  # experiment: is the collector behind the p99?
+        import gc
+
+        gc.disable()
+    if os.environ.get("BENCH_GC") == "trace":  # log collections that take over 2 ms
+        import gc
+
+        started: dict[str, float] = {}
+
+        def trace(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                started["t"] = time.perf_counter()
+                started["n"] = len(gc.get_objects(info["generation"]))
+            elif (pause := time.perf_counter() - started["t"]) > 0.002:
+                print(f"gc gen{info['generation']} {pause * 1000:.1f} ms, {started['n']} objects, "
+                      f"{info['collected']} collected", file=sys.stderr, flush=True)  # fmt: skip
+
+        gc.callbacks.append(trace)
 
     @server.config.app.post("/noop")
     async def noop(request: Request) -> Response:

@@ -152,15 +152,15 @@ class ClusterInventory:
 
         configuration = k8s.Configuration()
         try:
-            if kubeconfig is None:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            else:
-                raise k8s_config.ConfigException("kubeconfig given")
-        except k8s_config.ConfigException:
-            try:
+            if kubeconfig is not None:
                 k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-            except (k8s_config.ConfigException, OSError, TypeError) as exc:
-                return cls(None, no_client_reason=f"no Kubernetes configuration: {exc}", **options)
+            else:
+                try:
+                    k8s_config.load_incluster_config(client_configuration=configuration)
+                except k8s_config.ConfigException:
+                    k8s_config.load_kube_config(client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError, TypeError, ValueError) as exc:
+            return cls(None, no_client_reason=f"no Kubernetes configuration: {exc}", **options)
         return cls(k8s.ApiClient(configuration), **options)
 
     # -- the Inventory protocol ----------------------------------------------------------------

@@ -88,7 +88,12 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         )
     else:
         inventory = ClusterInventory.from_environment(kubeconfig=args.kubeconfig)
-    provenance = None if args.no_provenance else open_provenance(args.db, args.data_dir)
+    try:
+        provenance = None if args.no_provenance else open_provenance(args.db, args.data_dir)
+    except (OSError, ValueError) as exc:  # an unwritable --data-dir, a URL of another database
+        raise UsageError(
+            f"cannot open the provenance store: {exc} (see --db, --data-dir, --no-provenance)"
+        ) from exc
     certificate = ReloadingCertificate(args.tls_cert, args.tls_key) if args.tls_cert else None
     state = WebhookState(
         engine=engine,
@@ -99,6 +104,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         certificate_check_seconds=args.tls_check_seconds,
     )
     state.review_in_threadpool = bool(getattr(args, "review_in_threadpool", False))
+    state.freeze_gc = True
     warm_up(engine, inventory)
     # What was loaded at start-up (rules, policy, client models: ~90,000 objects) lives as long
     # as the process: keep it out of the cyclic collector, whose full passes over it took tens

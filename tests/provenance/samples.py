@@ -15,7 +15,7 @@ from gpupolicy.engine import Report, evaluate
 from gpupolicy.policy import Policy
 from gpupolicy.provenance import ProvenanceRecord
 
-POSTGRES_URL_ENV = "GPUPOLICY_TESTPOSTGRES_URL"
+POSTGRES_URL_ENV = "GPUPOLICY_TEST_POSTGRES_URL"
 DEFAULTPOSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 RUN_ID = uuid.uuid4().hex[:8]
 REPO_ROOT = Path(__file__).resolve().parents[2]

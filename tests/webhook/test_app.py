@@ -1,0 +1,207 @@
+"""The HTTP shell in-process (Starlette's test client): routing, provenance before the answer,
+what a failing store does, readiness, TLS reloading, and that the linter never loads the
+webhook's dependencies."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+with warnings.catch_warnings():  # starlette's notice about httpx2; the client still works
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+from gpupolicy.policy import default_policy
+from gpupolicy.webhook.app import Provenance, WebhookState, create_app
+from gpupolicy.webhook.review import ReviewEngine
+from gpupolicy.webhook.tls import ReloadingCertificate
+from tests.webhook.reviews import admission_review, gpu_deployment
+from tests.webhook.server_process import REPO, write_certificate
+from tests.webhook.test_review import CLUSTER
+
+
+class MemoryStore:
+    """The provenance store's interface, in memory: `record()` returns the id."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.records: dict[str, Any] = {}
+        self.fail = fail
+        self.closed = False
+
+    def record(self, record: Any) -> str:
+        if self.fail:
+            raise OSError("disk full")
+        self.records[record["uid"]] = record
+        return str(record["uid"])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class NotRecordable(ValueError):
+    pass
+
+
+def build_record(
+    request: dict[str, Any], obj: dict[str, Any], report: Any, policy: Any, **_: Any
+) -> dict[str, Any]:
+    return {"uid": request["uid"], "name": obj["metadata"].get("name"), "findings": len(report.findings)}
+
+
+class Synced:
+    def __init__(self, synced: bool) -> None:
+        self._synced = synced
+
+    def synced(self) -> bool:
+        return self._synced
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        return {"PriorityClass": {"state": "synced" if self._synced else "pending", "synced": self._synced}}
+
+
+def make_client(store: MemoryStore | None = None, *, synced: bool = True) -> TestClient:
+    state = WebhookState(
+        engine=ReviewEngine.from_policy(default_policy()),
+        inventory=CLUSTER,
+        inventory_status=Synced(synced),
+        provenance=Provenance(store=store, build_record=build_record, not_recordable=NotRecordable)
+        if store is not None
+        else None,
+    )
+    return TestClient(create_app(state))
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    return MemoryStore()
+
+
+@pytest.fixture
+def client(store: MemoryStore) -> Iterator[TestClient]:
+    with make_client(store) as test_client:
+        yield test_client
+
+
+def test_records_admitted_gpu_workloads_before_answering(client: TestClient, store: MemoryStore) -> None:
+    body = admission_review(gpu_deployment())
+    answer = client.post("/validate", json=body).json()["response"]
+    assert answer["allowed"] is True
+    assert body["request"]["uid"] in store.records  # already there when the answer arrived
+    assert store.records[body["request"]["uid"]]["name"] == "llm-server"
+
+
+def test_never_records_dry_runs_denials_or_skipped_objects(client: TestClient, store: MemoryStore) -> None:
+    dry = admission_review(gpu_deployment(), dry_run=True)
+    client.post("/validate", json=dry)
+    bad = gpu_deployment()
+    bad["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
+    denied = admission_review(bad)
+    assert client.post("/validate", json=denied).json()["response"]["allowed"] is False
+    delete = admission_review(None, operation="DELETE", old_object=gpu_deployment())
+    client.post("/validate", json=delete)
+    assert store.records == {}
+
+
+def test_a_failing_store_admits_and_counts_the_loss() -> None:
+    with make_client(MemoryStore(fail=True)) as test_client:
+        answer = test_client.post("/validate", json=admission_review(gpu_deployment())).json()["response"]
+        assert answer["allowed"] is True
+        assert 'gpupolicy_provenance_writes_total{outcome="failed"} 1.0' in test_client.get("/metrics").text
+
+
+def test_readiness_follows_the_inventory() -> None:
+    with make_client(synced=True) as ready:
+        response = ready.get("/readyz")
+        assert response.status_code == 200 and response.json()["ready"] is True
+        assert 'gpupolicy_inventory_synced{kind="PriorityClass"} 1.0' in ready.get("/metrics").text
+    with make_client(synced=False) as waiting:
+        response = waiting.get("/readyz")
+        assert response.status_code == 503
+        assert response.json()["inventory"]["kinds"]["PriorityClass"]["state"] == "pending"
+
+
+def test_internal_errors_answer_500_and_the_app_keeps_serving(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpupolicy.webhook.app as app_module
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(app_module, "review", broken)
+    response = client.post("/validate", json=admission_review(gpu_deployment()))
+    assert response.status_code == 500 and "internal error" in response.json()["error"]
+    monkeypatch.undo()
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+
+
+def _peer_issuer(context: ssl.SSLContext, ca: trustme.CA) -> bool:
+    """Whether a client trusting only `ca` accepts what `context` serves (memory BIOs, no socket)."""
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    server_in, server_out, client_in, client_out = (
+        ssl.MemoryBIO(),
+        ssl.MemoryBIO(),
+        ssl.MemoryBIO(),
+        ssl.MemoryBIO(),
+    )
+    server = context.wrap_bio(server_in, server_out, server_side=True)
+    client = client_context.wrap_bio(client_in, client_out, server_hostname="127.0.0.1")
+    for _ in range(10):
+        for side in (client, server):
+            try:
+                side.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLCertVerificationError:
+                return False
+        server_in.write(client_out.read())
+        client_in.write(server_out.read())
+        try:
+            client.do_handshake()
+            return True
+        except ssl.SSLWantReadError:
+            continue
+        except ssl.SSLCertVerificationError:
+            return False
+    return False
+
+
+def test_certificate_reload_refuses_a_half_written_pair(tmp_path: Path) -> None:
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    cert, key = write_certificate(old_ca, tmp_path / "tls")
+    reloading = ReloadingCertificate(cert, key)
+    assert _peer_issuer(reloading.context, old_ca)
+    assert not reloading.reload_if_changed()  # nothing changed
+    new_cert, new_key = write_certificate(new_ca, tmp_path / "next")
+    cert.write_bytes(new_cert.read_bytes())  # the chain first: it no longer matches the key
+    assert not reloading.reload_if_changed()
+    assert _peer_issuer(reloading.context, old_ca)  # still serving the old pair
+    key.write_bytes(new_key.read_bytes())
+    assert reloading.reload_if_changed() and reloading.reloads == 1
+    assert _peer_issuer(reloading.context, new_ca) and not _peer_issuer(reloading.context, old_ca)
+
+
+def test_the_linter_never_imports_the_webhook_dependencies(tmp_path: Path) -> None:
+    manifest = tmp_path / "ok.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n", encoding="utf-8"
+    )
+    code = (
+        "import sys; from gpupolicy.cli import main; "
+        f"code = main(['lint', '--no-repo-policy', {str(manifest)!r}]); "
+        "loaded = [m for m in ('fastapi', 'uvicorn', 'starlette', 'kubernetes', 'prometheus_client', 'sqlalchemy') if m in sys.modules]; "
+        "print(loaded); sys.exit(0 if not loaded else 3)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
