@@ -31,7 +31,7 @@ KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization
 # Files that live beside manifests but are not Kubernetes objects.
 NOT_MANIFESTS = frozenset(
     {
-        "Chart.yaml", "Chart.lock", "values.yaml", "values.yml", ".gpupolicy.yaml", ".gpupolicy.yml",
+        "Chart.yaml", "Chart.lock", "values.schema.json", "values.yaml", "values.yml", ".gpupolicy.yaml", ".gpupolicy.yml",
         ".pre-commit-config.yaml", ".pre-commit-hooks.yaml", "package.json", "package-lock.json",
         "tsconfig.json", "SOURCES.tsv", ".yamllint.yaml", ".yamllint",
     }

@@ -82,9 +82,11 @@ def _dup_path(path: tuple[str | int, ...], key: str) -> tuple[str | int, ...]:
 )
 def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
     if not isinstance(resource.obj, dict):
-        kind = type(resource.obj).__name__.replace("str", "text").replace("list", "list")
+        kind = {str: "plain text", list: "a list", int: "a number", float: "a number", bool: "a boolean"}.get(
+            type(resource.obj), type(resource.obj).__name__
+        )
         yield Violation(
-            (), f"document is a {kind}, not a Kubernetes object (a mapping with apiVersion and kind)"
+            (), f"document is {kind}, not a Kubernetes object (a mapping with apiVersion and kind)"
         )
         return
     for key in ("apiVersion", "kind"):
