@@ -87,8 +87,8 @@ def iter_manifest_files(
     are matched against paths relative to `base` (the directory given on the command line)."""
     patterns = list(exclude)
     base = root if base is None else base
-    if any((root / name).is_file() for name in KUSTOMIZATION_FILES):
-        yield root
+    if any((root / name).is_file() for name in KUSTOMIZATION_FILES) or is_chart(root):
+        yield root  # rendered as one unit (kubectl kustomize, helm template)
         return
     for entry in sorted(root.iterdir()):
         if entry.name.startswith(".") or is_excluded(entry, base, patterns):
@@ -180,36 +180,52 @@ def load_file(path: Path) -> LoadedText:
     return load_text(text, file, hint_path=path)
 
 
+RENDER_TIMEOUT_SECONDS = KUSTOMIZE_TIMEOUT_SECONDS
+CHART_FILE = "Chart.yaml"
+# The release name used to render a chart for linting (names only show up in object names).
+CHART_RELEASE = "gpupolicy-lint"
+
+
+def is_chart(folder: Path) -> bool:
+    """A Helm chart: Chart.yaml beside a templates/ folder."""
+    return (folder / CHART_FILE).is_file() and (folder / "templates").is_dir()
+
+
+def load_directory(folder: Path) -> LoadedText:
+    """A directory that is one unit: a Helm chart, or a kustomization."""
+    return load_chart(folder) if is_chart(folder) else load_kustomization(folder)
+
+
 def load_kustomization(folder: Path) -> LoadedText:
     shown = display_path(folder)
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        return LoadedText(
-            problems=[
-                LoadProblem(
-                    "GP004",
-                    f"{shown} is a kustomize directory and kubectl is not on PATH; "
-                    f"render it with: kubectl kustomize {shown} | gpupolicy lint -",
-                    shown,
-                )
-            ]
-        )
+    return _render(["kubectl", "kustomize", str(folder)], shown, f"kubectl kustomize {shown}", "kustomize")
+
+
+def load_chart(folder: Path) -> LoadedText:
+    """A Helm chart is linted as `helm template` renders it with its default values."""
+    shown = display_path(folder)
+    command = ["helm", "template", CHART_RELEASE, str(folder)]
+    return _render(command, shown, f"helm template {CHART_RELEASE} {shown}", "helm")
+
+
+def _render(argv: list[str], shown: str, command: str, rendered_from: str) -> LoadedText:
+    """Run a renderer (kubectl kustomize, helm template) and lint its output; positions refer to
+    the rendered stream, and the directory is named as the file."""
+    tool = shutil.which(argv[0])
+    if tool is None:
+        message = f"{shown} must be rendered and {argv[0]} is not on PATH; render it with: {command} | gpupolicy lint -"
+        return LoadedText(problems=[LoadProblem("GP004", message, shown)])
     try:
         completed = subprocess.run(
-            [kubectl, "kustomize", str(folder)],
-            capture_output=True,
-            timeout=KUSTOMIZE_TIMEOUT_SECONDS,
-            check=False,
+            [tool, *argv[1:]], capture_output=True, timeout=RENDER_TIMEOUT_SECONDS, check=False
         )
     except subprocess.TimeoutExpired:
-        return LoadedText(problems=[LoadProblem("GP004", f"kubectl kustomize {shown} timed out", shown)])
+        return LoadedText(problems=[LoadProblem("GP004", f"{command} timed out", shown)])
     if completed.returncode != 0:
         reason = completed.stderr.decode("utf-8", "replace").strip().splitlines()
         detail = reason[-1] if reason else f"exit code {completed.returncode}"
-        return LoadedText(
-            problems=[LoadProblem("GP004", f"kubectl kustomize {shown} failed: {detail}", shown)]
-        )
-    return load_text(completed.stdout.decode("utf-8", "replace"), shown, rendered_from="kustomize")
+        return LoadedText(problems=[LoadProblem("GP004", f"{command} failed: {detail}", shown)])
+    return load_text(completed.stdout.decode("utf-8", "replace"), shown, rendered_from=rendered_from)
 
 
 def load_paths(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Loaded:
@@ -229,7 +245,7 @@ def load_paths(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Loaded:
         if path.is_dir():
             for item in iter_manifest_files(path, patterns):
                 if item.is_dir():
-                    loaded.extend(load_kustomization(item), display_path(item))
+                    loaded.extend(load_directory(item), display_path(item))
                 else:
                     loaded.extend(load_file(item), display_path(item))
         else:

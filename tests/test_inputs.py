@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -118,15 +119,84 @@ def gp004(paths: list[str]) -> list[tuple[str | None, int | None, str]]:
     return [(f.file, f.line, f.message) for f in report.findings if f.rule_id == "GP004"]
 
 
-def test_helm_template_in_a_chart_says_helm_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    write(tmp_path / "charts" / "llm" / "Chart.yaml", "apiVersion: v2\nname: llm\nversion: 0.1.0\n")
-    write(tmp_path / "charts" / "llm" / "values.yaml", "replicaCount: 2\n")
-    write(tmp_path / "charts" / "llm" / "templates" / "deployment.yaml", HELM_TEMPLATE)
+def helm_chart(root: Path) -> Path:
+    chart = root / "charts" / "llm"
+    write(chart / "Chart.yaml", "apiVersion: v2\nname: llm\nversion: 0.1.0\n")
+    write(chart / "values.yaml", "replicaCount: 2\n")
+    write(chart / "templates" / "deployment.yaml", HELM_TEMPLATE_FULL)
     write(
-        tmp_path / "charts" / "llm" / "templates" / "_helpers.tpl", '{{- define "llm.fullname" -}}x{{- end }}'
+        chart / "templates" / "_helpers.tpl", '{{- define "llm.fullname" -}}{{ .Release.Name }}-llm{{- end }}'
     )
-    ((file, line, message),) = gp004(["charts"])
+    return chart
+
+
+HELM_TEMPLATE_FULL = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "llm.fullname" . }}
+  namespace: ai-lab
+spec:
+  replicas: {{ .Values.replicaCount }}
+  selector:
+    matchLabels: {app: llm}
+  template:
+    metadata:
+      labels: {app: llm}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.6.3
+          resources:
+            requests: {nvidia.com/gpu: 2}
+            limits: {nvidia.com/gpu: 1}
+"""
+
+
+def test_a_chart_without_helm_is_one_gp004_with_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    helm_chart(tmp_path)
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    monkeypatch.setenv("PATH", str(empty_bin))
+    ((file, line, message),) = gp004(["charts"])  # one finding for the chart, not one per template
+    assert file == "charts/llm"
+    assert line is None
+    assert "helm template gpupolicy-lint charts/llm | gpupolicy lint -" in message
+
+
+HELM = shutil.which("helm") or next(
+    (str(path) for path in [Path(__file__).resolve().parent.parent / ".tools" / "helm"] if path.is_file()),
+    None,
+)
+
+
+@pytest.mark.skipif(
+    HELM is None, reason="helm is not installed (charts/install-helm.sh puts it at .tools/helm)"
+)
+def test_a_chart_is_rendered_with_helm_and_linted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert HELM is not None
+    monkeypatch.chdir(tmp_path)
+    helm_chart(tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    loaded = load_paths(["charts"])
+    assert loaded.files == ["charts/llm"]
+    (deployment,) = [r for r in loaded.resources if r.kind == "Deployment"]
+    assert deployment.name == "gpupolicy-lint-llm" and deployment.rendered_from == "helm"
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    (gp102,) = [f for f in report.findings if f.rule_id == "GP102"]
+    assert gp102.file == "charts/llm" and isinstance(gp102.line, int)
+    assert not [f for f in report.findings if f.rule_id == "GP004"]
+
+
+def test_a_helm_template_given_as_a_file_says_helm_template(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    chart = helm_chart(tmp_path)
+    ((file, line, message),) = gp004([str((chart / "templates" / "deployment.yaml").relative_to(tmp_path))])
     assert file == "charts/llm/templates/deployment.yaml"
     assert line == 4
     assert "helm template RELEASE charts/llm | gpupolicy lint -" in message
