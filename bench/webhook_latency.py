@@ -1,10 +1,11 @@
 """Webhook latency and throughput: POST /validate over TLS on loopback, beside a no-op endpoint on
 the same server, in the same run.
 
-    .venv/bin/python bench/webhook_latency.py [--rate 500] [--duration 20] [--no-provenance]
+    .venv/bin/python bench/webhook_latency.py [--rate 500] [--duration 20] [--no-provenance | --db URL]
 
 The server is `gpupolicy serve` as shipped (TLS, policy loaded once, a synced cluster inventory
-from the test suite's fake API server, provenance in SQLite unless --no-provenance) with one
+from the test suite's fake API server, provenance in SQLite unless --no-provenance, or in the
+database `--db` names, e.g. postgresql://postgres@127.0.0.1:5432/bench) with one
 extra route, `POST /noop`, that reads the body and returns a fixed AdmissionReview response.
 Bodies are realistic AdmissionReviews: GPU Deployments of about 10 KB (managedFields included),
 each with its own uid and name, one in ten of them denied.
@@ -369,6 +370,16 @@ def run(coroutine: Any) -> Any:
     return uvloop.run(coroutine)
 
 
+def store_name(options: argparse.Namespace) -> str:
+    if options.no_provenance:
+        return "off"
+    if not options.db:
+        return "SQLite"
+    from sqlalchemy.engine import make_url
+
+    return f"{make_url(options.db).get_backend_name()} ({make_url(options.db).render_as_string(hide_password=True)})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -379,6 +390,11 @@ def main() -> None:
         "--no-provenance", action="store_true", help="run the server without a provenance store"
     )
     parser.add_argument(
+        "--db",
+        help="provenance database URL (default: SQLite in the server's data directory); "
+        "postgresql://… needs a database the server may create its tables in",
+    )
+    parser.add_argument(
         "--no-wrk", action="store_true", help="saturate with the asyncio client even if wrk exists"
     )
     parser.add_argument("--bodies", type=int, default=500, help="distinct review bodies (default 500)")
@@ -386,6 +402,8 @@ def main() -> None:
         "--server-arg", action="append", default=[], help="extra `gpupolicy serve` argument (repeatable)"
     )
     options = parser.parse_args()
+    if options.db and options.no_provenance:
+        parser.error("--db and --no-provenance exclude each other")
 
     from tests.webhook.fake_apiserver import FakeApiServer
     from tests.webhook.server_process import write_kubeconfig
@@ -396,7 +414,10 @@ def main() -> None:
     fake = FakeApiServer().start()
     folder = Path(tempfile.mkdtemp(prefix="gpupolicy-bench-"))
     process, port, context = start(
-        folder, not options.no_provenance, write_kubeconfig(folder / "kubeconfig", fake.url), []
+        folder,
+        not options.no_provenance,
+        write_kubeconfig(folder / "kubeconfig", fake.url),
+        [*(["--db", options.db] if options.db else []), *options.server_arg],
     )
     bodies_file = folder / "bodies.jsonl"
     bodies_file.write_bytes(b"\n".join(bodies) + b"\n")
@@ -441,7 +462,7 @@ def main() -> None:
     )
     print(
         f"bodies: {len(bodies)} GPU Deployment AdmissionReviews, {min(sizes)}-{max(sizes)} bytes "
-        f"(mean {statistics.fmean(sizes):.0f}); provenance: {'off' if options.no_provenance else 'SQLite'}; "
+        f"(mean {statistics.fmean(sizes):.0f}); provenance: {store_name(options)}; "
         "cluster inventory: synced (fake API server)"
         + (f"; server args: {' '.join(options.server_arg)}" if options.server_arg else "")
     )

@@ -104,34 +104,45 @@ class Resource:
     def group(self) -> str:
         return self.api_version.rpartition("/")[0]
 
+    # The properties below are read dozens of times per evaluation: each is written out in full
+    # (no helper calls) because they are hot, and nothing is cached (the value may be edited).
     @property
     def kind(self) -> str:
-        value = self._field("kind")
+        obj = self.obj
+        value = obj.get("kind") if isinstance(obj, dict) else None
         return value if isinstance(value, str) else ""
 
     @property
     def metadata(self) -> dict[str, Any]:
-        value = self._field("metadata")
+        obj = self.obj
+        value = obj.get("metadata") if isinstance(obj, dict) else None
         return value if isinstance(value, dict) else {}
 
     @property
     def name(self) -> str:
-        name = self.metadata.get("name") or self.metadata.get("generateName") or ""
+        metadata = self.metadata
+        name = metadata.get("name") or metadata.get("generateName") or ""
         return name if isinstance(name, str) else str(name)
 
     @property
     def namespace(self) -> str | None:
-        value = self.metadata.get("namespace")
+        obj = self.obj
+        metadata = obj.get("metadata") if isinstance(obj, dict) else None
+        value = metadata.get("namespace") if isinstance(metadata, dict) else None
         return value if isinstance(value, str) and value else None
 
     @property
     def labels(self) -> dict[str, Any]:
-        value = self.metadata.get("labels")
+        obj = self.obj
+        metadata = obj.get("metadata") if isinstance(obj, dict) else None
+        value = metadata.get("labels") if isinstance(metadata, dict) else None
         return value if isinstance(value, dict) else {}
 
     @property
     def annotations(self) -> dict[str, Any]:
-        value = self.metadata.get("annotations")
+        obj = self.obj
+        metadata = obj.get("metadata") if isinstance(obj, dict) else None
+        value = metadata.get("annotations") if isinstance(metadata, dict) else None
         return value if isinstance(value, dict) else {}
 
     @property

@@ -80,6 +80,8 @@ class RuleRegistry:
     def __init__(self) -> None:
         self._by_id: dict[str, Rule] = {}
         self._by_name: dict[str, Rule] = {}
+        self._sorted: tuple[Rule, ...] | None = None
+        self.version = 0  # bumped by every add: evaluation plans built from the registry expire
 
     def add(self, rule: Rule) -> Rule:
         if not _RULE_ID.match(rule.id):
@@ -96,10 +98,15 @@ class RuleRegistry:
             raise ValueError(f"{rule.id}: input rules have no check function; every other rule has one")
         self._by_id[rule.id] = rule
         self._by_name[rule.name] = rule
+        self._sorted = None
+        self.version += 1
         return rule
 
     def __iter__(self) -> Iterator[Rule]:
-        return iter(sorted(self._by_id.values(), key=lambda rule: rule.id))
+        ordered = self._sorted
+        if ordered is None:
+            ordered = self._sorted = tuple(sorted(self._by_id.values(), key=lambda rule: rule.id))
+        return iter(ordered)
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -168,6 +175,9 @@ def input_rule(**metadata: Any) -> Rule:
     )
 
 
+_MISSING: Any = object()
+
+
 class Context:
     """What a rule may read besides its object: the policy, the inventory, and a memo for work
     that several rules share (computed once per evaluation, not once per rule)."""
@@ -177,23 +187,36 @@ class Context:
         self.inventory = inventory
         self.resources = resources
         self._memo: dict[Any, Any] = {}
+        self.gpu = policy.gpu
+        # Keys of the facts memoised on a Workload view: specific to this policy's settings.
+        self._uses_key = ("uses-gpus", id(policy.gpu))
+        self._serving_key = ("serving", id(policy))
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
-
-    @property
-    def gpu(self) -> Any:
-        return self.policy.gpu
+        memo = self._memo
+        value = memo.get(key, _MISSING)
+        if value is _MISSING:
+            value = memo[key] = compute()
+        return value
 
     def uses_gpus(self, workload: Workload) -> bool:
-        return any(self.policy.gpu.uses_gpus(template) for template in workload.templates)
+        cache = workload.cache
+        uses: bool | None = cache.get(self._uses_key)
+        if uses is None:
+            gpu = self.gpu
+            uses = cache[self._uses_key] = any(gpu.uses_gpus(template) for template in workload.templates)
+        return uses
 
     def is_serving(self, workload: Workload) -> bool:
-        kinds = self.policy.get("workloads.servingKinds", [])
-        classes = self.policy.get("workloads.servingClasses", [])
-        return workload.kind in kinds or workload.labels.get("gpupolicy.io/workload-class") in classes
+        cache = workload.cache
+        serving: bool | None = cache.get(self._serving_key)
+        if serving is None:
+            kinds = self.policy.get("workloads.servingKinds", [])
+            classes = self.policy.get("workloads.servingClasses", [])
+            serving = cache[self._serving_key] = (
+                workload.kind in kinds or workload.labels.get("gpupolicy.io/workload-class") in classes
+            )
+        return serving
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,19 +288,59 @@ def finding_from_problem(problem: LoadProblem, policy: Policy) -> Finding:
 
 
 def _run(
-    rule: Rule, subject: Any, ctx: Context, resource: Resource | None, report: Report
-) -> Iterator[Finding]:
-    assert rule.check is not None
+    rule: Rule, subject: Any, ctx: Context, resource: Resource | None, report: Report, out: list[Finding]
+) -> None:
+    """Run one check and append its findings to `out` (those made before a rule raised are kept)."""
+    check = rule.check
+    assert check is not None
     try:
-        for violation in rule.check(subject, ctx) if subject is not None else rule.check(ctx):
+        violations = check(subject, ctx) if subject is not None else check(ctx)
+        for violation in violations:
             owner = violation.target or resource
             if owner is None:
                 raise ValueError(f"{rule.id}: a bundle rule must name the target of each violation")
-            yield finding_for(rule, ctx.policy, violation, owner)
+            out.append(finding_for(rule, ctx.policy, violation, owner))
     except Exception as exc:  # a rule bug must not hide every other finding
-        where = f"{resource.file}#{resource.doc_index} ({resource.ref})" if resource else "bundle"
-        detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        report.errors.append(InternalError(rule.id, where, detail))
+        _internal_error(rule, resource, exc, report)
+
+
+def _internal_error(rule: Rule, resource: Resource | None, exc: Exception, report: Report) -> None:
+    where = f"{resource.file}#{resource.doc_index} ({resource.ref})" if resource else "bundle"
+    detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    report.errors.append(InternalError(rule.id, where, detail))
+
+
+class _Plan:
+    """The enabled rules of one policy, split by scope, and object rules per kind: computed once
+    per policy and rule set (kept on the policy), not once per evaluation."""
+
+    __slots__ = ("_by_kind", "active_ids", "bundle_rules", "object_rules", "workload_rules")
+
+    def __init__(self, rules: Iterable[Rule], policy: Policy) -> None:
+        active = [rule for rule in rules if policy.rule(rule.id).enabled]
+        self.object_rules = tuple(rule for rule in active if rule.scope is Scope.OBJECT)
+        self.workload_rules = tuple(rule for rule in active if rule.scope is Scope.WORKLOAD)
+        self.bundle_rules = tuple(rule for rule in active if rule.scope is Scope.BUNDLE)
+        self.active_ids = frozenset(rule.id for rule in active)
+        self._by_kind: dict[str, tuple[Rule, ...]] = {}
+
+    def object_rules_for(self, kind: str) -> tuple[Rule, ...]:
+        found = self._by_kind.get(kind)
+        if found is None:
+            found = tuple(rule for rule in self.object_rules if rule.kinds is None or kind in rule.kinds)
+            self._by_kind[kind] = found
+        return found
+
+
+def _plan(policy: Policy, rules: Iterable[Rule] | None) -> _Plan:
+    if rules is None:
+        key: Any = ("registry", REGISTRY.version)
+        return policy.derived(key, lambda: _Plan(REGISTRY, policy))  # type: ignore[no-any-return]
+    if isinstance(rules, tuple):  # a fixed rule set (the webhook's): the plan is kept with it
+        cached = policy.derived(("rules", id(rules)), lambda: (rules, _Plan(rules, policy)))
+        if cached[0] is rules:
+            return cached[1]  # type: ignore[no-any-return]
+    return _Plan(rules, policy)
 
 
 def evaluate(
@@ -299,26 +362,26 @@ def evaluate(
     )
     ctx = Context(policy, inventory, resources)
     report = Report(policy_digest=policy.digest)
-    active = [rule for rule in (rules if rules is not None else REGISTRY) if policy.rule(rule.id).enabled]
-    object_rules = [rule for rule in active if rule.scope is Scope.OBJECT]
-    workload_rules = [rule for rule in active if rule.scope is Scope.WORKLOAD]
-    bundle_rules = [rule for rule in active if rule.scope is Scope.BUNDLE]
-    active_ids = {rule.id for rule in active}
+    plan = _plan(policy, rules)
+    workload_rules = plan.workload_rules
+    active_ids = plan.active_ids
     findings: list[Finding] = []
     subjects = [resource for resource in resources if report_on is None or report_on(resource)]
     for resource in subjects:
-        kind = resource.kind
-        for rule in object_rules:
-            if rule.kinds is None or kind in rule.kinds:
-                findings.extend(_run(rule, resource, ctx, resource, report))
+        for rule in plan.object_rules_for(resource.kind):
+            _run(rule, resource, ctx, resource, report, findings)
         workload = workload_of(resource)
         if workload is not None:
+            # _run written out: this loop runs ~90 rules per object, most finding nothing.
             for rule in workload_rules:
-                findings.extend(_run(rule, workload, ctx, resource, report))
-    for rule in bundle_rules:
-        for finding in _run(rule, None, ctx, None, report):
-            findings.append(finding)
-    if report_on is not None:  # cross-object rules may point at objects outside the chosen ones
+                try:
+                    for violation in rule.check(workload, ctx):  # type: ignore[misc]
+                        findings.append(finding_for(rule, policy, violation, violation.target or resource))
+                except Exception as exc:  # a rule bug must not hide every other finding
+                    _internal_error(rule, resource, exc, report)
+    for rule in plan.bundle_rules:
+        _run(rule, None, ctx, None, report, findings)
+    if report_on is not None and findings:  # cross-object rules may point at objects outside the chosen ones
         chosen = {(resource.file, resource.doc_index) for resource in subjects}
         findings = [finding for finding in findings if (finding.file, finding.doc_index) in chosen]
     # Input problems are the caller's to choose (it knows which files it reports on).
@@ -326,9 +389,10 @@ def evaluate(
         finding_from_problem(problem, policy) for problem in problems if problem.rule_id in active_ids
     )
     outcome = apply_suppressions(findings, subjects, policy, directives, active=active_ids)
-    report.suppressed = sorted(outcome.suppressed, key=lambda item: item[0].sort_key())
+    if outcome.suppressed:
+        report.suppressed = sorted(outcome.suppressed, key=lambda item: item[0].sort_key())
     findings = outcome.findings
-    report.findings = sorted(findings, key=Finding.sort_key)
+    report.findings = sorted(findings, key=Finding.sort_key) if len(findings) > 1 else findings
     report.objects = len(resources)
     return report
 

@@ -20,7 +20,7 @@ import functools
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,8 +118,12 @@ _EFFICIENCY_HINTS = re.compile(r"util|dcgm|gpu|vram|memory|throughput|power|cost
 
 def metric_key(word: str) -> str:
     """The form words are compared in: NFKC, case-folded, without spaces and punctuation."""
-    text = unicodedata.normalize("NFKC", word).casefold()
-    return re.sub(r"[\s_\-./]+", "", text)
+    # NFKC leaves ASCII text as it is, and ASCII case-folds as it lower-cases.
+    text = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).casefold()
+    return _KEY_PUNCTUATION.sub("", text)
+
+
+_KEY_PUNCTUATION = re.compile(r"[\s_\-./]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +193,8 @@ FIXED_ALIASES = {
 
 def normalise_dimension_word(word: str) -> str | None:
     """`fixed`/`variable` words to dimension names (None when unknown)."""
-    key = " ".join(unicodedata.normalize("NFKC", word).casefold().split())
+    text = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).casefold()
+    key = " ".join(text.split())
     key = FIXED_ALIASES.get(key, key)
     return key if key in DIMENSION_NAMES else None
 
@@ -260,9 +265,59 @@ def experiment_schema() -> dict[str, Any]:
     return loaded
 
 
+_PRECHECK_SCHEMA_KEYS = frozenset(
+    {"$schema", "$id", "title", "description", "type", "required", "additionalProperties", "properties"}
+)
+_PRECHECK_PROPERTY_KEYS = frozenset({"description", "type", "minLength", "pattern"})
+
+
+@functools.cache
+def _schema_precheck() -> Callable[[dict[Any, Any]], bool] | None:
+    """A fast test that `data` has no schema error at all, with jsonschema's own semantics for the
+    keywords the experiment schema uses (`required`, `additionalProperties: false`, string
+    `type`, `minLength`, `pattern` by `re.search`); None when the schema uses any other keyword.
+    Data that fail it go through jsonschema for the messages."""
+    schema = experiment_schema()
+    properties = schema.get("properties")
+    if (
+        set(schema) - _PRECHECK_SCHEMA_KEYS
+        or schema.get("type") != "object"
+        or schema.get("additionalProperties") is not False
+        or not isinstance(properties, dict)
+    ):
+        return None
+    checks: dict[str, tuple[int, re.Pattern[str] | None]] = {}
+    for key, sub in properties.items():
+        if not isinstance(sub, dict) or set(sub) - _PRECHECK_PROPERTY_KEYS or sub.get("type") != "string":
+            return None
+        minimum = sub.get("minLength", 0)
+        pattern = sub.get("pattern")
+        if not isinstance(minimum, int) or not (pattern is None or isinstance(pattern, str)):
+            return None
+        checks[key] = (minimum, re.compile(pattern) if pattern is not None else None)
+    required = tuple(schema.get("required", ()))
+
+    def valid(data: dict[Any, Any]) -> bool:
+        for key in required:
+            if key not in data:
+                return False
+        for key, value in data.items():
+            check = checks.get(key) if isinstance(key, str) else None
+            if check is None or not isinstance(value, str) or len(value) < check[0]:
+                return False
+            if check[1] is not None and not check[1].search(value):
+                return False
+        return True
+
+    return valid
+
+
 def _schema_problems(data: Any) -> list[ConfigProblem]:
     if not isinstance(data, dict):
         return [ConfigProblem("data", ("data",), "data must be a mapping of keys to strings")]
+    precheck = _schema_precheck()
+    if precheck is not None and precheck(data):
+        return []
     validator = jsonschema.Draft202012Validator(experiment_schema())
     problems = []
     for error in sorted(validator.iter_errors(data), key=lambda item: [str(step) for step in item.path]):

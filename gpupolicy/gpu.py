@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -47,12 +47,19 @@ class GpuDemand:
     resource: GpuResource
     request: Any  # raw values as written; None when absent
     limit: Any
+    # `amount`, parsed on first use (rules read it often); not part of the demand's identity.
+    _amount: list[Decimal | None] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def amount(self) -> Decimal | None:
         """Extended resources: the limit is the allocation; a request alone is invalid."""
+        memo = self._amount
+        if memo:
+            return memo[0]
         raw = self.limit if self.limit is not None else self.request
-        return quantity_or_none(raw)
+        amount = quantity_or_none(raw)
+        memo.append(amount)
+        return amount
 
     @property
     def section(self) -> str:
@@ -74,6 +81,11 @@ class GpuCatalog:
         )
         self._cache: dict[str, GpuResource | None] = {}
         self._cache_key = f"gpu:{id(self)}"
+        self._count_key = self._cache_key + ":count"
+        self._uses_key = self._cache_key + ":uses"
+        self._counted_key = self._cache_key + ":counted"
+        self._containers_key = self._cache_key + ":containers"
+        self.pod_totals_key = self._cache_key + ":pod-totals"  # rules.gpu_resources.pod_gpu_totals
 
     def _add_vendor(self, vendor: Mapping[str, Any]) -> None:
         name = str(vendor.get("name", ""))
@@ -132,10 +144,18 @@ class GpuCatalog:
         return list(cached)
 
     def counted_demands(self, template: PodTemplate) -> list[GpuDemand]:
-        return [demand for demand in self.template_demands(template) if demand.resource.counts_gpus]
+        """The demands that count GPUs (memoised on the template; each caller gets its own list)."""
+        key = self._counted_key
+        cached: tuple[GpuDemand, ...] | None = template.cache.get(key)
+        if cached is None:
+            cached = tuple(
+                demand for demand in self.template_demands(template) if demand.resource.counts_gpus
+            )
+            template.cache[key] = cached
+        return list(cached)
 
     def container_gpu_count(self, container: Container) -> Decimal:
-        key = self._cache_key + ":count"
+        key = self._count_key
         total: Decimal | None = container.cache.get(key)
         if total is None:
             total = Decimal(0)
@@ -148,7 +168,7 @@ class GpuCatalog:
     def uses_gpus(self, template: PodTemplate) -> bool:
         """Device-plugin GPUs (any positive amount), a DRA claim on a GPU device class, or a
         fraction of a GPU asked of a sharing scheduler by annotation."""
-        key = self._cache_key + ":uses"
+        key = self._uses_key
         uses: bool | None = template.cache.get(key)
         if uses is None:
             uses = (
@@ -163,7 +183,15 @@ class GpuCatalog:
         return any(key in self.fraction_annotations for key in template.annotations)
 
     def gpu_containers(self, template: PodTemplate) -> list[Container]:
-        return [container for container in template.containers if self.container_gpu_count(container) > 0]
+        """Containers with GPUs (memoised on the template; each caller gets its own list)."""
+        key = self._containers_key
+        cached: tuple[Container, ...] | None = template.cache.get(key)
+        if cached is None:
+            cached = tuple(
+                container for container in template.containers if self.container_gpu_count(container) > 0
+            )
+            template.cache[key] = cached
+        return list(cached)
 
 
 _GPU_CLAIM_HINT = re.compile(r"gpu|mig|accelerator", re.IGNORECASE)

@@ -65,6 +65,7 @@ def _definitions(version: str) -> dict[str, Any]:
     return loaded
 
 
+@functools.lru_cache(maxsize=1024)  # the bundled files do not change while running
 def _schema_file(version: str, api_version: str, kind: str) -> Path | None:
     group, _, ver = api_version.rpartition("/")
     if group and "." in group and not group.endswith(".k8s.io"):

@@ -122,7 +122,25 @@ def _expressions(term: Any, base: JsonPath, where: str) -> Iterator[LabelUse]:
 
 def node_label_uses(template: PodTemplate, *, topology: bool = False) -> Iterator[LabelUse]:
     """Node label keys in nodeSelector, required and preferred node affinity, and (with
-    `topology`) the topologyKeys of pod (anti-)affinity and topology spread constraints."""
+    `topology`) the topologyKeys of pod (anti-)affinity and topology spread constraints.
+    Collected once per template (several rules read them)."""
+    cache = template.cache
+    key = _USES_KEYS[topology]
+    found: tuple[LabelUse, ...] | None = cache.get(key)
+    if found is None:
+        every: tuple[LabelUse, ...] | None = cache.get(_USES_KEYS[True])
+        if every is None:
+            every = cache[_USES_KEYS[True]] = tuple(_node_label_uses(template, topology=True))
+        # Without topology: the same uses less the topologyKeys (which come last, and only there).
+        found = every if topology else tuple(use for use in every if use.where != "topology")
+        cache[key] = found
+    return iter(found)
+
+
+_USES_KEYS = {False: "node-label-uses", True: "node-label-uses+topology"}
+
+
+def _node_label_uses(template: PodTemplate, *, topology: bool) -> Iterator[LabelUse]:
     for key, value in as_mapping(template.spec.get("nodeSelector")).items():
         yield LabelUse(
             str(key), template.field("nodeSelector", str(key)), "nodeSelector", "In", (str(value),)

@@ -227,35 +227,37 @@ def host_ports(container: Container) -> Iterator[tuple[int, JsonPath]]:
 def baseline_other(template: PodTemplate) -> Iterator[Problem]:
     """The baseline controls without a rule of their own (GP611): sysctls, procMount, SELinux,
     AppArmor (field and annotation), Windows hostProcess, and host in lifecycle hooks."""
+    # Each check is entered only when its field is a mapping (none of them reports anything
+    # otherwise): paths and labels are built for the fields that are there, not for every pod.
     yield from _sysctls(template)
     yield from _apparmor_annotations(template)
     pod = pod_context(template)
-    yield from _selinux(
-        pod.get("seLinuxOptions"), template.field("securityContext", "seLinuxOptions"), "pod", None
-    )
-    yield from _apparmor_field(
-        pod.get("appArmorProfile"), template.field("securityContext", "appArmorProfile"), "pod", None
-    )
-    yield from _host_process(
-        pod.get("windowsOptions"), template.field("securityContext", "windowsOptions"), "pod", None
-    )
+    if isinstance(value := pod.get("seLinuxOptions"), dict):
+        yield from _selinux(value, template.field("securityContext", "seLinuxOptions"), "pod", None)
+    if isinstance(value := pod.get("appArmorProfile"), dict):
+        yield from _apparmor_field(value, template.field("securityContext", "appArmorProfile"), "pod", None)
+    if isinstance(value := pod.get("windowsOptions"), dict):
+        yield from _host_process(value, template.field("securityContext", "windowsOptions"), "pod", None)
     for container in template.containers:
         own = container_context(container)
-        base = container.field("securityContext")
-        name = container.name
-        yield from _selinux(own.get("seLinuxOptions"), (*base, "seLinuxOptions"), container.label, name)
-        yield from _apparmor_field(
-            own.get("appArmorProfile"), (*base, "appArmorProfile"), container.label, name
-        )
-        yield from _host_process(own.get("windowsOptions"), (*base, "windowsOptions"), container.label, name)
-        proc_mount = own.get("procMount")
-        if proc_mount is not None and proc_mount != PROC_MOUNT_DEFAULT:
-            yield Problem(
-                (*base, "procMount"),
-                f"{container.label} sets procMount: {proc_mount} (only Default is allowed)",
-                name,
-            )
-        yield from _lifecycle_hosts(container)
+        if own:
+            base = container.field("securityContext")
+            name = container.name
+            if isinstance(value := own.get("seLinuxOptions"), dict):
+                yield from _selinux(value, (*base, "seLinuxOptions"), container.label, name)
+            if isinstance(value := own.get("appArmorProfile"), dict):
+                yield from _apparmor_field(value, (*base, "appArmorProfile"), container.label, name)
+            if isinstance(value := own.get("windowsOptions"), dict):
+                yield from _host_process(value, (*base, "windowsOptions"), container.label, name)
+            proc_mount = own.get("procMount")
+            if proc_mount is not None and proc_mount != PROC_MOUNT_DEFAULT:
+                yield Problem(
+                    (*base, "procMount"),
+                    f"{container.label} sets procMount: {proc_mount} (only Default is allowed)",
+                    name,
+                )
+        if "lifecycle" in container.spec:
+            yield from _lifecycle_hosts(container)
 
 
 def _sysctls(template: PodTemplate) -> Iterator[Problem]:

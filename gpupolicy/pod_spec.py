@@ -390,11 +390,13 @@ NON_WORKLOAD_KINDS = frozenset(
 class Workload:
     """A Kubernetes object seen through the pod templates it carries."""
 
-    __slots__ = ("resource", "templates")
+    __slots__ = ("cache", "resource", "templates")
 
     def __init__(self, resource: Resource, templates: list[PodTemplate]) -> None:
         self.resource = resource
         self.templates = templates
+        # Derived facts memoised on this view (one per evaluation of the object); not identity.
+        self.cache: dict[Any, Any] = {}
 
     @property
     def kind(self) -> str:

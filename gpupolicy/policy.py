@@ -12,7 +12,7 @@ import difflib
 import functools
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -84,6 +84,7 @@ class Policy:
         self.sources = tuple(sources)
         self._rule_settings: dict[str, RuleSettings] = {}
         self._lookups: dict[str, Any] = {}
+        self._derived: dict[Any, Any] = {}
         self.gpu = GpuCatalog(as_mapping(data.get("gpu")))
 
     # -- what rules read ---------------------------------------------------------------
@@ -103,6 +104,13 @@ class Policy:
                 value = value[step]
             self._lookups[dotted] = value
         return default if value is _ABSENT else value
+
+    def derived(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """Something computed from the policy alone (a rule plan, parsed exemptions), once."""
+        value = self._derived.get(key, _ABSENT)
+        if value is _ABSENT:
+            value = self._derived[key] = compute()
+        return value
 
     def rule(self, rule_id: str) -> RuleSettings:
         settings = self._rule_settings.get(rule_id)

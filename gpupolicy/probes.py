@@ -137,7 +137,10 @@ def declared_ports(container: Container) -> tuple[set[str], set[int]]:
 
 def resolve_port(value: Any, container: Container) -> PortStatus:
     """How a probe's port relates to the container's declared ports: by name or by number."""
-    names, numbers = declared_ports(container)
+    return _resolve(value, *declared_ports(container))
+
+
+def _resolve(value: Any, names: set[str], numbers: set[int]) -> PortStatus:
     if isinstance(value, bool) or value is None:
         return PortStatus.INVALID
     if isinstance(value, str) and value.isdigit():
@@ -149,8 +152,10 @@ def resolve_port(value: Any, container: Container) -> PortStatus:
     return PortStatus.INVALID
 
 
-def probe_ports(container: Container) -> Iterator[ProbePort]:
-    """Every port a probe of the container connects to, resolved against its declared ports."""
+def probe_ports(container: Container, only: frozenset[PortStatus] | None = None) -> Iterator[ProbePort]:
+    """Every port a probe of the container connects to, resolved against its declared ports
+    (`only`: just the ports of those statuses)."""
+    declared: tuple[set[str], set[int]] | None = None  # read once, when a probe names a port
     for name in PROBES:
         probe = probe_of(container, name)
         if probe is None:
@@ -158,13 +163,13 @@ def probe_ports(container: Container) -> Iterator[ProbePort]:
         for handler in PORT_HANDLERS:
             action = probe.get(handler)
             if isinstance(action, dict) and "port" in action:
-                yield ProbePort(
-                    name,
-                    handler,
-                    action["port"],
-                    container.field(name, handler, "port"),
-                    resolve_port(action["port"], container),
-                )
+                if declared is None:
+                    declared = declared_ports(container)
+                status = _resolve(action["port"], *declared)
+                if only is None or status in only:
+                    yield ProbePort(
+                        name, handler, action["port"], container.field(name, handler, "port"), status
+                    )
 
 
 def probe_hosts(container: Container) -> Iterator[tuple[str, str, Any, JsonPath]]:

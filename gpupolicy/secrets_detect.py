@@ -74,6 +74,7 @@ _NAME_KINDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("credentials",), "credentials"),
     (("credential",), "credentials"),
 )
+_LAST_WORDS = frozenset(suffix[-1] for suffix, _ in _NAME_KINDS)  # a name ending otherwise is no credential
 # Names whose last word says the value is *about* a secret, not the secret.
 _NOT_SECRET_SUFFIXES = frozenset(
     {"file", "path", "dir", "name", "ref", "id", "url", "uri", "enabled", "enable", "type", "mode", "size",
@@ -102,14 +103,17 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 MIN_NAMED_SECRET_LENGTH = 6
 
 
+_WORD_SEPARATORS = re.compile(r"[_\-.\s]+")
+
+
 def name_words(name: str) -> list[str]:
-    return [word.lower() for word in re.split(r"[_\-.\s]+", _CAMEL.sub("_", name)) if word]
+    return [word.lower() for word in _WORD_SEPARATORS.split(_CAMEL.sub("_", name)) if word]
 
 
 def credential_name_kind(name: str) -> str | None:
     """What a variable named `name` holds when it is named like a credential, else None."""
     words = name_words(name)
-    if not words or words[-1] in _NOT_SECRET_SUFFIXES:
+    if not words or words[-1] in _NOT_SECRET_SUFFIXES or words[-1] not in _LAST_WORDS:
         return None
     for suffix, kind in _NAME_KINDS:
         if tuple(words[-len(suffix) :]) == suffix:
@@ -127,8 +131,28 @@ def is_placeholder(value: str) -> bool:
     return bool(_NUMBER.match(text) or _PATH.match(text))
 
 
+# Text that every VALUE_PATTERNS match contains (one entry per pattern, in order): a value with
+# none of them cannot match, and most values (paths, flags, numbers) are ruled out without a regex.
+_REQUIRED_TEXT: tuple[tuple[str, ...], ...] = (
+    ("PRIVATE KEY",),
+    ("hf_",),
+    ("sk-ant-",),
+    ("sk-",),
+    ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
+    ("gh", "github_pat_"),
+    ("xox",),
+    ("https://hooks.slack.com/services/T",),
+    ("AIza",),
+    ("eyJ",),
+    ("://",),
+)
+_ANY_REQUIRED_TEXT = re.compile("|".join(re.escape(text) for texts in _REQUIRED_TEXT for text in texts))
+
+
 def value_credential(value: str) -> str | None:
     """The kind of credential `value` contains by its shape alone, or None."""
+    if not _ANY_REQUIRED_TEXT.search(value):
+        return None
     for kind, pattern in VALUE_PATTERNS:
         if pattern.search(value):
             return kind
@@ -169,6 +193,9 @@ SECRET_FLAGS = frozenset(
 def detect_in_arguments(arguments: list[str]) -> list[tuple[int, Credential]]:
     """Credentials in a command/args list: values of secret flags, and token-shaped words."""
     found: list[tuple[int, Credential]] = []
+    # No argument holds a token shape unless the arguments together hold one's required text.
+    joined = "\n".join(arguments)
+    shapes = _ANY_REQUIRED_TEXT.search(joined) is not None
     for index, argument in enumerate(arguments):
         flag, equals, inline = argument.partition("=")
         if flag in SECRET_FLAGS:
@@ -178,7 +205,10 @@ def detect_in_arguments(arguments: list[str]) -> list[tuple[int, Credential]]:
             if hit is not None:
                 found.append((where, hit))
                 continue
-        kind = value_credential(argument)
+        kind = value_credential(argument) if shapes else None
         if kind is not None and all(where != index for where, _ in found):
             found.append((index, Credential(kind, "value")))
     return found
+
+
+assert len(_REQUIRED_TEXT) == len(VALUE_PATTERNS), "one required-text entry per value pattern"

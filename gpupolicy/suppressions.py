@@ -192,6 +192,11 @@ def scan_comments(text: str, file: str) -> list[InlineDirective]:
 
 
 def exemptions_of(policy: Policy) -> list[Exemption]:
+    """The policy's exemptions (parsed once per policy; a copy of the list is returned)."""
+    return list(policy.derived("suppressions:exemptions", lambda: tuple(_parse_exemptions(policy))))
+
+
+def _parse_exemptions(policy: Policy) -> list[Exemption]:
     exemptions = []
     raw = policy.get("exemptions", [])
     for index, item in enumerate(raw if isinstance(raw, list) else []):
@@ -239,15 +244,26 @@ class Outcome:
     suppressed: list[tuple[Finding, str]]
 
 
-class _Rules:
-    """Rule lookups (ids or names) and the engine's finding constructor, imported late."""
+_ENGINE: Any = None
 
-    def __init__(self, policy: Policy, active: Collection[str] | None) -> None:
+
+def _engine() -> Any:
+    """The engine module, with GP010/GP011 registered (imported late: the engine imports us)."""
+    global _ENGINE
+    if _ENGINE is None:
         from gpupolicy import engine
 
         if engine.REGISTRY.get(INVALID) is None:
             import gpupolicy.rules.suppression  # noqa: F401  (registers GP010/GP011)
-        self.engine = engine
+        _ENGINE = engine
+    return _ENGINE
+
+
+class _Rules:
+    """Rule lookups (ids or names) and the engine's finding constructor, imported late."""
+
+    def __init__(self, policy: Policy, active: Collection[str] | None) -> None:
+        self.engine = _engine()
         self.policy = policy
         self.active = None if active is None else frozenset(active)
 
@@ -303,6 +319,14 @@ def apply(
     comments of the files reported on; `active` the ids of the rules that ran (default: every rule
     the policy enables), so that a suppression of a rule that did not run is not called unused.
     """
+    _engine()
+    directives = tuple(directives)
+    if (
+        not directives
+        and not exemptions_of(policy)
+        and not any(ANNOTATION in resource.annotations for resource in resources)
+    ):  # nothing can suppress: every finding is kept, and no suppression can be misused
+        return Outcome(list(findings), [])
     rules = _Rules(policy, active)
     today = today or datetime.date.today()
     settings = policy.section("suppressions")

@@ -5,7 +5,9 @@ The interface the webhook uses:
 - `build_record(request, obj, report, policy, *, experiment_config=None) -> ProvenanceRecord`
   (pure; raises `NotRecordable` for dry runs, non-CREATE/UPDATE and non-GPU objects — check
   `should_record()` first);
-- `open_store(url, *, spool_dir) -> ProvenanceStore` with `record()`, `health()`, `close()`;
+- `open_store(url, *, spool_dir) -> ProvenanceStore` with `submit()` (a future that resolves once
+  the record is durable; concurrent records share one commit), `record()` (the same,
+  synchronous), `health()`, `close()`;
 - `router(store) -> fastapi.APIRouter` serving `GET /provenance`.
 
 Only `record`, `redaction` and `filters` are imported eagerly: SQLAlchemy and FastAPI are
@@ -32,7 +34,12 @@ if TYPE_CHECKING:
     from fastapi import APIRouter
 
     from gpupolicy.provenance.reconciler import Reconciler
-    from gpupolicy.provenance.store import ProvenanceStore, StoreUnavailable
+    from gpupolicy.provenance.store import (
+        ProvenanceStore,
+        StoreOverloaded,
+        StoreUnavailable,
+        WriterStopped,
+    )
 
 __all__ = [
     "STATUSES",
@@ -43,7 +50,9 @@ __all__ = [
     "ProvenanceRecord",
     "ProvenanceStore",
     "Reconciler",
+    "StoreOverloaded",
     "StoreUnavailable",
+    "WriterStopped",
     "build_record",
     "open_store",
     "router",
@@ -60,6 +69,8 @@ def open_store(
     retry_seconds: float = 5.0,
     replay_interval: float = 5.0,
     connect_timeout: float = 2.0,
+    max_batch: int = 256,
+    max_queue: int = 4096,
 ) -> ProvenanceStore:
     """See `gpupolicy.provenance.store.open_store`."""
     from gpupolicy.provenance import store
@@ -72,6 +83,8 @@ def open_store(
         retry_seconds=retry_seconds,
         replay_interval=replay_interval,
         connect_timeout=connect_timeout,
+        max_batch=max_batch,
+        max_queue=max_queue,
     )
 
 
@@ -83,7 +96,7 @@ def router(store: ProvenanceStore) -> APIRouter:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ProvenanceStore", "StoreUnavailable"):
+    if name in ("ProvenanceStore", "StoreOverloaded", "StoreUnavailable", "WriterStopped"):
         from gpupolicy.provenance import store
 
         return getattr(store, name)

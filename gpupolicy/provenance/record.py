@@ -22,7 +22,7 @@ from gpupolicy.engine import Report
 from gpupolicy.gpu import dra_gpu_claims
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.policy import Policy
-from gpupolicy.provenance.redaction import redact, redact_text
+from gpupolicy.provenance.redaction import redact
 
 EXPERIMENT_LABEL = "gpupolicy.io/experiment"
 ARM_LABEL = "gpupolicy.io/arm"
@@ -98,19 +98,29 @@ class ProvenanceRecord:
         return revision if isinstance(revision, str) else None
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, as a deep copy (the caller may change it)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProvenanceRecord:
-        known = {item.name for item in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        return cls(**{key: value for key, value in data.items() if key in _FIELD_NAMES})
 
     def body(self) -> dict[str, Any]:
-        """What the database keeps as JSON beside the indexed columns (status lives in columns)."""
-        data = self.to_dict()
-        data.pop("status")
-        data.pop("status_changed_at")
-        return data
+        """What the database keeps as JSON beside the indexed columns (status lives in columns).
+        Shares the record's lists and dicts (no copy): read it, serialise it, do not change it."""
+        return {name: getattr(self, name) for name in _BODY_FIELDS}
+
+    def body_json(self) -> str:
+        """`body()` as canonical JSON: the one serialisation a database write needs."""
+        return canonical_json(self.body())
+
+
+_FIELD_NAMES = frozenset(item.name for item in dataclasses.fields(ProvenanceRecord))
+_BODY_FIELDS = tuple(
+    item.name
+    for item in dataclasses.fields(ProvenanceRecord)
+    if item.name not in ("status", "status_changed_at")
+)
 
 
 def format_time(moment: datetime) -> str:
@@ -173,7 +183,7 @@ def build_record(
     experiment = _first_label(workload, EXPERIMENT_LABEL)
     user = as_mapping(request.get("userInfo"))
     generation = metadata.get("generation")
-    record = ProvenanceRecord(
+    fields: dict[str, Any] = dict(
         uid=uid,
         time=format_time(now or datetime.now(UTC)),
         operation=str(request.get("operation", "")).upper(),
@@ -207,14 +217,16 @@ def build_record(
                 "name": finding.rule_name,
                 "severity": finding.severity.label,
                 "path": finding.json_path,
-                "message": redact_text(finding.message),
+                "message": finding.message,
                 "container": finding.container,
             }
             for finding in report.findings
         ],
         template_hash=template_hash(workload.templates),
     )
-    return ProvenanceRecord.from_dict(redact(record.to_dict()))
+    # One redaction pass over the whole record (finding messages included), one construction:
+    # `redact` returns fresh lists and dicts, so the record shares nothing with the request.
+    return ProvenanceRecord(**redact(fields))
 
 
 def _str(value: Any) -> str | None:

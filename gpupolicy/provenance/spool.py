@@ -2,10 +2,11 @@
 
 Layout of `spool_dir`:
 
-- `pending.jsonl` — records appended by `append()`, one JSON object per line; each append is
-  written with one `write()` on an `O_APPEND` descriptor and `fsync`ed before it returns (and
-  the directory is `fsync`ed when the file is created), so an acknowledged record survives a
-  crash or power loss.
+- `pending.jsonl` — records appended by `append()` / `append_many()` (a batch of the store's
+  writer), one JSON object per line; each append is written with one `write()` on an
+  `O_APPEND` descriptor and `fsync`ed before it returns (and the directory is `fsync`ed when
+  the file is created), so an acknowledged record survives a crash or power loss. An append
+  that finds the file ending in a torn line (a crash mid-append) starts with a newline.
 - `replay-<ns>-<pid>.jsonl` — a batch taken for replay: `take()` renames `pending.jsonl`
   atomically, so appends during a replay go to a fresh file. A batch file is deleted only
   after every record in it is committed; a crash in between leaves it for the next replay,
@@ -29,7 +30,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,24 +77,39 @@ class Spool:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record and fsync it: when this returns, the record is on disk."""
-        self._append_line(self.pending_path, record)
+        self.append_many([record])
+
+    def append_many(self, records: Sequence[dict[str, Any]]) -> None:
+        """Append records with one `write()` and one `fsync`: when this returns, all of them are
+        on disk. A crash before that may leave some of them (never acknowledged) behind, the
+        last one possibly torn; replay inserts the whole ones and skips the torn one."""
+        if records:
+            self._append_lines(self.pending_path, records)
 
     def reject(self, record: dict[str, Any], error: str) -> None:
-        self._append_line(self.directory / REJECTED, {"error": error, "record": record})
+        self._append_lines(self.directory / REJECTED, [{"error": error, "record": record}])
 
     def rejected_count(self) -> int:
         path = self.directory / REJECTED
         return sum(1 for raw in path.read_bytes().split(b"\n") if raw.strip()) if path.exists() else 0
 
-    def _append_line(self, path: Path, value: dict[str, Any]) -> None:
-        line = (json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    def _append_lines(self, path: Path, values: Sequence[dict[str, Any]]) -> None:
+        data = b"".join(
+            (json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+            for value in values
+        )
         with self._locked():
             created = not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                written = os.write(fd, line)
-                while written < len(line):  # a short write on a regular file is rare, not impossible
-                    written += os.write(fd, line[written:])
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    # The tail of an append a crash tore: end it, or the first of these lines
+                    # would be glued to it and lost with it.
+                    data = b"\n" + data
+                written = os.write(fd, data)
+                while written < len(data):  # a short write on a regular file is rare, not impossible
+                    written += os.write(fd, data[written:])
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -1,11 +1,19 @@
 """The provenance store: SQLAlchemy over SQLite (default) or PostgreSQL, with a durable spool.
 
-`record()` returns only once the record is durable: committed to the database (SQLite in WAL
-mode with `synchronous=FULL`; PostgreSQL's commit), or — when the database cannot be reached —
-appended and fsync'ed to the spool (`spool.py`). A background replayer (and `open_store`, at
-startup) moves spooled records into the database. Inserts are idempotent by the admission
-request uid (primary key + `ON CONFLICT DO NOTHING`), so a replay cut short by a crash and run
-again writes nothing twice.
+Writes go through one writer thread (group commit). `submit(record)` queues the record and
+returns a `concurrent.futures.Future` that resolves to the record id only once the record is
+durable: committed to the database (SQLite in WAL mode with `synchronous=FULL`; PostgreSQL's
+commit), or — when the database cannot be reached — appended and fsync'ed to the spool
+(`spool.py`). The writer takes everything queued (at most `max_batch` records) and writes it in
+one transaction, so concurrent admissions share one commit and one fsync; when the database
+fails, the whole batch goes to the spool with one write and one fsync. `record(record)` is the
+synchronous form (`submit(record).result()`). If the writer thread dies (a bug), every waiting
+future fails with `WriterStopped` and so does every later `submit`: loudly, never silently.
+
+A background replayer (and `open_store`, at startup) moves spooled records into the database.
+Inserts are idempotent by the admission request uid (primary key + `ON CONFLICT DO NOTHING`),
+so a replay cut short by a crash and run again writes nothing twice, and a batch whose commit
+failed half-way (its outcome unknown) may be spooled and replayed without a duplicate.
 """
 
 from __future__ import annotations
@@ -16,7 +24,9 @@ import logging
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +42,6 @@ from gpupolicy.provenance.record import (
     STATUS_ADMITTED,
     STATUSES,
     ProvenanceRecord,
-    canonical_json,
 )
 from gpupolicy.provenance.schema import LATEST, SchemaTooNew, current_version, migrate, records
 from gpupolicy.provenance.spool import Spool
@@ -44,6 +53,15 @@ MAX_PAGE = 1000
 
 class StoreUnavailable(RuntimeError):
     """The database cannot be reached (and, for writes, there is no spool to fall back on)."""
+
+
+class WriterStopped(StoreUnavailable):
+    """The store's writer thread is not running (it died, or the store was closed): nothing
+    submitted now can be made durable."""
+
+
+class StoreOverloaded(StoreUnavailable):
+    """`max_queue` records are already waiting for the writer."""
 
 
 def normalise_url(url: str) -> URL:
@@ -116,7 +134,7 @@ def _row(record: ProvenanceRecord) -> dict[str, Any]:
         "status": record.status,
         "status_changed_at": record.status_changed_at,
         "git_revision": record.git_revision,
-        "body": canonical_json(record.body()),
+        "body": record.body_json(),
     }
 
 
@@ -125,6 +143,25 @@ def _from_row(row: Any) -> ProvenanceRecord:
     data["status"] = row.status
     data["status_changed_at"] = row.status_changed_at
     return ProvenanceRecord.from_dict(data)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    record: ProvenanceRecord
+    future: Future[str]
+
+
+def _settle(future: Future[str], *, result: str | None = None, error: BaseException | None = None) -> None:
+    """Resolve a future the writer took (RUNNING: a caller can no longer cancel it) or one still
+    queued; a future cancelled before the writer took it has nobody waiting for it."""
+    with contextlib.suppress(InvalidStateError):  # cancelled meanwhile (only while still queued)
+        if future.cancelled():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            assert result is not None
+            future.set_result(result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +177,8 @@ class Counters:
     replayed: int = 0  # spooled records inserted by a replay (duplicates not counted)
     failures: int = 0  # database errors seen (each one sent a record to the spool or failed a replay)
     torn_spool_lines: int = 0
+    commits: int = 0  # transactions the writer committed (one per batch when all goes well)
+    batches: int = 0  # batches the writer took from its queue
     last_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -153,8 +192,14 @@ class ProvenanceStore:
         schema: str | None = None,
         retry_seconds: float = 5.0,
         replay_interval: float = 5.0,
+        max_batch: int = 256,
+        max_queue: int = 4096,
     ) -> None:
+        if max_batch < 1 or max_queue < 1:
+            raise ValueError("max_batch and max_queue must be at least 1")
         self.engine = engine
+        self.max_batch = max_batch
+        self.max_queue = max_queue
         self.schema = schema
         self.spool = spool
         self.retry_seconds = retry_seconds
@@ -166,6 +211,12 @@ class ProvenanceStore:
         self._replay_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # The write queue and its writer thread (started by the first submit).
+        self._queue: deque[_Pending] = deque()
+        self._queue_changed = threading.Condition()
+        self._writer: threading.Thread | None = None
+        self._writer_error: str | None = None
+        self._closing = False
         # SQLite has one writer at a time: threads of this process queue here instead of
         # spending the busy timeout (kept for other processes) against each other.
         self._write_lock: contextlib.AbstractContextManager[Any] = (
@@ -212,29 +263,169 @@ class ProvenanceStore:
 
     # -- writes ----------------------------------------------------------------------------
     def record(self, record: ProvenanceRecord) -> str:
-        """Store `record`; durable when this returns. Returns the record id (the request uid)."""
-        if not self._in_backoff():
+        """Store `record`; durable when this returns. Returns the record id (the request uid).
+        Waits for room when the queue is full; raises what `submit` and the future raise."""
+        return self.submit(record, block=True).result()
+
+    def submit(self, record: ProvenanceRecord, *, block: bool = False) -> Future[str]:
+        """Queue `record` for the writer. The future resolves to the record id once the record
+        is durable (committed, or fsync'ed to the spool), or fails with `StoreUnavailable` when
+        neither took it (no spool, or the spool's disk failed) or with `WriterStopped`.
+
+        Raises `WriterStopped` at once when the writer is dead or the store closed, and
+        `StoreOverloaded` when `max_queue` records are waiting (`block=True` waits for room
+        instead: for callers that may block, never the event loop)."""
+        future: Future[str] = Future()
+        with self._queue_changed:
+            while True:
+                self._check_writer()
+                if len(self._queue) < self.max_queue:
+                    break
+                if not block:
+                    raise StoreOverloaded(
+                        f"provenance: {len(self._queue)} records already wait for the writer"
+                    )
+                self._queue_changed.wait()
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_loop, name="provenance-writer", daemon=True
+                )
+                self._writer.start()
+            self._queue.append(_Pending(record, future))
+            self._queue_changed.notify_all()
+        return future
+
+    def _check_writer(self) -> None:
+        """Under `_queue_changed`: raise unless the writer runs (or may be started)."""
+        if self._writer_error is not None:
+            raise WriterStopped(f"provenance writer died: {self._writer_error}")
+        if self._closing:
+            raise WriterStopped("the provenance store is closed")
+        if self._writer is not None and not self._writer.is_alive():
+            raise WriterStopped("provenance writer is not running")
+
+    def _write_loop(self) -> None:
+        batch: list[_Pending] = []
+        try:
+            while True:
+                with self._queue_changed:
+                    while not self._queue and not self._closing:
+                        self._queue_changed.wait()
+                    if not self._queue:
+                        return  # closing, and everything queued is written
+                    batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+                    self._queue_changed.notify_all()  # room for a blocked record()
+                for item in batch:
+                    # RUNNING: no longer cancellable (a cancelled one is still written, unanswered)
+                    item.future.set_running_or_notify_cancel()
+                self._write_batch(batch)
+                batch = []
+        except BaseException as exc:  # a bug: fail loudly, never leave a caller waiting
+            self._writer_died(exc, batch)
+
+    def _writer_died(self, exc: BaseException, batch: list[_Pending]) -> None:
+        log.critical("provenance writer died; records can no longer be stored", exc_info=exc)
+        reason = f"{type(exc).__name__}: {exc}"
+        with self._queue_changed:
+            self._writer_error = reason
+            waiting = [*batch, *self._queue]
+            self._queue.clear()
+            self._queue_changed.notify_all()
+        with self._state_lock:
+            self.counters.last_error = f"writer died: {reason}"
+        for item in waiting:
+            error = WriterStopped(f"provenance writer died: {reason}")
+            error.__cause__ = exc
+            _settle(item.future, error=error)
+
+    def _write_batch(self, batch: list[_Pending]) -> None:
+        """Make every record of `batch` durable (one commit, or one spool append), then settle
+        its futures: never before."""
+        with self._state_lock:
+            self.counters.batches += 1
+        records = [item.record for item in batch]
+        leftover = self._commit(records)
+        failure: Exception | None = None
+        if leftover:
             try:
-                self.ensure_schema()
-                with self._write_lock, self.engine.begin() as conn:
-                    conn.execute(self._insert, [_row(record)])
-            except (DataError, IntegrityError) as exc:  # this record, not the database: no backoff
-                log.error("provenance: record %s refused by the database, spooled: %s", record.uid, exc)
-                with self._state_lock:
-                    self.counters.failures += 1
-            except (SQLAlchemyError, SchemaTooNew) as exc:
-                self._mark_down(exc)
+                if self.spool is None:
+                    raise StoreUnavailable(f"provenance database unavailable: {self.counters.last_error}")
+                self.spool.append_many([record.to_dict() for record in leftover])
+            except (OSError, StoreUnavailable) as exc:
+                failure = exc
+                log.error("provenance: %d records could not be stored: %s", len(leftover), exc)
             else:
-                self._mark_up()
+                with self._state_lock:
+                    self.counters.spooled += len(leftover)
+        lost = {id(record) for record in leftover} if failure is not None else set()
+        for item in batch:
+            if id(item.record) in lost:
+                assert failure is not None
+                error = StoreUnavailable(f"provenance record {item.record.uid} not stored: {failure}")
+                error.__cause__ = failure
+                _settle(item.future, error=error)
+            else:
+                _settle(item.future, result=item.record.uid)
+
+    def _commit(self, records: list[ProvenanceRecord]) -> list[ProvenanceRecord]:
+        """Insert `records` in one transaction; returns those the database did not take (all
+        of them when it is unreachable or in backoff), for the spool."""
+        if self._in_backoff():
+            return records
+        try:
+            self.ensure_schema()
+            self._insert_rows([_row(record) for record in records])
+        except (DataError, IntegrityError) as exc:  # a record's content, not the database
+            if len(records) == 1:
+                self._refused(records[0], exc)
+                return records
+            return self._commit_one_by_one(records)
+        except (SQLAlchemyError, SchemaTooNew) as exc:
+            self._mark_down(exc)
+            return records
+        self._mark_up()
+        with self._state_lock:
+            self.counters.writes += len(records)
+        return []
+
+    def _commit_one_by_one(self, records: list[ProvenanceRecord]) -> list[ProvenanceRecord]:
+        """A batch the database refused for one record's content: the others still go in."""
+        leftover: list[ProvenanceRecord] = []
+        for index, record in enumerate(records):
+            try:
+                self._insert_rows([_row(record)])
+            except (DataError, IntegrityError) as exc:
+                self._refused(record, exc)
+                leftover.append(record)
+            except SQLAlchemyError as exc:
+                self._mark_down(exc)
+                return leftover + records[index:]
+            else:
                 with self._state_lock:
                     self.counters.writes += 1
-                return record.uid
-        if self.spool is None:
-            raise StoreUnavailable(f"provenance database unavailable: {self.counters.last_error}")
-        self.spool.append(record.to_dict())
+        return leftover
+
+    def _refused(self, record: ProvenanceRecord, exc: Exception) -> None:
+        log.error("provenance: record %s refused by the database, spooled: %s", record.uid, exc)
         with self._state_lock:
-            self.counters.spooled += 1
-        return record.uid
+            self.counters.failures += 1
+
+    def _insert_rows(self, rows: list[dict[str, Any]]) -> None:
+        """One transaction (one commit, one fsync) for `rows`."""
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(self._insert, rows)
+        with self._state_lock:
+            self.counters.commits += 1
+
+    def writer_status(self) -> dict[str, Any]:
+        with self._queue_changed:
+            running = self._writer is not None and self._writer.is_alive()
+            return {
+                "running": running,
+                "error": self._writer_error,
+                "queued": len(self._queue),
+                "closed": self._closing,
+            }
 
     def replay_spool(
         self, *, batch_size: int = 200, after_commit: Callable[[int], None] | None = None
@@ -448,11 +639,21 @@ class ProvenanceStore:
                 "replayed": counters.replayed,
                 "failures": counters.failures,
                 "torn_spool_lines": counters.torn_spool_lines,
+                "commits": counters.commits,
+                "batches": counters.batches,
+                "writer": self.writer_status(),
                 "rejected": self.spool.rejected_count() if self.spool else 0,
                 "last_error": counters.last_error,
             }
 
     def close(self) -> None:
+        """Write what is queued, stop the writer and the replayer, release the connections."""
+        with self._queue_changed:
+            self._closing = True
+            self._queue_changed.notify_all()
+            writer = self._writer
+        if writer is not None:
+            writer.join()
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -475,6 +676,8 @@ def open_store(
     retry_seconds: float = 5.0,
     replay_interval: float = 5.0,
     connect_timeout: float = 2.0,
+    max_batch: int = 256,
+    max_queue: int = 4096,
 ) -> ProvenanceStore:
     """Open (and migrate) the store; replay whatever the spool holds; start the replayer.
 
@@ -491,6 +694,8 @@ def open_store(
         schema=schema,
         retry_seconds=retry_seconds,
         replay_interval=replay_interval,
+        max_batch=max_batch,
+        max_queue=max_queue,
     )
     try:
         store.ensure_schema()

@@ -145,6 +145,14 @@ def _lookup(workload: Workload, ctx: Context) -> tuple[ArmLink, Resource | None,
 
 
 def _linked(workload: Workload, ctx: Context) -> tuple[ArmLink, ExperimentConfig] | None:
+    """The workload's arm and its experiment (looked up once per evaluation: four rules read it)."""
+    found: tuple[ArmLink, ExperimentConfig] | None = ctx.memo(
+        ("experiments:linked", id(workload.resource)), lambda: _find_linked(workload, ctx)
+    )
+    return found
+
+
+def _find_linked(workload: Workload, ctx: Context) -> tuple[ArmLink, ExperimentConfig] | None:
     looked_up = _lookup(workload, ctx)
     if looked_up is None or looked_up[1] is None or not is_experiment_config(looked_up[1]):
         return None

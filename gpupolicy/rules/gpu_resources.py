@@ -228,7 +228,16 @@ def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iter
 
 def pod_gpu_totals(template: PodTemplate, ctx: Context) -> dict[str, Decimal]:
     """GPUs per resource name for one pod: main containers add up, init containers take the max
-    (they run one at a time), as the scheduler computes a pod's effective request."""
+    (they run one at a time), as the scheduler computes a pod's effective request. Summed once per
+    template (GP108 and GP205 both read it); each caller gets its own dict."""
+    key = ctx.gpu.pod_totals_key
+    totals: dict[str, Decimal] | None = template.cache.get(key)
+    if totals is None:
+        totals = template.cache[key] = _pod_gpu_totals(template, ctx)
+    return dict(totals)
+
+
+def _pod_gpu_totals(template: PodTemplate, ctx: Context) -> dict[str, Decimal]:
     main: dict[str, Decimal] = {}
     init: dict[str, Decimal] = {}
     for demand in ctx.gpu.counted_demands(template):
@@ -244,15 +253,23 @@ def pod_gpu_totals(template: PodTemplate, ctx: Context) -> dict[str, Decimal]:
 
 
 def largest_node(ctx: Context, resource_name: str) -> tuple[int, str] | None:
-    best: tuple[int, str] | None = None
+    largest: dict[str, tuple[int, str]] = ctx.policy.derived("largest-node", lambda: _largest_nodes(ctx))
+    return largest.get(resource_name)
+
+
+def _largest_nodes(ctx: Context) -> dict[str, tuple[int, str]]:
+    """The node pools' largest node per GPU resource (first pool wins a tie), once per policy."""
+    largest: dict[str, tuple[int, str]] = {}
     for pool in as_list(ctx.policy.data.get("nodePools")):
         pool = as_mapping(pool)
-        if pool.get("resource", "nvidia.com/gpu") != resource_name:
+        resource_name = pool.get("resource", "nvidia.com/gpu")
+        if not isinstance(resource_name, str):  # never equal to a resource name asked about
             continue
         count = pool.get("gpusPerNode")
+        best = largest.get(resource_name)
         if isinstance(count, int) and (best is None or count > best[0]):
-            best = (count, str(pool.get("name", "?")))
-    return best
+            largest[resource_name] = (count, str(pool.get("name", "?")))
+    return largest
 
 
 @rule(

@@ -35,11 +35,17 @@ SHARING_LABELS = frozenset(
 
 
 def shared_pools(ctx: Context) -> list[dict[str, Any]]:
-    return [
-        as_mapping(pool)
-        for pool in as_list(ctx.policy.data.get("nodePools"))
-        if as_mapping(pool).get("sharing") in ("time-slicing", "mps")
-    ]
+    """The policy's time-sliced and MPS node pools (found once per policy; a new list each call)."""
+
+    def build() -> tuple[dict[str, Any], ...]:
+        return tuple(
+            as_mapping(pool)
+            for pool in as_list(ctx.policy.data.get("nodePools"))
+            if as_mapping(pool).get("sharing") in ("time-slicing", "mps")
+        )
+
+    pools: tuple[dict[str, Any], ...] = ctx.policy.derived("gpu-sharing:shared-pools", build)
+    return list(pools)
 
 
 def _targets_shared_pool(template: PodTemplate, ctx: Context) -> dict[str, Any] | None:

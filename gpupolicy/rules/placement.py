@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterator
+from typing import Any
 
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.findings import JsonPath, Severity
@@ -47,14 +48,20 @@ def label_registry(ctx: Context) -> LabelRegistry:
 
 
 def gpu_taints(ctx: Context) -> list[Taint]:
-    return [
-        Taint(
-            str(as_mapping(item).get("key", "")),
-            str(as_mapping(item).get("effect", "")),
-            str(as_mapping(item).get("value", "")),
+    """The policy's GPU taints (read once per policy; each caller gets its own list)."""
+
+    def build() -> tuple[Taint, ...]:
+        return tuple(
+            Taint(
+                str(as_mapping(item).get("key", "")),
+                str(as_mapping(item).get("effect", "")),
+                str(as_mapping(item).get("value", "")),
+            )
+            for item in as_list(ctx.policy.get("placement.gpuTaints", []))
         )
-        for item in as_list(ctx.policy.get("placement.gpuTaints", []))
-    ]
+
+    taints: tuple[Taint, ...] = ctx.policy.derived("placement:gpu-taints", build)
+    return list(taints)
 
 
 def _value_given(ctx: Context, taint: Taint) -> bool:
@@ -210,12 +217,27 @@ def _vendor_of_label(ctx: Context, key: str) -> str | None:
     if "/" not in key:
         return None
     domain = key.split("/", 1)[0]
-    for vendor in as_list(ctx.policy.get("gpu.vendors", [])):
-        vendor = as_mapping(vendor)
-        for known in as_list(vendor.get("domains")):
-            if domain == known or domain.endswith(f".{known}"):
-                return str(vendor.get("name"))
+    for name, domains in _vendor_domains(ctx):
+        for known, suffix in domains:
+            if domain == known or domain.endswith(suffix):
+                return name
     return None
+
+
+def _vendor_domains(ctx: Context) -> tuple[tuple[str, tuple[tuple[Any, str], ...]], ...]:
+    """(vendor name, ((domain, ".domain"), ...)) of the policy's GPU vendors, once per policy."""
+
+    def build() -> tuple[tuple[str, tuple[tuple[Any, str], ...]], ...]:
+        vendors = (as_mapping(vendor) for vendor in as_list(ctx.policy.get("gpu.vendors", [])))
+        return tuple(
+            (str(vendor.get("name")), tuple((known, f".{known}") for known in as_list(vendor.get("domains"))))
+            for vendor in vendors
+        )
+
+    found: tuple[tuple[str, tuple[tuple[Any, str], ...]], ...] = ctx.policy.derived(
+        "placement:vendor-domains", build
+    )
+    return found
 
 
 def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:

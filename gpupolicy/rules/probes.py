@@ -160,6 +160,9 @@ def startup_budget_too_short(workload: Workload, ctx: Context) -> Iterator[Viola
             )
 
 
+_UNDECLARED = frozenset({PortStatus.NAMED_UNDECLARED, PortStatus.NUMBER_UNDECLARED})
+
+
 @rule(
     id="GP405",
     name="probe-port-undeclared",
@@ -173,7 +176,7 @@ def startup_budget_too_short(workload: Workload, ctx: Context) -> Iterator[Viola
 )
 def probe_port_undeclared(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for _, container in workload.containers():
-        for port in probe_ports(container):
+        for port in probe_ports(container, _UNDECLARED):
             if port.status is PortStatus.NAMED_UNDECLARED:
                 yield Violation(
                     port.path,

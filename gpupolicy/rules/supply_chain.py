@@ -10,6 +10,7 @@ https://kubernetes.io/docs/concepts/containers/images/#image-names
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.images import ImageRef, parse_image, registry_allowed
@@ -22,9 +23,21 @@ SLSA = "https://slsa.dev/spec/v1.0/requirements"
 
 def _images(workload: Workload) -> Iterator[tuple[Container, ImageRef]]:
     for _, container in workload.containers():
-        ref = parse_image(container.image)
+        ref = _image_of(container)
         if ref is not None:
             yield container, ref
+
+
+_NO_IMAGE: Any = object()
+
+
+def _image_of(container: Container) -> ImageRef | None:
+    """The container's parsed image, once per container (four rules read it)."""
+    ref = container.cache.get("image-ref", _NO_IMAGE)
+    if ref is _NO_IMAGE:
+        ref = container.cache["image-ref"] = parse_image(container.image)
+    found: ImageRef | None = ref
+    return found
 
 
 @rule(

@@ -10,6 +10,7 @@ of each), `/metrics` is Prometheus' text format.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import json
@@ -48,6 +49,11 @@ except ImportError:  # pragma: no cover - depends on the install
 
 
 class ProvenanceStore(Protocol):
+    """`record()` returns once the record is durable. A store may also have
+    `submit(record) -> concurrent.futures.Future[str]` (gpupolicy.provenance's has): the route
+    then awaits the future, so the event loop serves other requests meanwhile and concurrent
+    admissions share one commit."""
+
     def record(self, record: Any) -> str: ...
 
     def close(self) -> None: ...
@@ -149,7 +155,7 @@ def create_app(state: WebhookState) -> FastAPI:
             )
         provenance = None
         if decision.record_provenance and state.provenance is not None:
-            provenance = await run_in_threadpool(_record_provenance, state, decision)
+            provenance = await _record_provenance(state, decision)
         payload = _dumps(decision.response)
         elapsed = time.perf_counter() - started
         _account(state, decision, elapsed, provenance)
@@ -203,26 +209,42 @@ def _invalid(state: WebhookState, message: str, parsed: Any = None) -> Response:
     return _error(400, message)
 
 
-def _record_provenance(state: WebhookState, decision: Decision) -> str:
-    """Durable before the response is sent (the store commits or fsyncs its spool)."""
+async def _record_provenance(state: WebhookState, decision: Decision) -> str:
+    """Durable before the response is sent (the store commits or fsyncs its spool). A store
+    failure (writer dead, queue full, database and disk both failing) admits anyway — the
+    webhook never blocks the cluster over provenance — and says so loudly (log and metric)."""
     provenance = state.provenance
-    assert provenance is not None and decision.report is not None and decision.object is not None
+    assert provenance is not None
     try:
-        record = provenance.build_record(
-            decision.request,
-            decision.object,
-            decision.report,
-            state.engine.policy,
-            experiment_config=_experiment_config(state, decision),
-        )
+        if state.review_in_threadpool:
+            record = await run_in_threadpool(_build_record, state, decision)
+        else:
+            record = _build_record(state, decision)  # CPU only, like review(): no thread hop
     except provenance.not_recordable:
         return "skipped"
     try:
-        provenance.store.record(record)
+        submit = getattr(provenance.store, "submit", None)
+        if submit is not None:
+            future: concurrent.futures.Future[str] = submit(record)
+            await asyncio.wrap_future(future)
+        else:
+            await run_in_threadpool(provenance.store.record, record)
     except Exception:  # disk and database both failing: admit (never block the cluster), say so loudly
         _log.exception("provenance record lost", extra={"fields": {"uid": decision.uid}})
         return "failed"
     return "recorded"
+
+
+def _build_record(state: WebhookState, decision: Decision) -> Any:
+    provenance = state.provenance
+    assert provenance is not None and decision.report is not None and decision.object is not None
+    return provenance.build_record(
+        decision.request,
+        decision.object,
+        decision.report,
+        state.engine.policy,
+        experiment_config=_experiment_config(state, decision),
+    )
 
 
 def _experiment_config(state: WebhookState, decision: Decision) -> Mapping[str, Any] | None:

@@ -255,3 +255,70 @@ def test_linter_core_does_not_import_webhook_dependencies() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# Strings each pattern of redaction.py redacts (at least one per pattern), and look-alikes.
+PATTERN_EXAMPLES = [
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA\n-----END OPENSSH PRIVATE KEY-----",
+    "-----BEGIN PRIVATE KEY-----truncated",
+    "token ghp_" + "a" * 36,
+    "github_pat_" + "B" * 30,
+    "glpat-" + "c" * 20,
+    "xoxb-1234567890-abcdef",
+    "ASIAABCDEFGHIJKLMNOP",
+    "HF=hf_" + "d" * 30,
+    "key sk-" + "e" * 24,
+    "AIza" + "f" * 35,
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.c2lnbmF0dXJlLXZhbHVl",
+    "Authorization: BEARER abcdefgh12345",
+    "redis://default:hunter22@redis:6379/0",
+    "--password hunter22",
+    "-p --Client-Secret=xyz",
+    "--CREDENTIALS=/dev/stdin",
+    "export HF_TOKEN=abc123; run",
+    "db_password=x",
+    "MY_API_KEY=v",
+    "S3_Access_Key=v",
+    "--paſſword=x",  # Unicode case folding: the long s matches `s` under IGNORECASE
+    "--api-\u212aey=x",  # the Kelvin sign matches `k`
+]
+
+
+def test_prefilter_is_a_necessary_condition() -> None:
+    """Every string a pattern changes passes the prefilter (else it would go unredacted)."""
+    from gpupolicy.provenance.redaction import _MAYBE_SECRET, _redact_text_fully
+
+    for text in PATTERN_EXAMPLES:
+        assert _redact_text_fully(text) != text, text  # the example does exercise a pattern
+        assert _MAYBE_SECRET.search(text) is not None, text
+        assert redact_text(text) == _redact_text_fully(text), text
+
+
+def test_redact_text_equals_the_sequential_patterns_on_random_strings() -> None:
+    """The prefilter, the length shortcut and the clean-string cache change no result."""
+    import random
+
+    from gpupolicy.provenance.redaction import _redact_text_fully
+
+    fragments = [
+        *PATTERN_EXAMPLES, "nvidia.com/gpu", "vllm/vllm-openai:v0.6.3", "sk-", "ask-me", "://", "@",
+        "user:pw@", "https://", "pass", "PASS", "word", "=", " ", "--", "-", "_", "TOKEN", "token-path",
+        "secretName", "Bearer ", "ſ", "\u212a", "\n", "'", '"', "hf_", "eyJ", "AKIA", "x" * 20, "0123456789",
+    ]  # fmt: skip
+    rng = random.Random(20261130)
+    for _ in range(3000):
+        text = "".join(rng.choice(fragments) for _ in range(rng.randint(1, 6)))
+        assert redact_text(text) == _redact_text_fully(text), text
+        assert redact_text(text) == _redact_text_fully(text), text  # again: from the cache
+
+
+def test_record_body_is_one_canonical_serialisation(gpu_policy: Policy) -> None:
+    from gpupolicy.provenance.record import canonical_json
+
+    obj = deployment()
+    record = build_record(admission_request(obj), obj, report_for(obj, gpu_policy), gpu_policy)
+    expected = record.to_dict()
+    del expected["status"], expected["status_changed_at"]
+    assert record.body() == expected
+    assert record.body_json() == canonical_json(expected)
+    assert json.loads(record.body_json())["uid"] == record.uid

@@ -7,8 +7,11 @@ from __future__ import annotations
 import ssl
 import subprocess
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +118,68 @@ def test_a_failing_store_admits_and_counts_the_loss() -> None:
         answer = test_client.post("/validate", json=admission_review(gpu_deployment())).json()["response"]
         assert answer["allowed"] is True
         assert 'gpupolicy_provenance_writes_total{outcome="failed"} 1.0' in test_client.get("/metrics").text
+
+
+class SubmitStore(MemoryStore):
+    """A store with `submit()`: the future is resolved by another thread, later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.submitted = 0
+
+    def submit(self, record: Any) -> Future[str]:
+        self.submitted += 1
+        future: Future[str] = Future()
+
+        def durable() -> None:
+            time.sleep(0.05)  # the commit: the route must wait for it, whatever it takes
+            self.records[record["uid"]] = record
+            future.set_result(str(record["uid"]))
+
+        threading.Thread(target=durable).start()
+        return future
+
+
+def test_the_route_awaits_the_stores_future_before_answering() -> None:
+    store = SubmitStore()
+    with make_client(store) as test_client:
+        body = admission_review(gpu_deployment())
+        answer = test_client.post("/validate", json=body).json()["response"]
+        assert answer["allowed"] is True
+        assert store.submitted == 1 and body["request"]["uid"] in store.records
+        assert 'gpupolicy_provenance_writes_total{outcome="recorded"} 1.0' in test_client.get("/metrics").text
+
+
+def test_a_dead_provenance_writer_admits_and_counts_every_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure policy for provenance: admit (never block the cluster), log, count."""
+    from gpupolicy.provenance import NotRecordable as RealNotRecordable
+    from gpupolicy.provenance import build_record as real_build_record
+    from gpupolicy.provenance import open_store
+
+    store = open_store(None, spool_dir=tmp_path / "spool", start_replayer=False)
+
+    def broken(_batch: object) -> None:
+        raise RuntimeError("a bug in the writer")
+
+    monkeypatch.setattr(store, "_write_batch", broken)
+    state = WebhookState(
+        engine=ReviewEngine.from_policy(default_policy()),
+        inventory=CLUSTER,
+        inventory_status=Synced(True),
+        provenance=Provenance(store=store, build_record=real_build_record, not_recordable=RealNotRecordable),
+    )
+    try:
+        with TestClient(create_app(state)) as test_client:
+            for count in (1, 2):  # the writer dies on the first; the second is refused at submit
+                answer = test_client.post("/validate", json=admission_review(gpu_deployment())).json()
+                assert answer["response"]["allowed"] is True
+                metrics = test_client.get("/metrics").text
+                assert f'gpupolicy_provenance_writes_total{{outcome="failed"}} {count}.0' in metrics
+            assert test_client.get("/readyz").json()["provenance"]["writer"]["running"] is False
+    finally:
+        store.close()
 
 
 def test_readiness_follows_the_inventory() -> None:
