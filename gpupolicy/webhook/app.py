@@ -266,6 +266,8 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
         metrics.findings.labels(finding.rule_id, finding.severity.label).inc()
     if provenance is not None:
         metrics.provenance_writes.labels(provenance).inc()
+    if not _log.isEnabledFor(logging.INFO):
+        return  # the log line's fields cost more than the review's bookkeeping: build them only when logged
     report = decision.report
     log(
         _log,

@@ -144,6 +144,11 @@ class ClusterInventory:
             for cache in self._caches.values():
                 cache.state, cache.reason = NO_CLIENT, no_client_reason
 
+    @property
+    def api_client(self) -> Any:
+        """The kubernetes ApiClient, or None when the inventory runs without a cluster."""
+        return self._api_client
+
     @classmethod
     def from_environment(cls, *, kubeconfig: str | None = None, **options: Any) -> ClusterInventory:
         """In a pod: the service account; elsewhere: the kubeconfig; neither: no client (every

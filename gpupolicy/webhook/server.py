@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +31,30 @@ def open_provenance(db: str | None, data_dir: Path) -> Provenance:
     return Provenance(
         store=store, build_record=build_record, not_recordable=NotRecordable, router=router(store)
     )
+
+
+# How often admitted records are checked against the live objects, and how long an admitted
+# object may take to appear before its record is marked never-persisted (a later admission
+# step, such as another webhook, rejected it).
+RECONCILE_INTERVAL_SECONDS = 30.0
+
+
+def start_reconciler(provenance: Provenance | None, inventory: ClusterInventory) -> threading.Event | None:
+    """Confirm provenance records against the cluster, when there is a store and a cluster client."""
+    api_client = inventory.api_client
+    if provenance is None or api_client is None:
+        return None
+    from gpupolicy.provenance.reconciler import Reconciler, kubernetes_lookup
+    from gpupolicy.provenance.store import ProvenanceStore
+
+    if not isinstance(provenance.store, ProvenanceStore):
+        return None  # a store without records to confirm (tests' fakes)
+    try:
+        lookup = kubernetes_lookup(api_client)  # API discovery: needs a reachable server
+    except Exception as exc:  # the webhook serves without it; records stay `admitted`
+        log(_log, logging.WARNING, "provenance reconciler not started", reason=str(exc)[:300])
+        return None
+    return Reconciler(provenance.store).start(lookup, interval=RECONCILE_INTERVAL_SECONDS)
 
 
 def warm_up(engine: ReviewEngine, inventory: ClusterInventory) -> None:
@@ -123,6 +148,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         server_header=False,
     )
     inventory.start()
+    stop_reconciler = start_reconciler(provenance, inventory)
     log(
         _log,
         logging.INFO,
@@ -137,6 +163,8 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
     )
 
     def cleanup() -> None:
+        if stop_reconciler is not None:
+            stop_reconciler.set()
         inventory.stop()
         if provenance is not None:
             provenance.store.close()
