@@ -20,6 +20,8 @@ from gpupolicy.runtime import paused_cyclic_gc
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+# Subcommands that need the [webhook] extra (FastAPI, uvicorn, kubernetes, SQLAlchemy...).
+WEBHOOK_COMMANDS = frozenset({"serve", "provenance"})
 
 
 class UsageError(Exception):
@@ -296,6 +298,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     except UsageError as exc:
         print(f"gpupolicy: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # an install without a dependency (or without the extra)
+        extra = " (the webhook needs the [webhook] extra)" if args.command in WEBHOOK_COMMANDS else ""
+        print(
+            f"gpupolicy: the package {exc.name!r} is not installed{extra}; reinstall: "
+            f"pip install 'gpupolicy{'[webhook]' if extra else ''}'",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except BrokenPipeError:  # `gpupolicy lint | head`
         return EXIT_CLEAN

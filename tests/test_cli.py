@@ -296,3 +296,19 @@ def test_exclude_flag_and_policy_exclude(work: Path) -> None:
     nothing = lint(work, "--policy", "exclude-policy.yaml", ".")
     assert nothing.returncode == 0
     assert nothing.stdout.splitlines()[-1].endswith("in 0 objects from 0 files")
+
+
+def test_a_missing_dependency_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n")
+    script = (
+        "import sys; sys.modules['jsonschema_rs'] = None\n"
+        "from gpupolicy.cli import main\n"
+        f"raise SystemExit(main(['lint', {str(manifest)!r}]))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    assert completed.stderr.strip() == (
+        "gpupolicy: the package 'jsonschema_rs' is not installed; reinstall: pip install 'gpupolicy'"
+    )
