@@ -85,7 +85,7 @@ class GpuCatalog:
         self._uses_key = self._cache_key + ":uses"
         self._counted_key = self._cache_key + ":counted"
         self._containers_key = self._cache_key + ":containers"
-        self.pod_totals_key = self._cache_key + ":pod-totals"  # rules.gpu_resources.pod_gpu_totals
+        self._pod_totals_key = self._cache_key + ":pod-totals"
 
     def _add_vendor(self, vendor: Mapping[str, Any]) -> None:
         name = str(vendor.get("name", ""))
@@ -164,6 +164,29 @@ class GpuCatalog:
                     total += amount
             container.cache[key] = total
         return total
+
+    def pod_totals(self, template: PodTemplate) -> dict[str, Decimal]:
+        """GPUs per resource name for one pod: main containers add up, init containers take the
+        max (they run one at a time), as the scheduler computes a pod's effective request.
+        Summed once per template (GP108 and GP205 both read it); each caller gets its own dict."""
+        totals: dict[str, Decimal] | None = template.cache.get(self._pod_totals_key)
+        if totals is None:
+            main: dict[str, Decimal] = {}
+            init: dict[str, Decimal] = {}
+            for demand in self.counted_demands(template):
+                amount = demand.amount
+                if amount is None or amount <= 0:
+                    continue
+                name = demand.resource.name
+                if demand.container.role == "init":
+                    init[name] = max(init.get(name, Decimal(0)), amount)
+                elif demand.container.role == "container":
+                    main[name] = main.get(name, Decimal(0)) + amount
+            totals = {
+                name: max(main.get(name, Decimal(0)), init.get(name, Decimal(0))) for name in {*main, *init}
+            }
+            template.cache[self._pod_totals_key] = totals
+        return dict(totals)
 
     def uses_gpus(self, template: PodTemplate) -> bool:
         """Device-plugin GPUs (any positive amount), a DRA claim on a GPU device class, or a

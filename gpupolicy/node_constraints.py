@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpupolicy.findings import JsonPath
+from gpupolicy.node_pools import NodePool
 from gpupolicy.pod_spec import PodTemplate, as_list, as_mapping
 from gpupolicy.scheduling import REQUIRED_TERMS_PATH, required_terms, required_values
 
@@ -168,7 +169,7 @@ class PoolConflict:
 
 
 def pool_conflicts(
-    template: PodTemplate, pools: Sequence[Mapping[str, Any]], demands: Mapping[str, Decimal]
+    template: PodTemplate, pools: Sequence[NodePool], demands: Mapping[str, Decimal]
 ) -> Iterator[PoolConflict]:
     """The node-pool catalogue against the pod: when every product the pod requires is a pool of the
     catalogue, those pools must advertise each GPU resource the pod asks for, in that number per node.
@@ -179,19 +180,19 @@ def pool_conflicts(
         return
     values, path = wanted
     products = {_base_product(value) for value in values}
-    matched = [pool for pool in pools if pool.get("gpuProduct") in products]
-    if not products or products - {str(pool.get("gpuProduct")) for pool in matched}:
+    matched = [pool for pool in pools if pool.gpu_product in products]
+    if not products or products - {str(pool.gpu_product) for pool in matched}:
         return
     shown = ", ".join(sorted(values))
     for resource, count in sorted(demands.items()):
-        offering = [pool for pool in matched if pool.get("resource", "nvidia.com/gpu") == resource]
+        offering = [pool for pool in matched if pool.resource == resource]
         if not offering:
-            advertised = ", ".join(sorted({str(pool.get("resource", "nvidia.com/gpu")) for pool in matched}))
-            names = ", ".join(sorted(str(pool.get("name")) for pool in matched))
+            advertised = ", ".join(sorted({pool.resource for pool in matched}))
+            names = ", ".join(sorted(pool.name for pool in matched))
             reason = f"{PRODUCT_LABEL} {shown} nodes (pool {names}) advertise {advertised}, not {resource}"
             yield PoolConflict(path, reason, resource)
             continue
-        per_node = [pool["gpusPerNode"] for pool in offering if isinstance(pool.get("gpusPerNode"), int)]
+        per_node = [pool.gpus_per_node for pool in offering if pool.gpus_per_node is not None]
         if per_node and count > max(per_node):
             yield PoolConflict(
                 path,

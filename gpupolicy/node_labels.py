@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.findings import JsonPath
+from gpupolicy.node_pools import NodePool
 from gpupolicy.pod_spec import PodTemplate, as_list, as_mapping
 from gpupolicy.scheduling import REQUIRED_TERMS_PATH
 
@@ -38,16 +39,14 @@ class LabelInfo:
 
 
 class LabelRegistry:
-    def __init__(self, section: Mapping[str, Any], *, pools: Sequence[Any] = ()) -> None:
+    def __init__(self, section: Mapping[str, Any], *, pools: Sequence[NodePool] = ()) -> None:
         """`section` is the policy's nodeLabels; the `nodeLabels` keys of the policy's node pools
         are registered too (source nodePools, owner the pool), as GPU labels, unless listed."""
         self._exact: dict[str, LabelInfo] = {}
         self._prefixes: list[LabelInfo] = []
         for pool in pools:
-            pool = as_mapping(pool)
-            for key in as_mapping(pool.get("nodeLabels")):
-                owner = f"node pool {pool.get('name', '?')}"
-                self._exact[str(key)] = LabelInfo(str(key), "nodePools", owner, REQUIREMENT, True)
+            for key in pool.node_labels:
+                self._exact[key] = LabelInfo(key, "nodePools", f"node pool {pool.name}", REQUIREMENT, True)
         for key, entry in section.items():
             entry = as_mapping(entry)
             info = LabelInfo(

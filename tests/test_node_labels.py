@@ -6,6 +6,7 @@ from typing import Any
 
 from gpupolicy.node_constraints import node_contradictions, positive_label_keys
 from gpupolicy.node_labels import LabelRegistry, node_label_uses
+from gpupolicy.node_pools import NodePool
 from gpupolicy.pod_spec import PodTemplate
 from gpupolicy.policy import default_policy
 
@@ -187,8 +188,16 @@ def test_no_required_terms_means_no_contradiction() -> None:
 
 
 POOLS = [
-    {"name": "l4-shared", "resource": "nvidia.com/gpu.shared", "gpuProduct": "NVIDIA-L4", "gpusPerNode": 4},
-    {"name": "l40s", "resource": "nvidia.com/gpu", "gpuProduct": "NVIDIA-L40S", "gpusPerNode": 4},
+    NodePool.parse(pool)
+    for pool in (
+        {
+            "name": "l4-shared",
+            "resource": "nvidia.com/gpu.shared",
+            "gpuProduct": "NVIDIA-L4",
+            "gpusPerNode": 4,
+        },
+        {"name": "l40s", "resource": "nvidia.com/gpu", "gpuProduct": "NVIDIA-L40S", "gpusPerNode": 4},
+    )
 ]
 
 
@@ -210,6 +219,8 @@ def test_pool_catalogue_resource_and_count() -> None:
 
 
 def test_node_pool_labels_are_registered_gpu_labels() -> None:
-    labels = LabelRegistry({}, pools=[{"name": "h100", "nodeLabels": {"example.com/pool": "h100"}}])
+    labels = LabelRegistry(
+        {}, pools=[NodePool.parse({"name": "h100", "nodeLabels": {"example.com/pool": "h100"}})]
+    )
     info = labels.lookup("example.com/pool")
     assert info is not None and info.gpu and info.owner == "node pool h100" and info.source == "nodePools"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from decimal import Decimal
 
 from gpupolicy.engine import Context, Parameter, Violation, rule
-from gpupolicy.gpu import GpuDemand, GpuKind, dra_gpu_claims
+from gpupolicy.gpu import GpuDemand, GpuKind
+from gpupolicy.node_pools import largest_node
 from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.quantities import format_quantity, is_positive_integer, quantity_or_none
 
@@ -226,52 +226,6 @@ def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iter
             )
 
 
-def pod_gpu_totals(template: PodTemplate, ctx: Context) -> dict[str, Decimal]:
-    """GPUs per resource name for one pod: main containers add up, init containers take the max
-    (they run one at a time), as the scheduler computes a pod's effective request. Summed once per
-    template (GP108 and GP205 both read it); each caller gets its own dict."""
-    key = ctx.gpu.pod_totals_key
-    totals: dict[str, Decimal] | None = template.cache.get(key)
-    if totals is None:
-        totals = template.cache[key] = _pod_gpu_totals(template, ctx)
-    return dict(totals)
-
-
-def _pod_gpu_totals(template: PodTemplate, ctx: Context) -> dict[str, Decimal]:
-    main: dict[str, Decimal] = {}
-    init: dict[str, Decimal] = {}
-    for demand in ctx.gpu.counted_demands(template):
-        amount = demand.amount
-        if amount is None or amount <= 0:
-            continue
-        name = demand.resource.name
-        if demand.container.role == "init":
-            init[name] = max(init.get(name, Decimal(0)), amount)
-        elif demand.container.role == "container":
-            main[name] = main.get(name, Decimal(0)) + amount
-    return {name: max(main.get(name, Decimal(0)), init.get(name, Decimal(0))) for name in {*main, *init}}
-
-
-def largest_node(ctx: Context, resource_name: str) -> tuple[int, str] | None:
-    largest: dict[str, tuple[int, str]] = ctx.policy.derived("largest-node", lambda: _largest_nodes(ctx))
-    return largest.get(resource_name)
-
-
-def _largest_nodes(ctx: Context) -> dict[str, tuple[int, str]]:
-    """The node pools' largest node per GPU resource (first pool wins a tie), once per policy."""
-    largest: dict[str, tuple[int, str]] = {}
-    for pool in as_list(ctx.policy.data.get("nodePools")):
-        pool = as_mapping(pool)
-        resource_name = pool.get("resource", "nvidia.com/gpu")
-        if not isinstance(resource_name, str):  # never equal to a resource name asked about
-            continue
-        count = pool.get("gpusPerNode")
-        best = largest.get(resource_name)
-        if isinstance(count, int) and (best is None or count > best[0]):
-            largest[resource_name] = (count, str(pool.get("name", "?")))
-    return largest
-
-
 @rule(
     id="GP108",
     name="gpu-count-exceeds-node",
@@ -286,8 +240,8 @@ def _largest_nodes(ctx: Context) -> dict[str, tuple[int, str]]:
 )
 def gpu_count_exceeds_node(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
-        for name, total in pod_gpu_totals(template, ctx).items():
-            node = largest_node(ctx, name)
+        for name, total in ctx.gpu.pod_totals(template).items():
+            node = largest_node(ctx.policy, name)
             if node is None or total <= node[0]:
                 continue
             container = max(
@@ -459,6 +413,3 @@ def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Vi
                 f"{container.label} has {count} GPUs but no memory-backed emptyDir at /dev/shm",
                 container=container.name,
             )
-
-
-__all__ = ["dra_gpu_claims", "largest_node", "pod_gpu_totals"]

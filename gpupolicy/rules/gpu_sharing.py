@@ -8,10 +8,10 @@ DRA: https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-al
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.gpu import GpuDemand, GpuKind, dra_gpu_claims
+from gpupolicy.node_pools import NodePool, node_pools
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.quantities import format_quantity
 from gpupolicy.scheduling import required_values, targeted_keys
@@ -34,28 +34,14 @@ SHARING_LABELS = frozenset(
 )
 
 
-def shared_pools(ctx: Context) -> list[dict[str, Any]]:
-    """The policy's time-sliced and MPS node pools (found once per policy; a new list each call)."""
-
-    def build() -> tuple[dict[str, Any], ...]:
-        return tuple(
-            as_mapping(pool)
-            for pool in as_list(ctx.policy.data.get("nodePools"))
-            if as_mapping(pool).get("sharing") in ("time-slicing", "mps")
-        )
-
-    pools: tuple[dict[str, Any], ...] = ctx.policy.derived("gpu-sharing:shared-pools", build)
-    return list(pools)
-
-
-def _targets_shared_pool(template: PodTemplate, ctx: Context) -> dict[str, Any] | None:
+def _targets_shared_pool(template: PodTemplate, ctx: Context) -> NodePool | None:
     """The shared pool the template's product selector points at (with or without -SHARED)."""
     wanted = required_values(template, PRODUCT_LABEL)
     if wanted is None:
         return None
     products = {value.removesuffix("-SHARED") for value in wanted[0]}
-    for pool in shared_pools(ctx):
-        if pool.get("gpuProduct") in products:
+    for pool in node_pools(ctx.policy):
+        if pool.shared and pool.gpu_product in products:
             return pool
     return None
 
@@ -67,7 +53,7 @@ def _shared_demands(template: PodTemplate, ctx: Context) -> Iterator[GpuDemand]:
         if demand.resource.kind is GpuKind.SHARED or (
             pool is not None
             and demand.resource.kind is GpuKind.DEVICE
-            and pool.get("resource", "nvidia.com/gpu") == demand.resource.name
+            and pool.resource == demand.resource.name
         ):
             yield demand
 
@@ -126,11 +112,7 @@ def sharing_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
 
 def _targeting_labels(ctx: Context) -> frozenset[str]:
     def compute() -> frozenset[str]:
-        pool_keys = {
-            str(key)
-            for pool in as_list(ctx.policy.data.get("nodePools"))
-            for key in as_mapping(as_mapping(pool).get("nodeLabels"))
-        }
+        pool_keys = {key for pool in node_pools(ctx.policy) for key in pool.node_labels}
         return SHARING_LABELS | pool_keys
 
     result: frozenset[str] = ctx.memo("sharing-target-labels", compute)
@@ -155,22 +137,20 @@ def shared_product_label_mismatch(workload: Workload, ctx: Context) -> Iterator[
         if wanted is None or not ctx.gpu.uses_gpus(template):
             continue
         values, path = wanted
-        for pool in as_list(ctx.policy.data.get("nodePools")):
-            pool = as_mapping(pool)
-            product = pool.get("gpuProduct")
+        for pool in node_pools(ctx.policy):
+            product = pool.gpu_product
             if product not in values:
                 continue
-            renamed = pool.get("resource", "nvidia.com/gpu") != "nvidia.com/gpu"
-            if pool.get("sharing") in ("time-slicing", "mps") and not renamed:
+            if pool.shared and not pool.renamed:
                 yield Violation(
                     path,
-                    f"{PRODUCT_LABEL} {product} is a {pool['sharing']} pool ({pool.get('name')}); "
+                    f"{PRODUCT_LABEL} {product} is a {pool.sharing} pool ({pool.name}); "
                     f"its nodes are labelled {product}-SHARED",
                 )
-            elif pool.get("migStrategy") == "single":
+            elif pool.mig_strategy == "single":
                 yield Violation(
                     path,
-                    f"{PRODUCT_LABEL} {product} is a MIG single-strategy pool ({pool.get('name')}); "
+                    f"{PRODUCT_LABEL} {product} is a MIG single-strategy pool ({pool.name}); "
                     f"its nodes are labelled {product}-MIG-<profile>",
                 )
 
@@ -191,7 +171,7 @@ def latency_critical_on_time_slicing(workload: Workload, ctx: Context) -> Iterat
     for template in workload.templates:
         pool = _targets_shared_pool(template, ctx)
         for demand in _shared_demands(template, ctx):
-            if pool is None or pool.get("sharing") == "time-slicing":
+            if pool is None or pool.sharing == "time-slicing":
                 yield Violation(
                     demand.container.resource_path(demand.section, demand.resource.name),
                     f"online workload uses time-sliced GPU {demand.resource.name}",

@@ -17,9 +17,9 @@ from gpupolicy.gpu import GpuKind
 from gpupolicy.inventory import Coverage
 from gpupolicy.node_constraints import node_contradictions, pool_conflicts, positive_label_keys
 from gpupolicy.node_labels import PREFERENCE, LabelRegistry, node_label_uses
+from gpupolicy.node_pools import largest_node, node_pools
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.policy import Policy
-from gpupolicy.rules.gpu_resources import largest_node, pod_gpu_totals
 from gpupolicy.scheduling import targeted_keys
 from gpupolicy.tolerations import Taint, toleration_for
 from gpupolicy.unknowns import first_time
@@ -42,7 +42,7 @@ _REGISTRIES: weakref.WeakKeyDictionary[Policy, LabelRegistry] = weakref.WeakKeyD
 def label_registry(ctx: Context) -> LabelRegistry:
     registry = _REGISTRIES.get(ctx.policy)
     if registry is None:
-        pools = as_list(ctx.policy.data.get("nodePools"))
+        pools = node_pools(ctx.policy)
         registry = _REGISTRIES[ctx.policy] = LabelRegistry(ctx.policy.section("nodeLabels"), pools=pools)
     return registry
 
@@ -246,10 +246,9 @@ def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
         for d in ctx.gpu.counted_demands(template)
         if d.resource.kind in (GpuKind.DEVICE, GpuKind.SHARED)
     }
-    demands = {name: count for name, count in pod_gpu_totals(template, ctx).items() if name in kinds}
-    pools = [as_mapping(pool) for pool in as_list(ctx.policy.data.get("nodePools"))]
-    for conflict in pool_conflicts(template, pools, demands):
-        largest = largest_node(ctx, conflict.resource)
+    demands = {name: count for name, count in ctx.gpu.pod_totals(template).items() if name in kinds}
+    for conflict in pool_conflicts(template, node_pools(ctx.policy), demands):
+        largest = largest_node(ctx.policy, conflict.resource)
         if conflict.count is not None and largest is not None and conflict.count > largest[0]:
             continue  # more than any pool has: GP108's finding, not a contradiction of the selector
         yield Violation(conflict.path, f"{template.describe()}: {conflict.reason}")
@@ -317,11 +316,7 @@ def node_label_unregistered(workload: Workload, ctx: Context) -> Iterator[Violat
 
 
 def _gpu_memory_problem(ctx: Context, operator: str, values: tuple[str, ...]) -> str | None:
-    pools = {
-        int(m)
-        for p in as_list(ctx.policy.data.get("nodePools"))
-        if isinstance(m := as_mapping(p).get("gpuMemoryMiB"), int)
-    }
+    pools = {pool.gpu_memory_mib for pool in node_pools(ctx.policy) if pool.gpu_memory_mib is not None}
     bad = [value for value in values if not value.isdigit()]
     if bad:
         return (

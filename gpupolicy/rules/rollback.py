@@ -19,7 +19,8 @@ from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
 from gpupolicy.experiments import MetricCategory, vocabulary_for
 from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage, namespace_of
-from gpupolicy.pod_spec import Workload, as_list, as_mapping
+from gpupolicy.node_pools import node_pools
+from gpupolicy.pod_spec import Workload, as_mapping
 from gpupolicy.rollback import (
     ROLLBACK_ANNOTATION,
     RollbackForms,
@@ -282,14 +283,13 @@ def _spare_gpus(workload: Workload, resource_name: str, ctx: Context) -> tuple[i
     products = required_values(workload.templates[0], "nvidia.com/gpu.product")
     wanted = {value.removesuffix("-SHARED") for value in products[0]} if products else None
     spare, names = 0, []
-    for pool in as_list(ctx.policy.data.get("nodePools")):
-        pool = as_mapping(pool)
-        if pool.get("resource") != resource_name or not isinstance(pool.get("spareGpus"), int):
+    for pool in node_pools(ctx.policy):
+        if pool.resource != resource_name or pool.spare_gpus is None:
             continue
-        if wanted is not None and pool.get("gpuProduct") not in wanted:
+        if wanted is not None and pool.gpu_product not in wanted:
             continue
-        spare += pool["spareGpus"]
-        names.append(str(pool.get("name")))
+        spare += pool.spare_gpus
+        names.append(pool.name)
     return (spare, names) if names else None
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from gpupolicy import pod_security as pss
 from gpupolicy.documents import Resource
 from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
 from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage, namespace_of
+from gpupolicy.node_pools import node_pools
 from gpupolicy.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.scheduling import node_selector, required_terms
 from gpupolicy.secrets_detect import detect, detect_in_arguments
@@ -131,15 +131,6 @@ def capabilities_not_dropped(workload: Workload, ctx: Context) -> Iterator[Viola
         yield from _problems(pss.capabilities_not_dropped(template))
 
 
-def _pool_labels(pool: dict[str, Any]) -> list[dict[str, Any]]:
-    """The node labels a pool's nodes may carry (the product label with and without -SHARED)."""
-    base = {str(key): value for key, value in as_mapping(pool.get("nodeLabels")).items()}
-    product = pool.get("gpuProduct")
-    if not product:
-        return [base]
-    return [{**base, "nvidia.com/gpu.product": f"{product}{suffix}"} for suffix in ("", "-SHARED")]
-
-
 def on_mps_pools_only(template: PodTemplate, ctx: Context) -> bool:
     """Every policy node pool the pod can land on (it requests the pool's GPU resource and its
     node targeting admits the pool's labels) shares GPUs with MPS — and there is at least one."""
@@ -147,11 +138,11 @@ def on_mps_pools_only(template: PodTemplate, ctx: Context) -> bool:
     selector, terms = node_selector(template), required_terms(template)
     candidates = [
         pool
-        for pool in (as_mapping(item) for item in as_list(ctx.policy.data.get("nodePools")))
-        if pool.get("resource", "nvidia.com/gpu") in resources
-        and any(node_affinity_matches(selector, terms, labels) for labels in _pool_labels(pool))
+        for pool in node_pools(ctx.policy)
+        if pool.resource in resources
+        and any(node_affinity_matches(selector, terms, labels) for labels in pool.label_sets())
     ]
-    return bool(candidates) and all(pool.get("sharing") == "mps" for pool in candidates)
+    return bool(candidates) and all(pool.sharing == "mps" for pool in candidates)
 
 
 @rule(
