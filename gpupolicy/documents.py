@@ -59,6 +59,7 @@ class Resource:
         "_templates",
         "doc_index",
         "duplicates",
+        "facts",
         "file",
         "line_offset",
         "node",
@@ -86,6 +87,7 @@ class Resource:
         self.line_offset = line_offset
         self.duplicates = duplicates or []
         self._templates: Any = None  # memoised by pod_spec.workload_of
+        self.facts: dict[Any, Any] | None = None  # engine.Context.object_fact's, made on first use
 
     # -- identity -------------------------------------------------------------
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import re
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,6 +198,20 @@ class Context:
         if value is _MISSING:
             value = memo[key] = compute()
         return value
+
+    def object_fact(self, resource: Resource, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """A fact computed from `resource` and the policy alone, kept on the resource for as long as
+        the policy is the same. The cluster inventory keeps each version of an object across
+        admissions (a watch event replaces it), so an experiment ConfigMap is parsed once per
+        version rather than once per admission. Never for a fact that reads other objects: those
+        change without the resource changing."""
+        facts = resource.facts
+        if facts is None:
+            facts = resource.facts = {}
+        entry = facts.get(key)
+        if entry is None or entry[0] is not self.policy:
+            entry = facts[key] = (self.policy, compute())
+        return entry[1]
 
     def uses_gpus(self, workload: Workload) -> bool:
         cache = workload.cache

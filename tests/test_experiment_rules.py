@@ -3,9 +3,14 @@ object, the rest from the cluster), and "unknown" when the cluster cache cannot 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from typing import Any
+
+import pytest
 
 import gpupolicy.rules  # noqa: F401
+import gpupolicy.rules.experiments as experiment_rules
 from gpupolicy.documents import Resource
 from gpupolicy.engine import Report, evaluate
 from gpupolicy.inputs import iter_manifest_files, load_file
@@ -76,3 +81,35 @@ def test_control_unknown_when_workload_kinds_cannot_be_listed() -> None:
     admitted = _named(cluster, "llm-time-sliced")
     assert _gp8(_admit(admitted, Unavailable(cluster, {"StatefulSet"}))) == [("GP808", "info")]
     assert _gp8(_admit(admitted, Bundle(cluster))) == [("GP808", "warning")]
+
+
+def test_experiment_configs_are_parsed_once_per_version_and_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The webhook keeps inventory objects across admissions: the experiment ConfigMap an arm
+    names is parsed once per version of it (and per policy), not once per admission."""
+    parsed: list[str] = []
+    real_parse = experiment_rules.parse_experiment
+
+    def counting_parse(resource: Resource, vocabulary: Any) -> Any:
+        parsed.append(resource.name)
+        return real_parse(resource, vocabulary)
+
+    monkeypatch.setattr(experiment_rules, "parse_experiment", counting_parse)
+    cluster = _load()
+    admitted = _named(cluster, "llm-time-sliced")
+    policy = load_policy(repo_policy=CLEAN / ".gpupolicy.yaml")
+    first = evaluate([admitted], policy, Bundle(cluster))
+    assert parsed, "the admitted arm's experiment was read"
+    count = len(parsed)
+    again = evaluate([admitted], policy, Bundle(cluster))
+    assert len(parsed) == count  # same ConfigMap objects, same policy: nothing parsed again
+    assert [f.rule_id for f in again.findings] == [f.rule_id for f in first.findings]
+    evaluate([admitted], load_policy(repo_policy=CLEAN / ".gpupolicy.yaml"), Bundle(cluster))
+    assert len(parsed) == 2 * count  # another policy (its metric words may differ): parsed again
+    new_versions = [
+        Resource(copy.deepcopy(item.obj), file=item.file, doc_index=item.doc_index)
+        if item.kind == "ConfigMap"
+        else item
+        for item in cluster
+    ]
+    evaluate([admitted], policy, Bundle(new_versions))
+    assert len(parsed) == 3 * count  # a watch event replaced the ConfigMap: the new version is parsed

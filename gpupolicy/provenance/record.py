@@ -144,12 +144,14 @@ def should_record(request: Mapping[str, Any], obj: Mapping[str, Any], policy: Po
     return _not_recordable_reason(request, obj, policy) is None
 
 
-def _not_recordable_reason(request: Mapping[str, Any], obj: Mapping[str, Any], policy: Policy) -> str | None:
+def _not_recordable_reason(
+    request: Mapping[str, Any], obj: Mapping[str, Any], policy: Policy, workload: Workload | None = None
+) -> str | None:
     if request.get("dryRun") is True:
         return "dry-run requests are never recorded (sideEffects: NoneOnDryRun)"
     if str(request.get("operation", "")).upper() not in RECORDED_OPERATIONS:
         return f"operation {request.get('operation')!r} is not recorded (only CREATE and UPDATE)"
-    workload = _workload(obj)
+    workload = workload or _workload(obj)
     if workload is None or not any(policy.gpu.uses_gpus(template) for template in workload.templates):
         return "not a GPU workload"
     return None
@@ -167,16 +169,21 @@ def build_record(
     *,
     experiment_config: Mapping[str, Any] | None = None,
     now: datetime | None = None,
+    workload: Workload | None = None,
 ) -> ProvenanceRecord:
     """The provenance record of an admitted request. Raises `NotRecordable` for dry runs,
-    operations other than CREATE/UPDATE and objects that use no GPU (see `should_record`)."""
-    reason = _not_recordable_reason(request, obj, policy)
+    operations other than CREATE/UPDATE and objects that use no GPU (see `should_record`).
+    `workload` is `obj`'s workload view when the caller has it already (the webhook's review
+    made it): its pod templates are then not extracted again."""
+    if workload is not None and workload.resource.obj is not obj:
+        raise ValueError("build_record: workload must be the view of obj")
+    workload = workload or _workload(obj)
+    reason = _not_recordable_reason(request, obj, policy, workload)
     if reason is not None:
         raise NotRecordable(reason)
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise NotRecordable("the admission request has no uid")
-    workload = _workload(obj)
     assert workload is not None
     metadata = as_mapping(obj.get("metadata"))
     labels, annotations = workload.labels, workload.annotations

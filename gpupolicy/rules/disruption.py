@@ -48,7 +48,9 @@ def _kinds(ctx: Context) -> list[str]:
         *as_list(ctx.policy.get("workloads.servingKinds", [])),
         *as_list(ctx.policy.get("workloads.batchKinds", [])),
     ]
-    kinds: list[str] = ctx.memo("disruption-workload-kinds", lambda: workload_kinds([str(k) for k in extra]))
+    kinds: list[str] = ctx.policy.derived(
+        "disruption-workload-kinds", lambda: workload_kinds([str(k) for k in extra])
+    )
     return kinds
 
 

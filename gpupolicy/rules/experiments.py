@@ -38,11 +38,12 @@ WORKLOAD_KINDS = tuple(EXTRACTORS)
 
 
 def _config(resource: Resource, ctx: Context) -> ExperimentConfig:
-    vocabulary = ctx.memo(
+    vocabulary = ctx.policy.derived(
         "experiments:vocabulary", lambda: vocabulary_for(ctx.policy.get("experiments.metricWords"))
     )
-    config: ExperimentConfig = ctx.memo(
-        ("experiments:config", id(resource)), lambda: parse_experiment(resource, vocabulary)
+    # Kept on the ConfigMap: the webhook reads the same version of it for every admission.
+    config: ExperimentConfig = ctx.object_fact(
+        resource, "experiments:config", lambda: parse_experiment(resource, vocabulary)
     )
     return config
 

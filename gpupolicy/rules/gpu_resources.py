@@ -133,7 +133,7 @@ def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
 
 def _serving_image_patterns(ctx: Context) -> list[re.Pattern[str]]:
     patterns = ctx.policy.get("gpu.servingImages", [])
-    compiled: list[re.Pattern[str]] = ctx.memo(
+    compiled: list[re.Pattern[str]] = ctx.policy.derived(
         "gpu-serving-images", lambda: [re.compile(str(item)) for item in patterns]
     )
     return compiled

@@ -115,7 +115,7 @@ def _targeting_labels(ctx: Context) -> frozenset[str]:
         pool_keys = {key for pool in node_pools(ctx.policy) for key in pool.node_labels}
         return SHARING_LABELS | pool_keys
 
-    result: frozenset[str] = ctx.memo("sharing-target-labels", compute)
+    result: frozenset[str] = ctx.policy.derived("sharing-target-labels", compute)
     return result
 
 

@@ -175,6 +175,8 @@ def _type(value: object) -> str:
 def schema_violation(resource: Resource, ctx: Context) -> Iterator[Violation]:
     if not isinstance(resource.obj, dict) or not resource.kind or not resource.api_version:
         return
-    version = ctx.memo("kube-schema-version", lambda: resolve_version(ctx.policy.kubernetes_version))
+    version = ctx.policy.derived(
+        "kube-schema-version", lambda: resolve_version(ctx.policy.kubernetes_version)
+    )
     for error in schema_errors(resource.obj, version):
         yield Violation(error.path, f"{error.message} (Kubernetes {version} schema)")

@@ -72,7 +72,7 @@ class Provenance:
     """The provenance store and how to make a record (gpupolicy.provenance, or a test's fake)."""
 
     store: ProvenanceStore
-    build_record: Callable[..., Any]  # (request, obj, report, policy, *, experiment_config=None)
+    build_record: Callable[..., Any]  # (request, obj, report, policy, *, experiment_config, workload)
     not_recordable: type[Exception] = ValueError
     router: Any = None  # a fastapi.APIRouter serving GET /provenance
 
@@ -244,6 +244,7 @@ def _build_record(state: WebhookState, decision: Decision) -> Any:
         decision.report,
         state.engine.policy,
         experiment_config=_experiment_config(state, decision),
+        workload=decision.workload,
     )
 
 

@@ -22,7 +22,7 @@ from gpupolicy.documents import Resource
 from gpupolicy.engine import REGISTRY, Report, Rule, evaluate
 from gpupolicy.findings import Finding, Severity
 from gpupolicy.inventory import Coverage, Inventory, namespace_of
-from gpupolicy.pod_spec import as_mapping, workload_of
+from gpupolicy.pod_spec import Workload, as_mapping, workload_of
 from gpupolicy.policy import Policy
 from gpupolicy.webhook.kinds import EXPERIMENT_LABEL, is_cross_object, names_gpus
 from gpupolicy.webhook.settings import Mode, WebhookSettings
@@ -94,6 +94,7 @@ class Decision:
     record_provenance: bool = False
     request: dict[str, Any] = field(default_factory=dict)
     object: dict[str, Any] | None = None
+    workload: Workload | None = None  # the view of `object` the rules read, when it is a workload
 
     @property
     def decision(self) -> str:
@@ -293,6 +294,7 @@ def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | N
         record_provenance=allowed and gpu_workload and not dry_run,
         request=request,
         object=obj,
+        workload=workload,
     )
 
 

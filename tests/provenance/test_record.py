@@ -137,6 +137,20 @@ def test_workloads_without_gpus_are_not_recorded(gpu_policy: Policy) -> None:
     assert not should_record(admission_request(configmap), configmap, gpu_policy)
 
 
+def test_the_reviewed_workload_view_gives_the_same_record(gpu_policy: Policy) -> None:
+    """The webhook passes the workload view its review made, so templates are not extracted twice."""
+    obj = deployment()
+    request = admission_request(obj, uid="req-view")
+    report = report_for(obj, gpu_policy)
+    view = workload_of(Resource(obj, file="<admission>", doc_index=0))
+    assert view is not None
+    with_view = build_record(request, obj, report, gpu_policy, now=T0, workload=view)
+    assert with_view == build_record(request, obj, report, gpu_policy, now=T0)
+    other = workload_of(Resource(deployment(), file="<admission>", doc_index=0))
+    with pytest.raises(ValueError, match="workload must be the view of obj"):
+        build_record(request, obj, report, gpu_policy, workload=other)
+
+
 def test_create_and_update_of_gpu_workloads_are_recorded(gpu_policy: Policy) -> None:
     obj = deployment()
     assert should_record(admission_request(obj, operation="CREATE"), obj, gpu_policy)

@@ -1,0 +1,51 @@
+"""Structured logs: one JSON object per line, whatever the fields hold."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+from gpupolicy.webhook.logs import JsonFormatter
+
+
+def _format(**fields: object) -> str:
+    record = logging.LogRecord(
+        "gpupolicy.webhook", logging.INFO, __file__, 1, "admission reviewed", None, None
+    )
+    record.fields = fields
+    return JsonFormatter().format(record)
+
+
+def test_a_log_line_is_one_json_object_with_the_fields() -> None:
+    line = _format(uid="8f2c…", findings=[{"rule": "GP601", "message": "privileged: true"}], duration_ms=0.41)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert entry["level"] == "info" and entry["logger"] == "gpupolicy.webhook"
+    assert entry["message"] == "admission reviewed" and entry["uid"] == "8f2c…"
+    assert entry["findings"] == [{"rule": "GP601", "message": "privileged: true"}]
+    assert entry["time"].endswith("+00:00")
+
+
+def test_values_json_cannot_hold_natively_are_written_as_text() -> None:
+    entry = json.loads(
+        _format(path=Path("/var/lib/gpupolicy"), error=ValueError("bad"), big=2**70, by_code={403: "x"})
+    )
+    assert (
+        entry["path"] == "/var/lib/gpupolicy"
+        and entry["error"] == "bad"
+        and entry["big"] == 2**70
+        and entry["by_code"] == {"403": "x"}
+    )
+
+
+def test_an_exception_is_logged_with_its_traceback() -> None:
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        record = logging.LogRecord(
+            "gpupolicy.webhook", logging.ERROR, __file__, 1, "review failed", None, sys.exc_info()
+        )
+    entry = json.loads(JsonFormatter().format(record))
+    assert "RuntimeError: boom" in entry["exception"]
