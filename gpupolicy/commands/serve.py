@@ -46,6 +46,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=Path("/var/lib/gpupolicy"),
         help="where the SQLite store and the durable spool live (default /var/lib/gpupolicy)",
     )
+    serve.add_argument(
+        "--db-timeout",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="longest wait for the provenance database before a record goes to the durable spool "
+        "instead (default 2; keep it below the webhook's timeoutSeconds)",
+    )
     serve.add_argument("--no-provenance", action="store_true", help="do not record provenance")
     serve.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig outside a cluster (default: in-cluster)"
@@ -68,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "the webhook serves TLS only: give --tls-cert and --tls-key (or --insecure-dev on a laptop)"
         )
+    if not args.db_timeout > 0:
+        raise UsageError(f"--db-timeout must be a positive number of seconds, got {args.db_timeout}")
     for path in (args.tls_cert, args.tls_key, *args.policy):
         if path is not None and not path.is_file():
             raise UsageError(f"{path}: no such file")

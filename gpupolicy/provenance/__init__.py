@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from gpupolicy.provenance.store import (
         ProvenanceStore,
         StoreOverloaded,
+        StoreStalled,
         StoreUnavailable,
         WriterStopped,
     )
@@ -51,6 +52,7 @@ __all__ = [
     "ProvenanceStore",
     "Reconciler",
     "StoreOverloaded",
+    "StoreStalled",
     "StoreUnavailable",
     "WriterStopped",
     "build_record",
@@ -69,6 +71,7 @@ def open_store(
     retry_seconds: float = 5.0,
     replay_interval: float = 5.0,
     connect_timeout: float = 2.0,
+    write_timeout: float = 2.0,
     max_batch: int = 256,
     max_queue: int = 4096,
 ) -> ProvenanceStore:
@@ -83,6 +86,7 @@ def open_store(
         retry_seconds=retry_seconds,
         replay_interval=replay_interval,
         connect_timeout=connect_timeout,
+        write_timeout=write_timeout,
         max_batch=max_batch,
         max_queue=max_queue,
     )
@@ -96,7 +100,7 @@ def router(store: ProvenanceStore) -> APIRouter:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ProvenanceStore", "StoreOverloaded", "StoreUnavailable", "WriterStopped"):
+    if name in ("ProvenanceStore", "StoreOverloaded", "StoreStalled", "StoreUnavailable", "WriterStopped"):
         from gpupolicy.provenance import store
 
         return getattr(store, name)

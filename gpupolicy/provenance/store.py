@@ -14,6 +14,15 @@ A background replayer (and `open_store`, at startup) moves spooled records into 
 Inserts are idempotent by the admission request uid (primary key + `ON CONFLICT DO NOTHING`),
 so a replay cut short by a crash and run again writes nothing twice, and a batch whose commit
 failed half-way (its outcome unknown) may be spooled and replayed without a duplicate.
+
+A database that hangs instead of failing (a lock held elsewhere, a network path that drops
+packets, a server that stopped answering) must not hold admissions either. PostgreSQL sessions
+carry a `statement_timeout` and `lock_timeout` (the server cancels a write that waits) and
+TCP keepalives and `tcp_user_timeout` (the client drops a connection whose packets go
+unanswered). Whatever the cause, a watchdog thread spools what waits for a writer stuck in one
+batch for longer than `write_timeout`: those records go to the spool with one fsync and their
+futures resolve; the stuck batch may still commit later, and the uid key keeps its replay from
+writing anything twice.
 """
 
 from __future__ import annotations
@@ -60,6 +69,10 @@ class WriterStopped(StoreUnavailable):
     submitted now can be made durable."""
 
 
+class StoreStalled(StoreUnavailable):
+    """The database took a write and has not answered within `write_timeout`."""
+
+
 class StoreOverloaded(StoreUnavailable):
     """`max_queue` records are already waiting for the writer."""
 
@@ -82,7 +95,9 @@ def default_url(data_dir: Path) -> str:
     return f"sqlite:///{data_dir / DB_FILE}"
 
 
-def create_store_engine(url: str, *, schema: str | None = None, connect_timeout: float = 2.0) -> Engine:
+def create_store_engine(
+    url: str, *, schema: str | None = None, connect_timeout: float = 2.0, write_timeout: float = 2.0
+) -> Engine:
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         # A busy database (another process writing) waits at most `connect_timeout`, then the
@@ -107,12 +122,40 @@ def create_store_engine(url: str, *, schema: str | None = None, connect_timeout:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
         return engine
-    connect_args: dict[str, Any] = {"connect_timeout": max(1, round(connect_timeout))}
+    return create_engine(
+        parsed,
+        connect_args=_postgres_connect_args(schema, connect_timeout, write_timeout),
+        pool_pre_ping=True,
+    )
+
+
+def _postgres_connect_args(
+    schema: str | None, connect_timeout: float, write_timeout: float
+) -> dict[str, Any]:
+    """libpq parameters that bound every wait: https://www.postgresql.org/docs/current/libpq-connect.html
+    (connect_timeout, keepalives*, tcp_user_timeout) and, sent as session settings in `options`,
+    https://www.postgresql.org/docs/current/runtime-config-client.html (statement_timeout,
+    lock_timeout: the server cancels a write that waits past them)."""
+    timeout_ms = max(100, int(write_timeout * 1000))
+    # The server cancels first, cleanly, in half the time; the store's watchdog is for a server
+    # that cannot cancel anything any more.
+    server_ms = max(50, timeout_ms // 2)
+    options = [f"-c statement_timeout={server_ms}", f"-c lock_timeout={server_ms}"]
     if schema is not None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
             raise ValueError(f"invalid schema name {schema!r}")
-        connect_args["options"] = f"-csearch_path={schema}"
-    return create_engine(parsed, connect_args=connect_args, pool_pre_ping=True)
+        options.append(f"-c search_path={schema}")
+    return {
+        "connect_timeout": max(1, round(connect_timeout)),
+        "options": " ".join(options),
+        # A peer that vanished (node lost, network partition) is noticed in seconds, not after
+        # the kernel's ~15 minutes of retransmissions.
+        "keepalives": 1,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+        "tcp_user_timeout": timeout_ms,
+    }
 
 
 def _row(record: ProvenanceRecord) -> dict[str, Any]:
@@ -151,6 +194,12 @@ class _Pending:
     future: Future[str]
 
 
+def _start(future: Future[str]) -> None:
+    """PENDING -> RUNNING (no longer cancellable); a future already running or settled is left."""
+    with contextlib.suppress(InvalidStateError, RuntimeError):
+        future.set_running_or_notify_cancel()
+
+
 def _settle(future: Future[str], *, result: str | None = None, error: BaseException | None = None) -> None:
     """Resolve a future the writer took (RUNNING: a caller can no longer cancel it) or one still
     queued; a future cancelled before the writer took it has nobody waiting for it."""
@@ -178,6 +227,7 @@ class Counters:
     failures: int = 0  # database errors seen (each one sent a record to the spool or failed a replay)
     torn_spool_lines: int = 0
     commits: int = 0  # transactions the writer committed (one per batch when all goes well)
+    rescued: int = 0  # spooled by the watchdog while the writer was stuck on the database
     batches: int = 0  # batches the writer took from its queue
     last_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -194,10 +244,14 @@ class ProvenanceStore:
         replay_interval: float = 5.0,
         max_batch: int = 256,
         max_queue: int = 4096,
+        write_timeout: float = 2.0,
     ) -> None:
         if max_batch < 1 or max_queue < 1:
             raise ValueError("max_batch and max_queue must be at least 1")
+        if write_timeout <= 0:
+            raise ValueError("write_timeout must be positive")
         self.engine = engine
+        self.write_timeout = write_timeout
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.schema = schema
@@ -217,6 +271,10 @@ class ProvenanceStore:
         self._writer: threading.Thread | None = None
         self._writer_error: str | None = None
         self._closing = False
+        # The batch the writer is writing and since when (None between batches), for the watchdog.
+        self._in_flight: list[_Pending] = []
+        self._in_flight_since: float | None = None
+        self._watchdog: threading.Thread | None = None
         # SQLite has one writer at a time: threads of this process queue here instead of
         # spending the busy timeout (kept for other processes) against each other.
         self._write_lock: contextlib.AbstractContextManager[Any] = (
@@ -291,6 +349,11 @@ class ProvenanceStore:
                     target=self._write_loop, name="provenance-writer", daemon=True
                 )
                 self._writer.start()
+                if self.spool is not None:
+                    self._watchdog = threading.Thread(
+                        target=self._watch_writer, name="provenance-watchdog", daemon=True
+                    )
+                    self._watchdog.start()
             self._queue.append(_Pending(record, future))
             self._queue_changed.notify_all()
         return future
@@ -314,14 +377,56 @@ class ProvenanceStore:
                     if not self._queue:
                         return  # closing, and everything queued is written
                     batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+                    self._in_flight, self._in_flight_since = batch, time.monotonic()
                     self._queue_changed.notify_all()  # room for a blocked record()
                 for item in batch:
                     # RUNNING: no longer cancellable (a cancelled one is still written, unanswered)
-                    item.future.set_running_or_notify_cancel()
+                    _start(item.future)
                 self._write_batch(batch)
+                with self._queue_changed:
+                    self._in_flight, self._in_flight_since = [], None
                 batch = []
         except BaseException as exc:  # a bug: fail loudly, never leave a caller waiting
             self._writer_died(exc, batch)
+
+    def _watch_writer(self) -> None:
+        """Spool what waits on a writer stuck in one batch for longer than `write_timeout`."""
+        interval = min(0.25, self.write_timeout / 4)
+        while not self._stop.wait(interval):
+            with self._queue_changed:
+                if self._writer_error is not None or (self._closing and not self._queue):
+                    return
+                since = self._in_flight_since
+                if since is None or time.monotonic() - since < self.write_timeout:
+                    continue
+                waiting = [item for item in self._in_flight if not item.future.done()]
+                waiting += self._queue
+                self._queue.clear()
+                self._queue_changed.notify_all()
+            if waiting:
+                self._rescue(waiting, stalled_for=time.monotonic() - since)
+
+    def _rescue(self, waiting: list[_Pending], *, stalled_for: float) -> None:
+        """Spool records the stuck writer holds or would take next, and answer their callers."""
+        self._mark_down(StoreStalled(f"a write has waited {stalled_for:.1f} s for the database"))
+        for item in waiting:
+            _start(item.future)
+        records = [item.record for item in waiting]
+        assert self.spool is not None
+        try:
+            self.spool.append_many([record.to_dict() for record in records])
+        except OSError as exc:
+            log.error("provenance: %d records could not be spooled: %s", len(records), exc)
+            for item in waiting:
+                error = StoreUnavailable(f"provenance record {item.record.uid} not stored: {exc}")
+                error.__cause__ = exc
+                _settle(item.future, error=error)
+            return
+        with self._state_lock:
+            self.counters.spooled += len(records)
+            self.counters.rescued += len(records)
+        for item in waiting:
+            _settle(item.future, result=item.record.uid)
 
     def _writer_died(self, exc: BaseException, batch: list[_Pending]) -> None:
         log.critical("provenance writer died; records can no longer be stored", exc_info=exc)
@@ -641,6 +746,7 @@ class ProvenanceStore:
                 "torn_spool_lines": counters.torn_spool_lines,
                 "commits": counters.commits,
                 "batches": counters.batches,
+                "rescued": counters.rescued,
                 "writer": self.writer_status(),
                 "rejected": self.spool.rejected_count() if self.spool else 0,
                 "last_error": counters.last_error,
@@ -655,6 +761,8 @@ class ProvenanceStore:
         if writer is not None:
             writer.join()
         self._stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -676,6 +784,7 @@ def open_store(
     retry_seconds: float = 5.0,
     replay_interval: float = 5.0,
     connect_timeout: float = 2.0,
+    write_timeout: float = 2.0,
     max_batch: int = 256,
     max_queue: int = 4096,
 ) -> ProvenanceStore:
@@ -687,7 +796,9 @@ def open_store(
     if url is None:
         spool_dir.parent.mkdir(parents=True, exist_ok=True)
         url = default_url(spool_dir.parent)
-    engine = create_store_engine(url, schema=schema, connect_timeout=connect_timeout)
+    engine = create_store_engine(
+        url, schema=schema, connect_timeout=connect_timeout, write_timeout=write_timeout
+    )
     store = ProvenanceStore(
         engine,
         spool=Spool(spool_dir),
@@ -696,6 +807,7 @@ def open_store(
         replay_interval=replay_interval,
         max_batch=max_batch,
         max_queue=max_queue,
+        write_timeout=write_timeout,
     )
     try:
         store.ensure_schema()

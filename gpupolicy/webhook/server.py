@@ -22,12 +22,12 @@ from gpupolicy.webhook.tls import ReloadingCertificate
 _log = logging.getLogger(LOGGER)
 
 
-def open_provenance(db: str | None, data_dir: Path) -> Provenance:
+def open_provenance(db: str | None, data_dir: Path, *, timeout: float = 2.0) -> Provenance:
     from gpupolicy.provenance import NotRecordable, build_record, open_store, router
 
     data_dir.mkdir(parents=True, exist_ok=True)
     # No --db: SQLite (WAL) at <data-dir>/provenance.db, beside the spool.
-    store = open_store(db, spool_dir=data_dir / "spool")
+    store = open_store(db, spool_dir=data_dir / "spool", connect_timeout=timeout, write_timeout=timeout)
     return Provenance(
         store=store, build_record=build_record, not_recordable=NotRecordable, router=router(store)
     )
@@ -114,7 +114,11 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
     else:
         inventory = ClusterInventory.from_environment(kubeconfig=args.kubeconfig)
     try:
-        provenance = None if args.no_provenance else open_provenance(args.db, args.data_dir)
+        provenance = (
+            None
+            if args.no_provenance
+            else open_provenance(args.db, args.data_dir, timeout=getattr(args, "db_timeout", 2.0))
+        )
     except (OSError, ValueError) as exc:  # an unwritable --data-dir, a URL of another database
         raise UsageError(
             f"cannot open the provenance store: {exc} (see --db, --data-dir, --no-provenance)"

@@ -68,6 +68,11 @@ def test_refuses_to_start_without_tls(capsys: pytest.CaptureFixture[str]) -> Non
     assert "both --tls-cert and --tls-key" in capsys.readouterr().err
 
 
+def test_refuses_a_database_timeout_that_is_not_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--insecure-dev", "--port", "1", "--db-timeout", "0"]) == 2
+    assert "--db-timeout must be a positive number of seconds" in capsys.readouterr().err
+
+
 def test_admits_creates_updates_and_dry_runs_over_tls(server: ServerProcess, client: httpx.Client) -> None:
     # generateName with an empty name, as `kubectl create` of a generateName manifest sends it
     created = gpu_deployment()

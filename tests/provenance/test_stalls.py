@@ -1,0 +1,179 @@
+"""A database that hangs instead of failing must not hold admissions: PostgreSQL's own timeouts
+cancel a write that waits on a lock, and the store's watchdog spools what waits on a writer stuck
+on a server that stopped answering. Nothing is lost, nothing is written twice."""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import wait
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from sqlalchemy import func, select
+
+from gpupolicy.provenance import open_store
+from gpupolicy.provenance.schema import records
+from gpupolicy.provenance.spool import Spool
+from gpupolicy.provenance.store import ProvenanceStore, _postgres_connect_args
+from tests.provenance.samples import MakeRecord
+
+# Liveness bounds (a hang fails the test instead of blocking the suite), not performance figures.
+SETTLE_SECONDS = 30
+
+
+def db_uids(store: ProvenanceStore) -> list[str]:
+    with store.engine.connect() as conn:
+        return list(conn.execute(select(records.c.uid).order_by(records.c.uid)).scalars())
+
+
+def db_rows(store: ProvenanceStore) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(records)).scalar_one())
+
+
+def spooled(spool_dir: Path) -> set[str]:
+    return {str(item["uid"]) for item in Spool(spool_dir).waiting()}
+
+
+def test_postgres_sessions_carry_timeouts_that_bound_every_wait() -> None:
+    args = _postgres_connect_args("tenant_a", connect_timeout=2.0, write_timeout=1.5)
+    assert args["options"] == "-c statement_timeout=750 -c lock_timeout=750 -c search_path=tenant_a"
+    assert args["tcp_user_timeout"] == 1500
+    assert args["keepalives"] == 1 and args["keepalives_count"] >= 1
+    with pytest.raises(ValueError, match="invalid schema name"):
+        _postgres_connect_args("a; DROP TABLE x", connect_timeout=2.0, write_timeout=1.0)
+
+
+def test_a_write_waiting_on_a_lock_is_cancelled_spooled_and_replayed_once(
+    pg_schema: tuple[str, str], tmp_path: Path, make_record: MakeRecord
+) -> None:
+    url, schema = pg_schema
+    spool_dir = tmp_path / "spool"
+    with open_store(
+        url, spool_dir=spool_dir, schema=schema, start_replayer=False, retry_seconds=0, write_timeout=1.0
+    ) as store:
+        store.record(make_record("uid-before"))
+        with psycopg.connect(url) as locker:  # another client holds the table for as long as it likes
+            locker.execute(f'LOCK TABLE "{schema}".{records.name} IN ACCESS EXCLUSIVE MODE')
+            started = time.monotonic()
+            assert store.submit(make_record("uid-locked")).result(timeout=SETTLE_SECONDS) == "uid-locked"
+            waited = time.monotonic() - started
+            assert spooled(spool_dir) == {"uid-locked"}
+            # The server cancelled the write (after half the write timeout): the watchdog had no work.
+            assert "QueryCanceled" in (store.counters.last_error or "")
+            assert store.counters.rescued == 0
+            locker.rollback()
+        assert waited < SETTLE_SECONDS
+        assert store.try_replay() == 1
+        assert db_uids(store) == ["uid-before", "uid-locked"]
+        assert spooled(spool_dir) == set()
+
+
+class FreezableProxy:
+    """A TCP relay to the database that can stop relaying in both directions while keeping its
+    connections open: the client's kernel still acknowledges every packet, so only a timeout of
+    the client itself can notice (a server process that hangs, a stuck load balancer)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.relaying = threading.Event()
+        self.relaying.set()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._sockets: list[socket.socket] = []
+
+    def __enter__(self) -> FreezableProxy:
+        self._spawn(self._accept)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self.relaying.set()
+        self.listener.close()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+        for thread in self._threads:
+            thread.join(5)
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self._sockets += [client, upstream]
+            self._spawn(self._relay, client, upstream)
+
+    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
+        peers = {client: upstream, upstream: client}
+        with selectors.DefaultSelector() as selector:
+            for sock in peers:
+                selector.register(sock, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                if not self.relaying.wait(0.05):
+                    continue
+                for key, _ in selector.select(0.05):
+                    try:
+                        data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                        if not data:
+                            return
+                        peers[key.fileobj].sendall(data)  # type: ignore[index]
+                    except OSError:
+                        return
+
+
+@pytest.fixture
+def frozen_path(pg_schema: tuple[str, str]) -> Iterator[tuple[str, str, FreezableProxy]]:
+    url, schema = pg_schema
+    parts = urlsplit(url)
+    with FreezableProxy((parts.hostname or "127.0.0.1", parts.port or 5432)) as proxy:
+        user = f"{parts.username}@" if parts.username else ""
+        yield urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}")), schema, proxy
+
+
+def test_a_database_that_stops_answering_does_not_hold_admissions(
+    frozen_path: tuple[str, str, FreezableProxy], tmp_path: Path, make_record: MakeRecord
+) -> None:
+    url, schema, proxy = frozen_path
+    spool_dir = tmp_path / "spool"
+    store = open_store(
+        url, spool_dir=spool_dir, schema=schema, start_replayer=False, retry_seconds=3600, write_timeout=0.5
+    )
+    try:
+        store.record(make_record("uid-00"))
+        proxy.relaying.clear()  # the server stops answering mid-stream
+        futures = [store.submit(make_record(f"uid-{index:02d}")) for index in range(1, 6)]
+        done, not_done = wait(futures, timeout=SETTLE_SECONDS)
+        assert not not_done, "admissions waited on a database that stopped answering"
+        assert sorted(future.result() for future in done) == [f"uid-{index:02d}" for index in range(1, 6)]
+        assert spooled(spool_dir) == {f"uid-{index:02d}" for index in range(1, 6)}
+        assert store.counters.rescued == 5
+        assert "StoreStalled" in (store.counters.last_error or "")
+        # Answered while the writer still waits: later admissions are not held either.
+        assert store.submit(make_record("uid-06")).result(timeout=SETTLE_SECONDS) == "uid-06"
+        proxy.relaying.set()  # the server answers again: the stuck batch commits
+        store._down_until = 0.0  # end the backoff now rather than in an hour
+        assert store.try_replay() >= 0
+        assert db_uids(store) == [f"uid-{index:02d}" for index in range(7)]
+        assert db_rows(store) == 7  # the stuck batch committed and was replayed: written once
+        assert spooled(spool_dir) == set()
+    finally:
+        proxy.relaying.set()
+        store.close()
