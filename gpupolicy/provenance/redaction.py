@@ -120,6 +120,18 @@ def redact_env(entries: Any) -> Any:
     return redacted
 
 
+# is_secret_key's answers for the keys seen (a dict lookup is the cheapest test of the hot loop
+# below); bounded like _CLEAN, since keys come from objects (label keys, CRD fields).
+_KEY_IS_SECRET: dict[str, bool] = {}
+
+
+def _key_is_secret(key: str) -> bool:
+    if len(_KEY_IS_SECRET) >= _CLEAN_MAX_ENTRIES:
+        _KEY_IS_SECRET.clear()
+    secret = _KEY_IS_SECRET[key] = is_secret_key(key)
+    return secret
+
+
 def redact(value: Any, key: str | None = None) -> Any:
     """A deep copy of `value` with env values and secret-looking strings redacted."""
     if isinstance(value, str):
@@ -127,13 +139,31 @@ def redact(value: Any, key: str | None = None) -> Any:
             return REDACTED
         return redact_text(value)
     if isinstance(value, dict):
-        result: dict[str, Any] = {}
-        for child_key, child in value.items():
-            name = str(child_key)
-            if name == "env" and isinstance(child, list):
-                child = redact_env(child)
-            result[name] = redact(child, name)
-        return result
+        return _redact_mapping(value)
     if isinstance(value, list):
         return [redact(item, key) for item in value]
     return value
+
+
+def _redact_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
+    """`redact` of a mapping, with the string values (most of a record) decided in the loop:
+    the same tests as `redact` and `redact_text`, without two calls per value."""
+    result: dict[str, Any] = {}
+    known_keys = _KEY_IS_SECRET
+    clean = _CLEAN
+    for child_key, child in mapping.items():
+        name = child_key if isinstance(child_key, str) else str(child_key)
+        if isinstance(child, str):
+            if child and child != REDACTED:
+                secret = known_keys.get(name)
+                if secret is None:
+                    secret = _key_is_secret(name)
+                if secret:
+                    result[name] = REDACTED
+                    continue
+            result[name] = child if len(child) < _MIN_SECRET_LENGTH or child in clean else redact_text(child)
+            continue
+        if name == "env" and isinstance(child, list):
+            child = redact_env(child)
+        result[name] = redact(child, name)
+    return result

@@ -326,6 +326,64 @@ def test_redact_text_equals_the_sequential_patterns_on_random_strings() -> None:
         assert redact_text(text) == _redact_text_fully(text), text  # again: from the cache
 
 
+def _redact_by_definition(value: Any, key: str | None = None) -> Any:
+    """What `redact` means, written plainly (the module's version decides strings in the loop)."""
+    from gpupolicy.provenance.redaction import is_secret_key, redact_env
+
+    if isinstance(value, str):
+        return (
+            REDACTED
+            if value and key is not None and value != REDACTED and is_secret_key(key)
+            else redact_text(value)
+        )
+    if isinstance(value, dict):
+        return {
+            str(k): _redact_by_definition(
+                redact_env(v) if str(k) == "env" and isinstance(v, list) else v, str(k)
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_redact_by_definition(item, key) for item in value]
+    return value
+
+
+def test_redact_equals_its_plain_definition_on_random_objects() -> None:
+    import random
+
+    keys = [
+        "name",
+        "token",
+        "apiKey",
+        "secretName",
+        "env",
+        "value",
+        "args",
+        "image",
+        "password",
+        "tokenPath",
+        3,
+        "auth",
+    ]
+    leaves: list[Any] = [
+        *PATTERN_EXAMPLES, "", "short", REDACTED, "nvidia.com/gpu", "vllm/vllm-openai:v0.6.3", 7, None, True, 1.5,
+    ]  # fmt: skip
+    rng = random.Random(1130)
+
+    def make(depth: int) -> Any:
+        roll = rng.random()
+        if depth > 3 or roll < 0.4:
+            return rng.choice(leaves)
+        if roll < 0.7:
+            return [make(depth + 1) for _ in range(rng.randint(0, 4))]
+        return {rng.choice(keys): make(depth + 1) for _ in range(rng.randint(0, 5))}
+
+    for _ in range(2000):
+        value = make(0)
+        assert redact(value) == _redact_by_definition(value), value
+        assert redact(value) == _redact_by_definition(value), value  # again: from the caches
+
+
 def test_record_body_is_one_canonical_serialisation(gpu_policy: Policy) -> None:
     from gpupolicy.provenance.record import canonical_json
 
