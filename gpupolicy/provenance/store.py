@@ -263,6 +263,7 @@ class ProvenanceStore:
         self._down_until = 0.0
         self._state_lock = threading.Lock()
         self._replay_lock = threading.Lock()
+        self._health_check = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # The write queue and its writer thread (started by the first submit).
@@ -717,18 +718,16 @@ class ProvenanceStore:
             return 0
 
     def health(self) -> dict[str, Any]:
-        """State for /readyz, /metrics and `gpupolicy provenance`: never raises."""
+        """State for /readyz, /metrics and `gpupolicy provenance`: never raises. One database
+        check at a time: while one waits on a server that stopped answering, the others report
+        the database unreachable at once instead of each holding a thread (/readyz runs every
+        few seconds; its threads would run out)."""
         reachable = False
-        if not self._in_backoff():
+        if not self._in_backoff() and self._health_check.acquire(blocking=False):
             try:
-                self.ensure_schema()
-                with self.engine.connect() as conn:
-                    conn.execute(text("SELECT 1"))
-                    version = current_version(conn)
-                reachable = True
-                self._schema_version = version
-            except SQLAlchemyError as exc:
-                self._mark_down(exc)
+                reachable = self._check_database()
+            finally:
+                self._health_check.release()
         with self._state_lock:
             counters = self.counters
             return {
@@ -751,6 +750,18 @@ class ProvenanceStore:
                 "rejected": self.spool.rejected_count() if self.spool else 0,
                 "last_error": counters.last_error,
             }
+
+    def _check_database(self) -> bool:
+        try:
+            self.ensure_schema()
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+                version = current_version(conn)
+        except SQLAlchemyError as exc:
+            self._mark_down(exc)
+            return False
+        self._schema_version = version
+        return True
 
     def close(self) -> None:
         """Write what is queued, stop the writer and the replayer, release the connections."""

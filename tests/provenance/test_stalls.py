@@ -91,6 +91,7 @@ class FreezableProxy:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._sockets: list[socket.socket] = []
+        self.accepted = 0  # client connections relayed so far
 
     def __enter__(self) -> FreezableProxy:
         self._spawn(self._accept)
@@ -117,6 +118,7 @@ class FreezableProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            self.accepted += 1
             upstream = socket.create_connection(self.target)
             self._sockets += [client, upstream]
             self._spawn(self._relay, client, upstream)
@@ -174,6 +176,34 @@ def test_a_database_that_stops_answering_does_not_hold_admissions(
         assert db_uids(store) == [f"uid-{index:02d}" for index in range(7)]
         assert db_rows(store) == 7  # the stuck batch committed and was replayed: written once
         assert spooled(spool_dir) == set()
+    finally:
+        proxy.relaying.set()
+        store.close()
+
+
+def test_health_checks_never_pile_up_on_a_database_that_stopped_answering(
+    frozen_path: tuple[str, str, FreezableProxy], tmp_path: Path, make_record: MakeRecord
+) -> None:
+    url, schema, proxy = frozen_path
+    store = open_store(
+        url, spool_dir=tmp_path / "spool", schema=schema, start_replayer=False, retry_seconds=0
+    )
+    try:
+        store.record(make_record("uid-00"))
+        assert store.health()["reachable"] is True
+        proxy.relaying.clear()
+        first = threading.Thread(target=store.health, daemon=True)
+        first.start()  # waits on the frozen server, holding its thread
+        time.sleep(0.5)
+        assert first.is_alive()
+        connections = proxy.accepted
+        for _ in range(3):  # the next probes answer without waiting on the database themselves
+            assert store.health()["reachable"] is False
+        assert proxy.accepted == connections  # not one more connection attempt
+        proxy.relaying.set()
+        first.join(SETTLE_SECONDS)
+        assert not first.is_alive()
+        assert store.health()["reachable"] is True
     finally:
         proxy.relaying.set()
         store.close()
