@@ -42,7 +42,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, create_engine, event, func, or_, select, text, update
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.sql import ColumnElement
 
 from gpupolicy.provenance.filters import Cursor, RecordFilter
@@ -213,6 +213,70 @@ def _settle(future: Future[str], *, result: str | None = None, error: BaseExcept
             future.set_result(result)
 
 
+class DbapiInsert:
+    """The writer's `INSERT … ON CONFLICT (uid) DO NOTHING`, compiled once by SQLAlchemy for the
+    engine's dialect, run with the DBAPI's `executemany` and `commit` on a pooled connection:
+    https://docs.sqlalchemy.org/en/20/core/connections.html#working-with-the-dbapi-cursor-directly
+    Each admission waits for its batch's commit, and SQLAlchemy's execution path (events,
+    transaction bookkeeping, result set-up) cost the writer more CPU than the INSERT and COMMIT
+    themselves, while holding the GIL the event loop needs. The COMMIT goes through the dialect's
+    `do_commit`, as SQLAlchemy's own commits do. Errors come out as SQLAlchemy's
+    exceptions (IntegrityError, DataError, OperationalError …) as from `Connection.execute`, and
+    a connection the driver reports broken is invalidated, not returned to the pool."""
+
+    def __init__(self, statement: Any, engine: Engine) -> None:
+        compiled = statement.compile(
+            dialect=engine.dialect, column_keys=[column.name for column in records.columns]
+        )
+        self.sql = str(compiled)
+        self._order: tuple[str, ...] | None = (
+            tuple(compiled.positiontup or ()) if compiled.positional else None
+        )
+        self._engine = engine
+        # pysqlite opens no transaction itself here (isolation_level None, see create_store_engine)
+        self._begin = "BEGIN" if engine.dialect.name == "sqlite" else None
+
+    def parameters(self, rows: Sequence[dict[str, Any]]) -> Sequence[Any]:
+        order = self._order
+        return rows if order is None else [tuple(row[name] for name in order) for row in rows]
+
+    def __call__(self, rows: Sequence[dict[str, Any]]) -> None:
+        dialect = self._engine.dialect
+        connection = self._engine.raw_connection()
+        try:
+            cursor = connection.cursor()
+            try:
+                if self._begin is not None:
+                    cursor.execute(self._begin)
+                cursor.executemany(self.sql, self.parameters(rows))
+                dialect.do_commit(connection)  # the pooled connection, as SQLAlchemy passes it
+            finally:
+                cursor.close()
+        except dialect.loaded_dbapi.Error as exc:
+            _rollback_quietly(connection)
+            broken = dialect.is_disconnect(exc, connection.dbapi_connection, None)
+            if broken:
+                connection.invalidate(exc)
+            raise DBAPIError.instance(
+                self.sql,
+                None,
+                exc,
+                dialect.loaded_dbapi.Error,
+                connection_invalidated=broken,
+                dialect=dialect,
+            ) from exc
+        except BaseException:
+            _rollback_quietly(connection)
+            raise
+        finally:
+            connection.close()  # back to the pool (or discarded, when invalidated)
+
+
+def _rollback_quietly(connection: Any) -> None:
+    with contextlib.suppress(Exception):  # the connection may be gone: the pool discards it
+        connection.rollback()
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     items: list[ProvenanceRecord]
@@ -290,6 +354,7 @@ class ProvenanceStore:
             from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
             self._insert = sqlite_insert(records).on_conflict_do_nothing(index_elements=["uid"])  # type: ignore[assignment]
+        self._dbapi_insert = DbapiInsert(self._insert, engine)
 
     @property
     def backend(self) -> str:
@@ -518,8 +583,8 @@ class ProvenanceStore:
 
     def _insert_rows(self, rows: list[dict[str, Any]]) -> None:
         """One transaction (one commit, one fsync) for `rows`."""
-        with self._write_lock, self.engine.begin() as conn:
-            conn.execute(self._insert, rows)
+        with self._write_lock:
+            self._dbapi_insert(rows)
         with self._state_lock:
             self.counters.commits += 1
 

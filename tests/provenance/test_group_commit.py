@@ -1,11 +1,16 @@
 """Group commit: one writer thread, one transaction (and one fsync) per batch of concurrent
 records, each future resolved only once its record is durable; outages mid-batch, a full queue
 and a dead writer. Commits are counted with SQLAlchemy's `commit` event and fsyncs with a spy,
-never inferred from timing: the writer is held at a gate while the test queues records."""
+never inferred from timing: the writer is held at a gate while the test queues records.
+
+The writer commits through the dialect's `do_commit` (its INSERT runs on the DBAPI connection,
+not through SQLAlchemy's `Connection`, so the engine's `commit` event does not fire for it):
+commits are counted, and made to fail, there."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -13,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
 from gpupolicy.provenance import ProvenanceRecord, StoreOverloaded, WriterStopped
@@ -47,14 +52,23 @@ class Gate:
         self.opened.set()
 
 
+def on_commit(store: ProvenanceStore, before: Callable[[Any], None]) -> None:
+    """Call `before(pooled_connection)` ahead of every COMMIT of the store's engine (the writer's
+    and SQLAlchemy's own both go through the dialect's `do_commit`)."""
+    dialect = store.engine.dialect
+    real_commit = dialect.do_commit
+
+    def do_commit(dbapi_connection: Any) -> None:
+        before(dbapi_connection)
+        real_commit(dbapi_connection)
+
+    dialect.do_commit = do_commit  # type: ignore[method-assign]  # this engine's dialect only
+
+
 def count_commits(store: ProvenanceStore) -> list[int]:
     """Every transaction the store's engine commits from now on (one element each)."""
     commits: list[int] = []
-
-    @event.listens_for(store.engine, "commit")
-    def _commit(_conn: Any) -> None:
-        commits.append(1)
-
+    on_commit(store, lambda _connection: commits.append(1))
     return commits
 
 
@@ -158,10 +172,7 @@ def test_a_future_is_resolved_only_after_the_commit(
     try:
         seen_at_commit: list[bool] = []
         future_box: list[Future[str]] = []
-
-        @event.listens_for(store.engine, "commit")
-        def _commit(_conn: Any) -> None:
-            seen_at_commit.extend(future.done() for future in future_box)
+        on_commit(store, lambda _connection: seen_at_commit.extend(future.done() for future in future_box))
 
         future_box.append(store.submit(make_record("uid-1")))
         assert future_box[0].result(WAIT) == "uid-1"
@@ -234,15 +245,16 @@ class CommitFailure:
         self.armed = False
         self.tripped = 0
 
-        @event.listens_for(store.engine, "commit")
-        def _commit(conn: Any) -> None:
+        def before_commit(dbapi_connection: Any) -> None:
             if not self.armed:
                 return
             self.tripped += 1
             if backend.name == "postgresql":  # the server ends the session: COMMIT cannot arrive
-                _terminate(backend.url, conn.connection.dbapi_connection.info.backend_pid)
+                _terminate(backend.url, dbapi_connection.dbapi_connection.info.backend_pid)
             else:
-                raise OperationalError("COMMIT", {}, Exception("disk I/O error"))
+                raise sqlite3.OperationalError("disk I/O error")  # as the driver raises it
+
+        on_commit(store, before_commit)
 
 
 def _terminate(url: str, pid: int) -> None:
