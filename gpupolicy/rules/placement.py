@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from gpupolicy.disruption import hpa_for, hpa_replicas
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.findings import JsonPath, Severity
 from gpupolicy.gpu import GpuKind
@@ -371,13 +372,15 @@ def _spreads(template: PodTemplate, workload: Workload) -> bool:
     name="replicas-without-spread",
     severity="warning",
     summary="Reports a replicated serving GPU pod template with no pod anti-affinity and no topology spread "
-    "constraints.",
+    "constraints; replicated means its replicas, or the maxReplicas of the HorizontalPodAutoscaler that "
+    "scales it, reach `placement.spread.minReplicas`.",
     rationale="Without spreading, the scheduler may pack every replica onto one GPU node: one node drain, "
     "driver crash or Xid error takes the whole service down, and a PDB cannot help.",
     remediation="Add topologySpreadConstraints on kubernetes.io/hostname (or a preferred podAntiAffinity).",
     references=(
         SPREAD,
         "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#inter-pod-affinity-and-anti-affinity",
+        "https://kubernetes.io/docs/concepts/workloads/autoscaling/horizontal-pod-autoscale/",
     ),
     parameters=(Parameter("placement.spread.minReplicas", "From how many replicas spreading is required."),),
 )
@@ -386,11 +389,8 @@ def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violat
     if not ctx.is_serving(workload):
         return
     for template in workload.templates:
-        if (
-            (template.replicas or 0) < minimum
-            or not ctx.gpu.uses_gpus(template)
-            or _spreads(template, workload)
-        ):
+        replicas, scaled_by = _most_replicas(workload, template, ctx)
+        if replicas < minimum or not ctx.gpu.uses_gpus(template) or _spreads(template, workload):
             continue
         spec = as_mapping(workload.resource.obj).get("spec")
         path: JsonPath = (
@@ -398,10 +398,23 @@ def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violat
             if "replicas" in as_mapping(spec) and len(workload.templates) == 1
             else template.path
         )
+        count = f"{replicas} replicas" if scaled_by is None else f"up to {replicas} replicas ({scaled_by})"
         yield Violation(
-            path,
-            f"{template.replicas} replicas of {template.describe()} have no pod anti-affinity or topology spread",
+            path, f"{count} of {template.describe()} have no pod anti-affinity or topology spread"
         )
+
+
+def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> tuple[int, str | None]:
+    """The most pods of `template` at once, and what says so when it is not the template: the
+    maxReplicas of an HPA that scales the workload (it owns `replicas` then, which manifests
+    often leave out), else the replicas the workload declares."""
+    if len(workload.templates) == 1:
+        hpa = hpa_for(workload, ctx.inventory)
+        if hpa is not None:
+            _, maximum = hpa_replicas(hpa)
+            if maximum is not None:
+                return maximum, f"maxReplicas of {hpa.ref}"
+    return template.replicas or 0, None
 
 
 @rule(
