@@ -16,6 +16,8 @@ Two measurements per endpoint:
   shows up in the percentiles (no coordinated omission);
 - saturation: `wrk` (16 connections, one thread) when installed, else a closed-loop asyncio client.
 
+The server logs as shipped (`--log-level info`: one JSON line per admission, to the server log
+file). After the run the bench counts the records this run's request uids left in the store.
 The last column is the server's CPU time per request (user + system of the whole process, read
 from /proc), which stays meaningful when other work shares the machine.
 `--server-arg=--review-in-threadpool` runs `review()` in the threadpool instead of the event loop;
@@ -51,6 +53,9 @@ NOOP_RESPONSE = (
     b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}'
 )
 UID_MARK = "00000000-0000-4000-8000-000000000000"
+# Request uids are `<run>-0000-4000-8000-<counter>`: unique to this run (records of an earlier run
+# in the same database never turn this run's inserts into conflicts), the length of a UUID.
+RUN = uuid.uuid4().hex[:8]
 
 
 # -- the server (run in a child process) ----------------------------------------------------------
@@ -149,7 +154,7 @@ class Connection:
 
 
 def with_uid(body: bytes, number: int) -> bytes:
-    return body.replace(UID_MARK.encode(), f"00000000-0000-4000-8000-{number:012d}".encode(), 1)
+    return body.replace(UID_MARK.encode(), f"{RUN}-0000-4000-8000-{number:012d}".encode(), 1)
 
 
 async def fixed_rate(
@@ -254,7 +259,7 @@ wrk.headers["Content-Type"] = "application/json"
 request = function()
   counter = counter + 1
   local body = bodies[(counter % #bodies) + 1]
-  body = body:gsub("00000000%-0000%-4000%-8000%-000000000000", string.format("00000000-0000-4000-8000-%012d", counter), 1)
+  body = body:gsub("00000000%-0000%-4000%-8000%-000000000000", string.format(os.getenv("RUN") .. "-0000-4000-8000-%012d", counter), 1)
   return wrk.format(nil, nil, nil, body)
 end
 done = function(summary, latency, requests)
@@ -276,7 +281,7 @@ def wrk(port: int, path: str, bodies_file: Path, script: Path, duration: float, 
         str(script),
         f"https://127.0.0.1:{port}{path}",
     ]
-    env = {**os.environ, "BODIES": str(bodies_file), "UID_START": str(start)}
+    env = {**os.environ, "BODIES": str(bodies_file), "UID_START": str(start), "RUN": RUN}
     output = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
     line = next(item for item in output.splitlines() if item.startswith("WRKJSON "))
     raw = json.loads(line[len("WRKJSON ") :])
@@ -312,7 +317,7 @@ def start(
         port = probe.getsockname()[1]
     argv = [
         "--host", "127.0.0.1", "--port", str(port), "--tls-cert", str(cert), "--tls-key", str(key),
-        "--data-dir", str(folder / "data"), "--kubeconfig", str(kubeconfig), "--log-level", "warning",
+        "--data-dir", str(folder / "data"), "--kubeconfig", str(kubeconfig),
     ]  # fmt: skip
     if not provenance:
         argv.append("--no-provenance")
@@ -401,6 +406,12 @@ def main() -> None:
     parser.add_argument(
         "--server-arg", action="append", default=[], help="extra `gpupolicy serve` argument (repeatable)"
     )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the server's log level (default info, as shipped: one JSON line per admission, to the server log)",
+    )
     options = parser.parse_args()
     if options.db and options.no_provenance:
         parser.error("--db and --no-provenance exclude each other")
@@ -417,7 +428,12 @@ def main() -> None:
         folder,
         not options.no_provenance,
         write_kubeconfig(folder / "kubeconfig", fake.url),
-        [*(["--db", options.db] if options.db else []), *options.server_arg],
+        [
+            *(["--db", options.db] if options.db else []),
+            "--log-level",
+            options.log_level,
+            *options.server_arg,
+        ],
     )
     bodies_file = folder / "bodies.jsonl"
     bodies_file.write_bytes(b"\n".join(bodies) + b"\n")
@@ -469,6 +485,7 @@ def main() -> None:
     print(f"load average before/after: {load_before} / {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
         f"{'endpoint':<28} {'req/s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'n':>8} {'!200':>6}"
+        f" {'cpu ms/req':>10}"
     )
     for name, result in results.items():
         print(row(name, result))
@@ -476,7 +493,31 @@ def main() -> None:
     if len(saturated) == 2 and saturated[0]["throughput"]:
         ratio = saturated[1]["throughput"] / saturated[0]["throughput"]
         print(f"saturated throughput /validate : /noop = {ratio:.2f}")
-    print(f"(server log: {folder / 'server.log'})")
+    if not options.no_provenance:
+        answered = sum(result["requests"] for name, result in results.items() if name.startswith("/validate"))
+        print(
+            f"provenance: {stored_records(options, folder)} records stored by this run, for {answered} "
+            "measured /validate answers (and the warm-up's); one review in ten is a denial, never recorded"
+        )
+    print(f"(server log: {folder / 'server.log'}; log level {options.log_level})")
+
+
+def stored_records(options: argparse.Namespace, folder: Path) -> int:
+    """Records of this run's request uids in the store the server wrote (a check that the
+    measured admissions really were recorded)."""
+    from sqlalchemy import func, select
+
+    from gpupolicy.provenance.locations import DB_FILE
+    from gpupolicy.provenance.schema import records
+    from gpupolicy.provenance.store import open_reader
+
+    reader = open_reader(options.db or f"sqlite:///{folder / 'data' / DB_FILE}")
+    try:
+        with reader.engine.connect() as conn:
+            query = select(func.count()).select_from(records).where(records.c.uid.like(f"{RUN}-%"))
+            return int(conn.execute(query).scalar_one())
+    finally:
+        reader.close()
 
 
 if __name__ == "__main__":
