@@ -78,6 +78,9 @@ class ProvenanceRecord:
     gpu: list[dict[str, Any]] = field(default_factory=list)
     placement: list[dict[str, Any]] = field(default_factory=list)
     priority: list[dict[str, Any]] = field(default_factory=list)
+    # The controller that made the object (a ReplicaSet's Deployment, a Pod's ReplicaSet or Job):
+    # {api_version, kind, name, uid}, or None for an object a person or GitOps tool applied.
+    controller: dict[str, Any] | None = None
     experiment: str | None = None
     arm: str | None = None
     fixed: list[str] | None = None
@@ -209,6 +212,7 @@ def build_record(
         gpu=_gpu(workload, policy),
         placement=[_placement(template) for template in workload.templates],
         priority=[_priority(template) for template in workload.templates],
+        controller=controller_of(metadata),
         experiment=experiment,
         arm=_first_label(workload, ARM_LABEL),
         fixed=_fixed(experiment_config, experiment),
@@ -234,6 +238,21 @@ def build_record(
     # One redaction pass over the whole record (finding messages included), one construction:
     # `redact` returns fresh lists and dicts, so the record shares nothing with the request.
     return ProvenanceRecord(**redact(fields))
+
+
+def controller_of(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ownerReference with `controller: true` (at most one may have it):
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/owners-dependents/"""
+    for reference in as_list(metadata.get("ownerReferences")):
+        reference = as_mapping(reference)
+        if reference.get("controller") is True:
+            return {
+                "api_version": _str(reference.get("apiVersion")),
+                "kind": _str(reference.get("kind")),
+                "name": _str(reference.get("name")),
+                "uid": _str(reference.get("uid")),
+            }
+    return None
 
 
 def _str(value: Any) -> str | None:

@@ -17,7 +17,7 @@ CSV_COLUMNS = (
     "uid", "time", "status", "status_changed_at", "operation", "user", "kind", "namespace", "name",
     "object_uid", "generation", "experiment", "arm", "fixed", "model", "input", "images",
     "gpu_resources", "git_tool", "git_revision", "policy_version", "policy_digest", "template_hash",
-    "findings", "rollback_criteria", "placement", "priority",
+    "findings", "rollback_criteria", "placement", "priority", "controller",
 )  # fmt: skip
 TABLE_COLUMNS = ("time", "status", "operation", "object", "experiment", "arm", "user", "findings", "uid")
 
@@ -67,6 +67,9 @@ def flat(record: ProvenanceRecord) -> dict[str, Any]:
         "rollback_criteria": record.rollback_criteria or "",
         "placement": as_json(record.placement, sort_keys=True, ensure_ascii=False),
         "priority": as_json(record.priority, sort_keys=True, ensure_ascii=False),
+        "controller": f"{record.controller.get('kind')}/{record.controller.get('name')}"
+        if record.controller
+        else "",
     }
 
 

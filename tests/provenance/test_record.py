@@ -10,9 +10,10 @@ import pytest
 from gpupolicy.documents import Resource
 from gpupolicy.pod_spec import workload_of
 from gpupolicy.policy import Policy
-from gpupolicy.provenance import NotRecordable, build_record, should_record
+from gpupolicy.provenance import NotRecordable, ProvenanceRecord, build_record, should_record
 from gpupolicy.provenance.record import git_source, split_image, template_hash
 from gpupolicy.provenance.redaction import REDACTED, redact, redact_text
+from gpupolicy.provenance.rendering import flat
 from tests.provenance.samples import (
     SECRET_ENV_VALUE,
     SECRET_TOKEN,
@@ -149,6 +150,41 @@ def test_the_reviewed_workload_view_gives_the_same_record(gpu_policy: Policy) ->
     other = workload_of(Resource(deployment(), file="<admission>", doc_index=0))
     with pytest.raises(ValueError, match="workload must be the view of obj"):
         build_record(request, obj, report, gpu_policy, workload=other)
+
+
+def test_a_controller_made_object_records_its_controller(gpu_policy: Policy) -> None:
+    """A ReplicaSet's Pods reach the webhook too: their records say which controller made them."""
+    applied = deployment()
+    assert (
+        build_record(
+            admission_request(applied), applied, report_for(applied, gpu_policy), gpu_policy
+        ).controller
+        is None
+    )
+    made = deployment(
+        ownerReferences=[
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "not-a-controller", "uid": "u-0"},
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "vllm-llama-7d9f",
+                "uid": "u-1",
+                "controller": True,
+            },
+        ]
+    )
+    record = build_record(admission_request(made), made, report_for(made, gpu_policy), gpu_policy)
+    assert record.controller == {
+        "api_version": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "vllm-llama-7d9f",
+        "uid": "u-1",
+    }
+    assert ProvenanceRecord.from_dict(record.to_dict()) == record
+    old_record = record.to_dict()
+    del old_record["controller"]  # a record written before the field existed
+    assert ProvenanceRecord.from_dict(old_record).controller is None
+    assert flat(record)["controller"] == "ReplicaSet/vllm-llama-7d9f"
 
 
 def test_create_and_update_of_gpu_workloads_are_recorded(gpu_policy: Policy) -> None:
