@@ -215,12 +215,12 @@ def _settle(future: Future[str], *, result: str | None = None, error: BaseExcept
 
 class DbapiInsert:
     """The writer's `INSERT … ON CONFLICT (uid) DO NOTHING`, compiled once by SQLAlchemy for the
-    engine's dialect, run with the DBAPI's `executemany` and `commit` on a pooled connection:
+    engine's dialect, run with the DBAPI's `executemany` on a pooled connection and committed
+    through the dialect's `do_commit` (as SQLAlchemy's own commits are):
     https://docs.sqlalchemy.org/en/20/core/connections.html#working-with-the-dbapi-cursor-directly
     Each admission waits for its batch's commit, and SQLAlchemy's execution path (events,
     transaction bookkeeping, result set-up) cost the writer more CPU than the INSERT and COMMIT
-    themselves, while holding the GIL the event loop needs. The COMMIT goes through the dialect's
-    `do_commit`, as SQLAlchemy's own commits do. Errors come out as SQLAlchemy's
+    themselves, while holding the GIL the event loop needs. Errors come out as SQLAlchemy's
     exceptions (IntegrityError, DataError, OperationalError …) as from `Connection.execute`, and
     a connection the driver reports broken is invalidated, not returned to the pool."""
 
