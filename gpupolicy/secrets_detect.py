@@ -17,6 +17,7 @@ https://api.slack.com/authentication/token-types, https://datatracker.ietf.org/d
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -110,6 +111,7 @@ def name_words(name: str) -> list[str]:
     return [word.lower() for word in _WORD_SEPARATORS.split(_CAMEL.sub("_", name)) if word]
 
 
+@functools.lru_cache(maxsize=4096)  # env names repeat across workloads and admissions (HF_TOKEN, CUDA_…)
 def credential_name_kind(name: str) -> str | None:
     """What a variable named `name` holds when it is named like a credential, else None."""
     words = name_words(name)
