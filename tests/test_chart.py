@@ -181,6 +181,11 @@ def test_helm_template_renders(variant: str) -> None:
         ({"tls": {"certManager": {"enabled": False}}}, "tls.existingSecret is required"),
         ({"containerPort": 443}, "containerPort"),
         ({"unknownKey": 1}, "unknownKey"),
+        ({"provenance": {"timeoutSeconds": 0}}, "timeoutSeconds"),
+        (
+            {"provenance": {"timeoutSeconds": 5}},
+            "provenance.timeoutSeconds (5) must be below webhook.timeoutSeconds (3)",
+        ),
     ],
 )
 def test_bad_values_are_refused(values: dict[str, Any], message: str, tmp_path: Path) -> None:
@@ -519,6 +524,8 @@ def test_container_args_are_gpupolicy_serve_flags(variant: str) -> None:
     assert {"/tls", "/etc/gpupolicy", "/var/lib/gpupolicy"} <= set(mounts)
     provenance = VARIANTS[variant].get("provenance", {})
     assert parsed.no_provenance is (provenance.get("enabled") is False)
+    assert parsed.db_timeout == 2.0  # below the webhook's timeoutSeconds (3)
+    assert ("--db-timeout=2" in args) is not parsed.no_provenance
     env = {e["name"]: e for e in container(docs).get("env", [])}
     if provenance.get("db"):
         assert parsed.db == "postgresql://x@db/gp"

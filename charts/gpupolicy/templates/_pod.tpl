@@ -88,8 +88,14 @@ spec:
         - --data-dir={{ .Values.dataDir.path }}
         {{- if not .Values.provenance.enabled }}
         - --no-provenance
-        {{- else if include "gpupolicy.dbEnabled" . }}
+        {{- else }}
+        {{- if ge (float64 .Values.provenance.timeoutSeconds) (float64 .Values.webhook.timeoutSeconds) }}
+        {{- fail (printf "provenance.timeoutSeconds (%v) must be below webhook.timeoutSeconds (%v): the API server stops waiting first" .Values.provenance.timeoutSeconds .Values.webhook.timeoutSeconds) }}
+        {{- end }}
+        - --db-timeout={{ .Values.provenance.timeoutSeconds }}
+        {{- if include "gpupolicy.dbEnabled" . }}
         - --db=$(GPUPOLICY_PROVENANCE_DB)
+        {{- end }}
         {{- end }}
         - --log-level={{ .Values.logLevel }}
       env:
