@@ -16,6 +16,8 @@ Two measurements per endpoint:
   shows up in the percentiles (no coordinated omission);
 - saturation: `wrk` (16 connections, one thread) when installed, else a closed-loop asyncio client.
 
+`--repeat N` runs the four measurements N times on the same server and prints each round and
+the medians (this is how to quote figures on a machine whose speed wanders from run to run).
 The server logs as shipped (`--log-level info`: one JSON line per admission, to the server log
 file). After the run the bench counts the records this run's request uids left in the store.
 The last column is the server's CPU time per request (user + system of the whole process, read
@@ -404,6 +406,12 @@ def main() -> None:
     )
     parser.add_argument("--bodies", type=int, default=500, help="distinct review bodies (default 500)")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of the four measurements (default 1); with more, each round's table and the medians",
+    )
+    parser.add_argument(
         "--server-arg", action="append", default=[], help="extra `gpupolicy serve` argument (repeatable)"
     )
     parser.add_argument(
@@ -440,34 +448,18 @@ def main() -> None:
     script = folder / "bench.lua"
     script.write_text(WRK_SCRIPT, encoding="utf-8")
     use_wrk = shutil.which("wrk") is not None and not options.no_wrk
-    results: dict[str, dict[str, Any]] = {}
-    uid = 1
+    rounds: list[dict[str, dict[str, Any]]] = []
     try:
         # warm up both endpoints (first evaluations, connection set-up, SQLite schema)
         run(closed_loop(port, context, "/validate", bodies, 4, 2.0, 10_000_000))
         run(closed_loop(port, context, "/noop", bodies, 4, 1.0, 20_000_000))
-        for path in ("/noop", "/validate"):
-            results[f"{path} @ {options.rate:.0f}/s"] = measured(
-                process.pid,
-                lambda path=path, uid=uid: run(
-                    fixed_rate(port, context, path, bodies, options.rate, options.duration, uid)
-                ),
-            )
-            uid += 1_000_000
-        for path in ("/noop", "/validate"):
-            if use_wrk:
-                results[f"{path} saturated (wrk)"] = measured(
-                    process.pid,
-                    lambda path=path, uid=uid: wrk(port, path, bodies_file, script, options.duration, uid),
+        for index in range(options.repeat):
+            rounds.append(
+                measure_round(
+                    options, process.pid, port, context, bodies, (bodies_file, script), use_wrk,
+                    uid=(index + 1) * 100_000_000,
                 )
-            else:
-                results[f"{path} saturated (asyncio)"] = measured(
-                    process.pid,
-                    lambda path=path, uid=uid: run(
-                        closed_loop(port, context, path, bodies, 16, options.duration, uid)
-                    ),
-                )
-            uid += 10_000_000
+            )  # fmt: skip
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(30)
@@ -483,23 +475,96 @@ def main() -> None:
         + (f"; server args: {' '.join(options.server_arg)}" if options.server_arg else "")
     )
     print(f"load average before/after: {load_before} / {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for index, results in enumerate(rounds, start=1):
+        if len(rounds) > 1:
+            print(f"round {index} of {len(rounds)}")
+        print_table(results)
+    if len(rounds) > 1:
+        print(f"median of {len(rounds)} rounds")
+        print_table({name: median_result([results[name] for results in rounds]) for name in rounds[0]})
+        ratios = [ratio for results in rounds if (ratio := saturated_ratio(results)) is not None]
+        if ratios:
+            shown = " ".join(f"{ratio:.2f}" for ratio in ratios)
+            print(f"(the ratio round by round: {shown}; median {statistics.median(ratios):.2f})")
+    if not options.no_provenance:
+        answered = sum(
+            result["requests"]
+            for results in rounds
+            for name, result in results.items()
+            if name.startswith("/validate")
+        )
+        print(
+            f"provenance: {stored_records(options, folder)} records stored by this run, for {answered} "
+            "measured /validate answers (and the warm-up's); one review in ten is a denial, never recorded"
+        )
+    print(f"(server log: {folder / 'server.log'}; log level {options.log_level})")
+
+
+def measure_round(
+    options: argparse.Namespace,
+    pid: int,
+    port: int,
+    context: ssl.SSLContext,
+    bodies: list[bytes],
+    wrk_files: tuple[Path, Path],
+    use_wrk: bool,
+    *,
+    uid: int,
+) -> dict[str, dict[str, Any]]:
+    """One round: both endpoints at the fixed rate, then both saturated."""
+    results: dict[str, dict[str, Any]] = {}
+    for path in ("/noop", "/validate"):
+        results[f"{path} @ {options.rate:.0f}/s"] = measured(
+            pid,
+            lambda path=path, uid=uid: run(
+                fixed_rate(port, context, path, bodies, options.rate, options.duration, uid)
+            ),
+        )
+        uid += 1_000_000
+    for path in ("/noop", "/validate"):
+        if use_wrk:
+            results[f"{path} saturated (wrk)"] = measured(
+                pid, lambda path=path, uid=uid: wrk(port, path, *wrk_files, options.duration, uid)
+            )
+        else:
+            results[f"{path} saturated (asyncio)"] = measured(
+                pid,
+                lambda path=path, uid=uid: run(
+                    closed_loop(port, context, path, bodies, 16, options.duration, uid)
+                ),
+            )
+        uid += 10_000_000
+    return results
+
+
+def print_table(results: dict[str, dict[str, Any]]) -> None:
     print(
         f"{'endpoint':<28} {'req/s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'n':>8} {'!200':>6}"
         f" {'cpu ms/req':>10}"
     )
     for name, result in results.items():
         print(row(name, result))
+    ratio = saturated_ratio(results)
+    if ratio is not None:
+        print(f"saturated throughput /validate : /noop = {ratio:.2f}")
+
+
+def saturated_ratio(results: dict[str, dict[str, Any]]) -> float | None:
     saturated = [result for name, result in results.items() if "saturated" in name]
     if len(saturated) == 2 and saturated[0]["throughput"]:
-        ratio = saturated[1]["throughput"] / saturated[0]["throughput"]
-        print(f"saturated throughput /validate : /noop = {ratio:.2f}")
-    if not options.no_provenance:
-        answered = sum(result["requests"] for name, result in results.items() if name.startswith("/validate"))
-        print(
-            f"provenance: {stored_records(options, folder)} records stored by this run, for {answered} "
-            "measured /validate answers (and the warm-up's); one review in ten is a denial, never recorded"
-        )
-    print(f"(server log: {folder / 'server.log'}; log level {options.log_level})")
+        return float(saturated[1]["throughput"] / saturated[0]["throughput"])
+    return None
+
+
+def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over the rounds (requests and failures summed)."""
+    merged: dict[str, Any] = {
+        key: statistics.median(result[key] for result in results)
+        for key in ("throughput", "p50_ms", "p95_ms", "p99_ms", "max_ms", "server_cpu_ms_per_request")
+    }
+    merged["requests"] = sum(result["requests"] for result in results)
+    merged["non_200"] = sum(result["non_200"] for result in results)
+    return merged
 
 
 def stored_records(options: argparse.Namespace, folder: Path) -> int:
