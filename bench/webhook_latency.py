@@ -6,7 +6,9 @@ the same server, in the same run.
 The server is `gpupolicy serve` as shipped (TLS, policy loaded once, a synced cluster inventory
 from the test suite's fake API server, provenance in SQLite unless --no-provenance, or in the
 database `--db` names, e.g. postgresql://postgres@127.0.0.1:5432/bench) with one
-extra route, `POST /noop`, that reads the body and returns a fixed AdmissionReview response.
+extra routes: `POST /noop` reads the body and returns a fixed AdmissionReview response, and
+`POST /parse-only` (measured saturated only) also parses the review and answers with its uid,
+as any webhook must: the cost of the HTTP exchange plus JSON, without a decision.
 Bodies are realistic AdmissionReviews: GPU Deployments of about 10 KB (managedFields included),
 each with its own uid and name, one in ten of them denied.
 
@@ -16,7 +18,7 @@ Two measurements per endpoint:
   shows up in the percentiles (no coordinated omission);
 - saturation: `wrk` (16 connections, one thread) when installed, else a closed-loop asyncio client.
 
-`--repeat N` runs the four measurements N times on the same server and prints each round and
+`--repeat N` runs the measurements N times on the same server and prints each round and
 the medians (this is how to quote figures on a machine whose speed wanders from run to run).
 The server logs as shipped (`--log-level info`: one JSON line per admission, to the server log
 file). After the run the bench counts the records this run's request uids left in the store.
@@ -93,6 +95,18 @@ def serve(argv: list[str]) -> None:
     async def noop(request: Request) -> Response:
         await request.body()
         return Response(NOOP_RESPONSE, media_type="application/json")
+
+    import orjson
+
+    @server.config.app.post("/parse-only")
+    async def parse_only(request: Request) -> Response:
+        review = orjson.loads(await request.body())
+        answer = {
+            "apiVersion": review["apiVersion"],
+            "kind": review["kind"],
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        }
+        return Response(orjson.dumps(answer), media_type="application/json")
 
     try:
         server.run()
@@ -409,7 +423,7 @@ def main() -> None:
         "--repeat",
         type=int,
         default=1,
-        help="rounds of the four measurements (default 1); with more, each round's table and the medians",
+        help="rounds of the measurements (default 1); with more, each round's table and the medians",
     )
     parser.add_argument(
         "--server-arg", action="append", default=[], help="extra `gpupolicy serve` argument (repeatable)"
@@ -521,7 +535,7 @@ def measure_round(
             ),
         )
         uid += 1_000_000
-    for path in ("/noop", "/validate"):
+    for path in ("/noop", "/parse-only", "/validate"):
         if use_wrk:
             results[f"{path} saturated (wrk)"] = measured(
                 pid, lambda path=path, uid=uid: wrk(port, path, *wrk_files, options.duration, uid)
@@ -547,12 +561,16 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
     ratio = saturated_ratio(results)
     if ratio is not None:
         print(f"saturated throughput /validate : /noop = {ratio:.2f}")
+    ratio = saturated_ratio(results, "/parse-only")
+    if ratio is not None:
+        print(f"saturated throughput /validate : /parse-only = {ratio:.2f}")
 
 
-def saturated_ratio(results: dict[str, dict[str, Any]]) -> float | None:
-    saturated = [result for name, result in results.items() if "saturated" in name]
-    if len(saturated) == 2 and saturated[0]["throughput"]:
-        return float(saturated[1]["throughput"] / saturated[0]["throughput"])
+def saturated_ratio(results: dict[str, dict[str, Any]], baseline: str = "/noop") -> float | None:
+    """Saturated throughput of /validate over the baseline endpoint's."""
+    saturated = {name.split()[0]: result for name, result in results.items() if "saturated" in name}
+    if baseline in saturated and "/validate" in saturated and saturated[baseline]["throughput"]:
+        return float(saturated["/validate"]["throughput"] / saturated[baseline]["throughput"])
     return None
 
 
