@@ -19,7 +19,6 @@ tenth of the cost. Whoever adds a pattern must add its required literal to `_MAY
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -73,17 +72,24 @@ _MAYBE_SECRET = re.compile(
 _MIN_SECRET_LENGTH = 6
 
 
-@functools.lru_cache(maxsize=4096)
-def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key)) and not _REFERENCE_KEY.search(key)
-
-
 # Strings known to hold none of those literals (image names, label values, node selectors come
 # back with every admission): a set lookup instead of a search. Only clean strings, never one
 # that was (or might have been) redacted; bounded in count and length, emptied when full.
 _CLEAN: set[str] = set()
+# is_secret_key's answers for the keys seen: a dict, so that redact's loop tests a key with one
+# lookup; bounded like _CLEAN, since keys come from objects (label keys, CRD fields).
+_KEY_IS_SECRET: dict[str, bool] = {}
 _CLEAN_MAX_ENTRIES = 8192
 _CLEAN_MAX_LENGTH = 256
+
+
+def is_secret_key(key: str) -> bool:
+    secret = _KEY_IS_SECRET.get(key)
+    if secret is None:
+        if len(_KEY_IS_SECRET) >= _CLEAN_MAX_ENTRIES:
+            _KEY_IS_SECRET.clear()
+        secret = _KEY_IS_SECRET[key] = bool(_SECRET_KEY.search(key)) and not _REFERENCE_KEY.search(key)
+    return secret
 
 
 def redact_text(text: str) -> str:
@@ -120,18 +126,6 @@ def redact_env(entries: Any) -> Any:
     return redacted
 
 
-# is_secret_key's answers for the keys seen (a dict lookup is the cheapest test of the hot loop
-# below); bounded like _CLEAN, since keys come from objects (label keys, CRD fields).
-_KEY_IS_SECRET: dict[str, bool] = {}
-
-
-def _key_is_secret(key: str) -> bool:
-    if len(_KEY_IS_SECRET) >= _CLEAN_MAX_ENTRIES:
-        _KEY_IS_SECRET.clear()
-    secret = _KEY_IS_SECRET[key] = is_secret_key(key)
-    return secret
-
-
 def redact(value: Any, key: str | None = None) -> Any:
     """A deep copy of `value` with env values and secret-looking strings redacted."""
     if isinstance(value, str):
@@ -157,7 +151,7 @@ def _redact_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
             if child and child != REDACTED:
                 secret = known_keys.get(name)
                 if secret is None:
-                    secret = _key_is_secret(name)
+                    secret = is_secret_key(name)
                 if secret:
                     result[name] = REDACTED
                     continue
