@@ -17,9 +17,10 @@ from typing import Any
 
 from gpupolicy.documents import LoadProblem, Resource
 from gpupolicy.findings import Finding, JsonPath, Severity
-from gpupolicy.inventory import Bundle, Inventory
-from gpupolicy.pod_spec import Workload, workload_of
+from gpupolicy.inventory import Bundle, Inventory, namespace_of
+from gpupolicy.pod_spec import PodTemplate, Workload, workload_of
 from gpupolicy.policy import Policy
+from gpupolicy.roles import Role, RoleDecision, decide, service_selects
 from gpupolicy.suppressions import InlineDirective
 from gpupolicy.suppressions import apply as apply_suppressions
 
@@ -47,6 +48,9 @@ class Violation:
     target: Resource | None = None
     severity: Severity | None = None
     container: str | None = None
+    # A fact of the cluster that neither the policy nor the inventory holds (gpupolicy/unknowns.py):
+    # the finding says so once per evaluation; the webhook logs it rather than warning on every admission.
+    cluster_fact: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,8 @@ class Rule:
     references: tuple[str, ...] = ()
     parameters: tuple[Parameter, ...] = ()
     kinds: frozenset[str] | None = None  # OBJECT scope: the kinds it applies to (None: all)
+    # WORKLOAD scope: the roles (gpupolicy/roles.py) of the workloads it judges (None: every role).
+    roles: frozenset[Role] | None = None
     check: Callable[..., Iterable[Violation]] | None = None
 
     @property
@@ -140,6 +146,7 @@ def rule(
     references: Sequence[str] = (),
     parameters: Sequence[Parameter] = (),
     kinds: Iterable[str] | None = None,
+    roles: Iterable[Role] | None = None,
     registry: RuleRegistry = REGISTRY,
 ) -> Callable[[Callable[..., Iterable[Violation]]], Callable[..., Iterable[Violation]]]:
     """Register a check function with its metadata."""
@@ -157,6 +164,7 @@ def rule(
                 references=tuple(references),
                 parameters=tuple(parameters),
                 kinds=frozenset(kinds) if kinds is not None else None,
+                roles=frozenset(roles) if roles is not None else None,
                 check=check,
             )
         )
@@ -190,7 +198,7 @@ class Context:
         self.gpu = policy.gpu
         # Keys of the facts memoised on a Workload view: specific to this policy's settings.
         self._uses_key = ("uses-gpus", id(policy.gpu))
-        self._serving_key = ("serving", id(policy))
+        self._role_key = ("role", id(policy))
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         memo = self._memo
@@ -221,16 +229,34 @@ class Context:
             uses = cache[self._uses_key] = any(gpu.uses_gpus(template) for template in workload.templates)
         return uses
 
-    def is_serving(self, workload: Workload) -> bool:
+    def role(self, workload: Workload) -> RoleDecision:
+        """What the workload is (server, batch, dev, agent or plain workload), from evidence."""
         cache = workload.cache
-        serving: bool | None = cache.get(self._serving_key)
-        if serving is None:
-            kinds = self.policy.get("workloads.servingKinds", [])
-            classes = self.policy.get("workloads.servingClasses", [])
-            serving = cache[self._serving_key] = (
-                workload.kind in kinds or workload.labels.get("gpupolicy.io/workload-class") in classes
+        decision: RoleDecision | None = cache.get(self._role_key)
+        if decision is None:
+            policy = self.policy
+            decision = cache[self._role_key] = decide(
+                workload,
+                service_of=self._service_of,
+                serving_classes=policy.get("workloads.servingClasses", []),
+                batch_classes=policy.get("workloads.batchClasses", []),
+                serving_kinds=policy.get("workloads.servingKinds", []),
             )
-        return serving
+        return decision
+
+    def is_serving(self, workload: Workload) -> bool:
+        return self.role(workload).role is Role.SERVER
+
+    def _service_of(self, workload: Workload, template: PodTemplate) -> str | None:
+        """The name of a Service of the inventory that selects the template's pods."""
+        labels = template.labels
+        if not labels:
+            return None
+        namespace = namespace_of(workload.resource)
+        for service in self.inventory.list("Service", namespace):
+            if service_selects(service.obj, labels):
+                return service.name
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +305,7 @@ def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Reso
         column=position[1] if position else None,
         doc_index=target.doc_index,
         container=violation.container,
+        extra={"clusterFact": violation.cluster_fact} if violation.cluster_fact else {},
     )
 
 
@@ -387,7 +414,10 @@ def evaluate(
         workload = workload_of(resource)
         if workload is not None:
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
+            role = ctx.role(workload).role
             for rule in workload_rules:
+                if rule.roles is not None and role not in rule.roles:
+                    continue
                 try:
                     for violation in rule.check(workload, ctx):  # type: ignore[misc]
                         findings.append(finding_for(rule, policy, violation, violation.target or resource))

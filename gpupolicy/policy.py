@@ -215,6 +215,9 @@ def find_repo_policy(start: Path) -> Path | None:
     return None
 
 
+MAX_EXTENDS_DEPTH = 8
+
+
 def load_policy(*, repo_policy: Path | None = None, extra: Iterable[Path] = ()) -> Policy:
     default_file = policies_dir() / "default.yaml"
     layers: list[Path] = [default_file]
@@ -222,15 +225,35 @@ def load_policy(*, repo_policy: Path | None = None, extra: Iterable[Path] = ()) 
         layers.append(repo_policy)
     layers.extend(extra)
     data: dict[str, Any] = {}
+    sources: list[str] = []
     for layer in layers:
-        try:
-            text = layer.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PolicyError(f"{layer}: cannot read policy: {exc}") from exc
-        layer_data, resource = _load_layer(text, str(layer))
-        validate_layer(layer_data, resource, str(layer))
-        data = deep_merge(data, layer_data)
-    return Policy(data, sources=[str(layer) for layer in layers])
+        data = _merge_layer(data, layer, sources, chain=())
+    return Policy(data, sources=sources)
+
+
+def _merge_layer(
+    data: dict[str, Any], layer: Path, sources: list[str], *, chain: tuple[Path, ...]
+) -> dict[str, Any]:
+    """Merge one policy file over `data`, after the files it `extends` (paths relative to it), so a
+    repository's `.gpupolicy.yaml` can build on a shared cluster policy."""
+    try:
+        text = layer.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{layer}: cannot read policy: {exc}") from exc
+    layer_data, resource = _load_layer(text, str(layer))
+    validate_layer(layer_data, resource, str(layer))
+    bases = layer_data.pop("extends", [])
+    for base in [bases] if isinstance(bases, str) else bases:
+        target = (layer.parent / base).resolve()
+        if target in chain or target == layer.resolve() or len(chain) >= MAX_EXTENDS_DEPTH:
+            position = resource.position(("extends",)) if resource else None
+            line, column = position or (1, 1)
+            raise PolicyError(
+                f"{layer}:{line}:{column}: policy key extends: {base} forms a cycle or nests too deep"
+            )
+        data = _merge_layer(data, target, sources, chain=(*chain, layer.resolve()))
+    sources.append(str(layer))
+    return deep_merge(data, layer_data)
 
 
 @functools.cache

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from gpupolicy.engine import REGISTRY, Rule
+from gpupolicy.roles import NOT_AGENT, Role
 from gpupolicy.rule_examples import examples_for, strip_markers
 
 DOCS_BASE_URL = "https://github.com/gpupolicy/gpupolicy/blob/main/docs/rules/"
@@ -47,7 +48,8 @@ def render_rule_page(rule: Rule) -> str:
     references = "\n".join(f"- <{ref}>" for ref in rule.references) or "None."
     return (
         f"# {rule.id} {rule.name}\n\n"
-        f"Severity: **{rule.severity.label}** · Family: {rule.family} · Scope: {rule.scope.value}\n\n"
+        f"Severity: **{rule.severity.label}** · Family: {rule.family} · Scope: {rule.scope.value}"
+        f" · Applies to: {_roles(rule)}\n\n"
         f"## What it does\n\n{rule.summary}\n\n"
         f"## Why is this bad?\n\n{rule.rationale}\n\n"
         f"## Example\n\n{policy}```yaml\n{fires}```\n\n"
@@ -55,6 +57,16 @@ def render_rule_page(rule: Rule) -> str:
         f"## Parameters\n\n{options}\n\n"
         f"## References\n\n{references}\n"
     )
+
+
+def _roles(rule: Rule) -> str:
+    """The workload roles the rule judges (gpupolicy/roles.py: decided from evidence, not kind)."""
+    if rule.roles is None:
+        return "every workload" if rule.scope.value == "workload" else "the objects of its scope"
+    if rule.roles == NOT_AGENT:
+        return "every workload but the GPU stack's own agents"
+    names = [role.value for role in Role if role in rule.roles]
+    return "workloads whose role is " + " or ".join(names)
 
 
 def _markdown_table(rules: list[Rule], link_base: str) -> str:

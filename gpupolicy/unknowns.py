@@ -1,12 +1,43 @@
-"""Saying "unknown" once: when the inventory cannot tell whether an object exists (a class defined
-outside the repository, a cluster cache that has not synced), a rule reports that as one info
-finding per missing name and evaluation, never as an error and never silently."""
+"""Saying "unknown" once: when neither the policy nor the inventory holds a fact of the cluster
+(its GPU taints, its node pools, its PriorityClasses, its NetworkPolicies), a rule that needs it
+reports that as one info finding per missing fact and evaluation, naming how to supply the fact,
+never as an error and never silently. Given the fact, the rule works at full strength."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import NamedTuple
 
-from gpupolicy.engine import Context
+from gpupolicy.engine import Context, Violation
+from gpupolicy.findings import JsonPath, Severity
+
+SNAPSHOT = (
+    "`gpupolicy cluster snapshot` writes it from a live cluster; the webhook reads it from its live inventory"
+)
+
+
+class ClusterFact(NamedTuple):
+    what: str  # the fact, as a noun phrase
+    supply: str  # how to supply it
+
+
+GPU_TAINTS = ClusterFact(
+    "the taints of the cluster's GPU nodes",
+    f"declare placement.gpuTaints in the policy ([] when GPU nodes are untainted); {SNAPSHOT}",
+)
+NODE_POOLS = ClusterFact(
+    "the cluster's GPU node pools (products and GPUs per node)",
+    f"declare nodePools in the policy; {SNAPSHOT}",
+)
+PRIORITY_CLASSES = ClusterFact(
+    "whether the cluster schedules GPU pods by PriorityClass",
+    f"list the cluster's classes in priority.clusterClasses, or keep the PriorityClasses in the repository; {SNAPSHOT}",
+)
+NETWORK_POLICIES = ClusterFact(
+    "the cluster's NetworkPolicies",
+    "keep them in the repository and add NetworkPolicy to inventory.completeKinds; the webhook reads them "
+    "from its live inventory",
+)
 
 
 def first_time(ctx: Context, key: Hashable) -> bool:
@@ -16,3 +47,15 @@ def first_time(ctx: Context, key: Hashable) -> bool:
         return False
     seen.add(key)
     return True
+
+
+def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: str) -> Violation | None:
+    """One info finding per evaluation for a missing cluster fact (None once it has been said)."""
+    if not first_time(ctx, ("cluster-fact", fact.what)):
+        return None
+    return Violation(
+        path,
+        f"unknown: {fact.what}, so {consequence} was not checked; {fact.supply}",
+        severity=Severity.INFO,
+        cluster_fact=fact.what,
+    )

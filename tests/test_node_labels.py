@@ -8,13 +8,21 @@ from gpupolicy.node_constraints import node_contradictions, positive_label_keys
 from gpupolicy.node_labels import LabelRegistry, node_label_uses
 from gpupolicy.node_pools import NodePool
 from gpupolicy.pod_spec import PodTemplate
-from gpupolicy.policy import default_policy
+from gpupolicy.policy import default_policy, load_policy
+from tests.conftest import REPO
 
 TERMS = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
 
 
 def registry() -> LabelRegistry:
     return LabelRegistry(default_policy().section("nodeLabels"))
+
+
+def example_cluster_registry() -> LabelRegistry:
+    """The example cluster's policy (examples/cluster/policy.yaml) adds the team's own `accelerator` key."""
+    return LabelRegistry(
+        load_policy(extra=[REPO / "examples" / "cluster" / "policy.yaml"]).section("nodeLabels")
+    )
 
 
 def template(spec: dict[str, Any]) -> PodTemplate:
@@ -47,10 +55,13 @@ def test_default_registry_knows_gfd_operator_cloud_and_seed_keys() -> None:
         ("nvidia.com/gpu.present", "gpu-operator"),
         ("cloud.google.com/gke-accelerator", "cloud-provider"),
         ("k8s.amazonaws.com/accelerator", "cloud-provider"),
-        ("accelerator", "team"),
     ]:
         info = labels.lookup(key)
         assert info is not None and info.source == source and info.owner, key
+    # A team's own key belongs to that team's cluster policy, not to the shipped one.
+    assert labels.lookup("accelerator") is None
+    seed_key = example_cluster_registry().lookup("accelerator")
+    assert seed_key is not None and seed_key.source == "team" and seed_key.gpu
     memory = labels.lookup("nvidia.com/gpu.memory")
     assert memory is not None and memory.unit == "MiB"
 
@@ -73,7 +84,7 @@ def test_did_you_mean_for_misspelt_known_keys() -> None:
 
 def test_gpu_and_preference_marks() -> None:
     labels = registry()
-    assert labels.is_gpu_label("accelerator")
+    assert example_cluster_registry().is_gpu_label("accelerator")
     assert labels.is_gpu_label("nvidia.com/mig-1g.10gb.count")
     assert not labels.is_gpu_label("kubernetes.io/os")
     hostname = labels.lookup("kubernetes.io/hostname")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpupolicy.node_pools import DEFAULT_RESOURCE, NodePool, largest_node, node_pools
-from gpupolicy.policy import default_policy
+from gpupolicy.policy import default_policy, load_policy
 from tests.conftest import LintText, rule_ids
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "gpupolicy" / "rules" / "examples"
@@ -37,7 +37,8 @@ def test_shared_pool_labels_carry_the_shared_suffix() -> None:
 
 
 def test_parsed_once_per_policy_and_largest_node_per_resource() -> None:
-    policy = default_policy()
+    assert node_pools(default_policy()) == ()  # the shipped policy describes no cluster
+    policy = load_policy(extra=[EXAMPLES.parent.parent.parent / "examples" / "cluster" / "policy.yaml"])
     assert node_pools(policy) is node_pools(policy)
     assert largest_node(policy, "nvidia.com/gpu") == (8, "a100-80gb")  # first pool wins the 8-GPU tie
     assert largest_node(policy, "nvidia.com/gpu.shared") == (4, "l4-shared")

@@ -23,7 +23,13 @@ FAMILIES = ("GP2", "GP3", "GP4", "GP5")
 
 
 def ours(report: Report, prefix: str | tuple[str, ...] = FAMILIES) -> list[str]:
-    return [f.rule_id for f in report.findings if f.rule_id.startswith(prefix)]
+    """Rule ids of the findings, less what the policy cannot know of the cluster (said as info)."""
+    return [
+        f.rule_id for f in report.findings if f.rule_id.startswith(prefix) and "clusterFact" not in f.extra
+    ]
+
+
+NVIDIA_TAINT = [{"key": "nvidia.com/gpu", "effect": "NoSchedule", "vendor": "nvidia"}]
 
 
 # A verbatim copy of the day-20 field note's affinity block (tests/data/seeds), so these tests
@@ -164,8 +170,22 @@ def test_extended_resource_toleration_policy(lint_text: LintText) -> None:
     text = server().replace(
         "      tolerations:\n        - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}\n", ""
     )
-    assert "GP202" in ours(lint_text(text), "GP202")
-    assert ours(lint_text(text, {"placement": {"extendedResourceToleration": True}}), "GP202") == []
+    tainted = {"gpuTaints": NVIDIA_TAINT}
+    assert "GP202" in ours(lint_text(text, {"placement": tainted}), "GP202")
+    assert (
+        ours(lint_text(text, {"placement": {**tainted, "extendedResourceToleration": True}}), "GP202") == []
+    )
+
+
+def test_gpu_taints_unknown_is_said_once_as_info(lint_text: LintText) -> None:
+    text = server().replace(
+        "      tolerations:\n        - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}\n", ""
+    )
+    report = lint_text(text + "---\n" + text.replace("name: llm", "name: llm2"))
+    unknown = [f for f in report.findings if f.rule_id == "GP202"]
+    assert len(unknown) == 1 and unknown[0].severity is Severity.INFO
+    assert "placement.gpuTaints" in unknown[0].message and "cluster snapshot" in unknown[0].message
+    assert ours(lint_text(text, {"placement": {"gpuTaints": []}}), "GP202") == []  # declared untainted
 
 
 def test_pdb_blocking_finding_points_at_the_pdb_and_names_the_workload(lint_text: LintText) -> None:
@@ -340,8 +360,9 @@ spec:
       resources:
         limits: {{{resource}: 1}}
 """
-    assert ours(lint_text(pod.format(resource="amd.com/gpu")), "GP202") == []
-    assert ours(lint_text(pod.format(resource="nvidia.com/gpu")), "GP202") == ["GP202"]
+    tainted = {"placement": {"gpuTaints": NVIDIA_TAINT}}
+    assert ours(lint_text(pod.format(resource="amd.com/gpu"), tainted), "GP202") == []
+    assert ours(lint_text(pod.format(resource="nvidia.com/gpu"), tainted), "GP202") == ["GP202"]
 
 
 def test_pdb_against_unlistable_workloads_is_unknown_not_pass() -> None:

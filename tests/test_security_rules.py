@@ -240,7 +240,12 @@ def test_supply_chain_rules(lint_text: LintText) -> None:
 
 def test_model_unpinned_only_for_serving_workloads(lint_text: LintText) -> None:
     container = "  containers:\n    - name: c\n      image: vllm/vllm-openai:v0.8.5\n      args: [--model, Qwen/Qwen3-8B]\n"
-    assert not ids(lint_text(pod(container)).findings, "GP704")  # a bare Pod is not serving
+    job = (
+        pod(container)
+        .replace("kind: Pod", "kind: Pod")
+        .replace("spec:\n", "spec:\n  restartPolicy: Never\n", 1)
+    )
+    assert not ids(lint_text(job).findings, "GP704")  # a Pod that runs to completion is not serving
     deployment = (
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: ai-lab}\nspec:\n"
         "  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n"

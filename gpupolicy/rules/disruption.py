@@ -32,6 +32,7 @@ from gpupolicy.engine import Context, Scope, Violation, rule
 from gpupolicy.findings import JsonPath, Severity
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.pod_spec import Workload, as_list, as_mapping, workload_of
+from gpupolicy.roles import SERVERS
 from gpupolicy.selectors import selector_is_empty
 from gpupolicy.unknowns import first_time
 
@@ -68,6 +69,7 @@ def _spec(resource: Resource) -> dict[str, object]:
 
 @rule(
     id="GP501",
+    roles=SERVERS,
     name="gpu-server-without-pdb",
     severity="warning",
     summary="Reports a replicated serving GPU workload (replicas, or an HPA's maxReplicas, of 2 or more) that no "

@@ -13,9 +13,11 @@ from collections.abc import Iterator
 
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.gpu import GpuDemand, GpuKind
-from gpupolicy.node_pools import largest_node
+from gpupolicy.node_pools import largest_node, node_pools
 from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.quantities import format_quantity, is_positive_integer, quantity_or_none
+from gpupolicy.roles import NOT_AGENT, RESOURCED
+from gpupolicy.unknowns import NODE_POOLS, unknown_fact
 
 SCHEDULING_GPUS = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"
 EXTENDED_RESOURCES = (
@@ -141,6 +143,7 @@ def _serving_image_patterns(ctx: Context) -> list[re.Pattern[str]]:
 
 @rule(
     id="GP105",
+    roles=NOT_AGENT,
     name="gpu-image-without-gpu-request",
     severity="warning",
     summary="Reports a container whose image the policy knows to need a GPU (vLLM, Triton, NIM, TGI, CUDA) "
@@ -180,6 +183,7 @@ def _has(container: Container, resource: str, *, sections: tuple[str, ...]) -> b
 
 @rule(
     id="GP106",
+    roles=RESOURCED,
     name="gpu-container-without-cpu-memory-requests",
     severity="warning",
     summary="Reports a GPU container with no cpu or no memory request (a limit alone counts, as Kubernetes "
@@ -206,6 +210,7 @@ def gpu_container_without_cpu_memory_requests(workload: Workload, ctx: Context) 
 
 @rule(
     id="GP107",
+    roles=RESOURCED,
     name="gpu-container-without-memory-limit",
     severity="warning",
     summary="Reports a GPU container with no memory limit.",
@@ -239,8 +244,16 @@ def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iter
     parameters=(Parameter("nodePools", "The node pools, with resource and gpusPerNode."),),
 )
 def gpu_count_exceeds_node(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    known = bool(node_pools(ctx.policy))
     for template in workload.templates:
         for name, total in ctx.gpu.pod_totals(template).items():
+            if not known and total > 1:
+                found = unknown_fact(
+                    ctx, NODE_POOLS, template.path, "whether multi-GPU pods fit a node (GP108)"
+                )
+                if found is not None:
+                    yield found
+                continue
             node = largest_node(ctx.policy, name)
             if node is None or total <= node[0]:
                 continue
@@ -385,6 +398,7 @@ def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
 
 @rule(
     id="GP113",
+    roles=NOT_AGENT,
     name="tensor-parallel-without-shm",
     severity="warning",
     summary="Reports a container with more than one GPU that has no memory-backed emptyDir mounted at /dev/shm.",

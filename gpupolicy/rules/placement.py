@@ -21,9 +21,10 @@ from gpupolicy.node_labels import PREFERENCE, LabelRegistry, node_label_uses
 from gpupolicy.node_pools import largest_node, node_pools
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.policy import Policy
+from gpupolicy.roles import NOT_AGENT, SERVERS
 from gpupolicy.scheduling import targeted_keys
 from gpupolicy.tolerations import Taint, toleration_for
-from gpupolicy.unknowns import first_time
+from gpupolicy.unknowns import GPU_TAINTS, NODE_POOLS, first_time, unknown_fact
 
 ASSIGN = "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/"
 TAINTS = "https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"
@@ -48,8 +49,17 @@ def label_registry(ctx: Context) -> LabelRegistry:
     return registry
 
 
-def gpu_taints(ctx: Context) -> list[Taint]:
-    """The policy's GPU taints (read once per policy; each caller gets its own list)."""
+# The taint NVIDIA's GPU operator docs and GKE put on GPU nodes: the key a CPU pod has no business
+# tolerating (GP203) even when the policy does not say which taints the cluster's GPU nodes carry.
+# https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#gpu_taints
+WELL_KNOWN_GPU_TAINT = Taint("nvidia.com/gpu", "NoSchedule", "")
+
+
+def gpu_taints(ctx: Context) -> list[Taint] | None:
+    """The policy's GPU taints (read once per policy; each caller gets its own list); None when the
+    policy does not say (placement.gpuTaints unset: the cluster's taints are unknown)."""
+    if not isinstance(ctx.policy.get("placement.gpuTaints", None), list):
+        return None
 
     def build() -> tuple[Taint, ...]:
         return tuple(
@@ -91,6 +101,7 @@ def _spec_path(template: PodTemplate, key: str) -> JsonPath:
 
 @rule(
     id="GP201",
+    roles=NOT_AGENT,
     name="gpu-pod-without-node-targeting",
     severity="warning",
     summary="Reports a GPU pod with neither a nodeSelector nor required node affinity on a GPU label "
@@ -113,15 +124,37 @@ def gpu_pod_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
         keys = targeted_keys(template)
         if any(registry.is_gpu_label(key) for key in keys):
             continue
+        kinds = _pool_kinds(ctx, template)
+        if kinds is None:
+            found = unknown_fact(
+                ctx, NODE_POOLS, _spec_path(template, "nodeSelector"), "GPU node targeting (GP201)"
+            )
+            if found is not None:
+                yield found
+            continue
+        if len(kinds) < 2:
+            continue  # one kind of GPU node for the resource: the scheduler cannot pick a wrong one
         named = f" (it selects only on {', '.join(sorted(keys))})" if keys else ""
         yield Violation(
             _spec_path(template, "nodeSelector"),
-            f"{template.describe()} requests GPUs but selects no GPU node label{named}",
+            f"{template.describe()} requests GPUs, which {len(kinds)} kinds of node pool offer "
+            f"({', '.join(sorted(kinds)[:4])}), but selects no GPU node label{named}",
         )
+
+
+def _pool_kinds(ctx: Context, template: PodTemplate) -> set[str] | None:
+    """The distinct GPU products (or pool names) offering the template's GPU resources; None when the
+    policy declares no node pools."""
+    pools = node_pools(ctx.policy)
+    if not pools:
+        return None
+    wanted = {demand.resource.name for demand in ctx.gpu.counted_demands(template)}
+    return {pool.gpu_product or pool.name for pool in pools if pool.resource in wanted}
 
 
 @rule(
     id="GP202",
+    roles=NOT_AGENT,
     name="gpu-pod-without-gpu-toleration",
     severity="warning",
     summary="Reports a GPU pod that does not tolerate the policy's GPU taint (matched on key and effect; a taint "
@@ -140,14 +173,22 @@ def gpu_pod_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
 )
 def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator[Violation]:
     auto = ctx.policy.get("placement.extendedResourceToleration", False) is True
+    taints = gpu_taints(ctx)
     for template in workload.templates:
         if not ctx.gpu.uses_gpus(template):
+            continue
+        if taints is None:
+            found = unknown_fact(
+                ctx, GPU_TAINTS, _spec_path(template, "tolerations"), "GPU tolerations (GP202)"
+            )
+            if found is not None:
+                yield found
             continue
         demands = ctx.gpu.counted_demands(template)
         resources = {demand.resource.name for demand in demands}
         vendors = {demand.resource.vendor for demand in demands if (demand.amount or 0) > 0}
         tolerations = template.spec.get("tolerations")
-        for taint in gpu_taints(ctx):
+        for taint in taints:
             vendor = _taint_vendor(ctx, taint)
             if (auto and taint.key in resources) or (
                 vendor is not None and vendors and vendor not in vendors
@@ -162,6 +203,7 @@ def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator
 
 @rule(
     id="GP203",
+    roles=NOT_AGENT,
     name="non-gpu-pod-tolerates-gpu-taint",
     severity="warning",
     summary="Reports a pod without GPUs that tolerates the GPU taint by its key (DaemonSets, the node agents, "
@@ -175,11 +217,13 @@ def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator
 def non_gpu_pod_tolerates_gpu_taint(workload: Workload, ctx: Context) -> Iterator[Violation]:
     if workload.kind in NODE_AGENT_KINDS:
         return
+    declared = gpu_taints(ctx)
+    taints = declared if declared is not None else [WELL_KNOWN_GPU_TAINT]
     for template in workload.templates:
         if ctx.gpu.uses_gpus(template):
             continue
         tolerations = as_list(template.spec.get("tolerations"))
-        for taint in gpu_taints(ctx):
+        for taint in taints:
             keyed = [item if as_mapping(item).get("key") else None for item in tolerations]
             index = toleration_for(keyed, taint, match_value=False)
             if index is not None:
@@ -191,6 +235,7 @@ def non_gpu_pod_tolerates_gpu_taint(workload: Workload, ctx: Context) -> Iterato
 
 @rule(
     id="GP204",
+    roles=NOT_AGENT,
     name="wildcard-toleration",
     severity="warning",
     summary="Reports a toleration with `operator: Exists` and no key (it tolerates every taint). DaemonSets "
@@ -292,6 +337,7 @@ def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Vi
 
 @rule(
     id="GP206",
+    roles=NOT_AGENT,
     name="node-label-unregistered",
     severity="warning",
     summary="Reports a node label key (nodeSelector, node affinity, topologyKey) that is not in the policy's "
@@ -301,15 +347,24 @@ def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Vi
     remediation="Use a registered key, or register the label (source, owner, requirement or preference) in the "
     "policy's nodeLabels.",
     references=(ASSIGN, GFD),
-    parameters=(Parameter("nodeLabels", "The label registry."),),
+    parameters=(
+        Parameter("nodeLabels", "The label registry."),
+        Parameter(
+            "placement.labelRegistryComplete",
+            "The registry lists every key the cluster's nodes carry: any other key is reported, not only near-misses.",
+        ),
+    ),
 )
 def node_label_unregistered(workload: Workload, ctx: Context) -> Iterator[Violation]:
     registry = label_registry(ctx)
+    complete = ctx.policy.get("placement.labelRegistryComplete", False) is True
     for template in workload.templates:
         for use in node_label_uses(template, topology=True):
             if registry.lookup(use.key) is not None:
                 continue
             suggestion = registry.suggest(use.key)
+            if suggestion is None and not complete:
+                continue  # a key of the cluster's own (Karpenter, node groups, pools): not ours to judge
             hint = f"; did you mean {suggestion}?" if suggestion else ""
             yield Violation(
                 use.path, f"node label {use.key} ({use.place}) is not in the label registry{hint}"
@@ -369,6 +424,7 @@ def _spreads(template: PodTemplate, workload: Workload) -> bool:
 
 @rule(
     id="GP208",
+    roles=SERVERS,
     name="replicas-without-spread",
     severity="warning",
     summary="Reports a replicated serving GPU pod template with no pod anti-affinity and no topology spread "
@@ -419,6 +475,7 @@ def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> t
 
 @rule(
     id="GP209",
+    roles=NOT_AGENT,
     name="preference-as-requirement",
     severity="warning",
     summary="Reports a node label the registry marks as a preference used in a nodeSelector or required node affinity.",
@@ -451,6 +508,7 @@ def _runtime_class_known(ctx: Context, name: str) -> Coverage | None:
 
 @rule(
     id="GP210",
+    roles=NOT_AGENT,
     name="runtime-class-missing",
     severity="warning",
     summary="Reports a GPU pod without runtimeClassName when the policy requires one, or one naming a "

@@ -15,6 +15,7 @@ from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
 from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.roles import NOT_AGENT
 from gpupolicy.unknowns import first_time
 
 PRIORITY = "https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/"
@@ -48,6 +49,7 @@ def _gpu_templates(workload: Workload, ctx: Context) -> Iterator[PodTemplate]:
 
 @rule(
     id="GP301",
+    roles=NOT_AGENT,
     name="gpu-pod-without-priority-class",
     severity="warning",
     summary="Reports a GPU workload whose pod template sets no priorityClassName.",
@@ -101,6 +103,7 @@ def priority_class_undefined(workload: Workload, ctx: Context) -> Iterator[Viola
 
 @rule(
     id="GP303",
+    roles=NOT_AGENT,
     name="system-priority-class-misuse",
     severity="error",
     summary="Reports a workload outside the policy's system namespaces that uses system-cluster-critical or "
@@ -196,6 +199,7 @@ def multiple_global_default_priority(resource: Resource, ctx: Context) -> Iterat
 
 @rule(
     id="GP306",
+    roles=NOT_AGENT,
     name="priority-tier-violation",
     severity="warning",
     summary="Reports a workload whose class (label gpupolicy.io/workload-class) is not allowed the PriorityClass "
@@ -240,6 +244,7 @@ def _is_high(ctx: Context, name: str, found: Resource | None) -> str | None:
 
 @rule(
     id="GP307",
+    roles=NOT_AGENT,
     name="batch-class-preempts",
     severity="warning",
     summary="Reports a batch or training GPU workload on a high PriorityClass without `preemptionPolicy: Never` "

@@ -22,6 +22,7 @@ from gpupolicy.probes import (
     probe_ports,
     progress_deadline,
 )
+from gpupolicy.roles import NOT_AGENT, SERVERS
 
 PROBES_DOC = (
     "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
@@ -61,6 +62,7 @@ def _load_seconds(workload: Workload, ctx: Context) -> tuple[int, str]:
 
 @rule(
     id="GP401",
+    roles=SERVERS,
     name="gpu-server-without-readiness-probe",
     severity="error",
     summary="Reports a serving GPU workload whose model container has no readiness probe.",
@@ -82,6 +84,7 @@ def gpu_server_without_readiness_probe(workload: Workload, ctx: Context) -> Iter
 
 @rule(
     id="GP402",
+    roles=SERVERS,
     name="gpu-server-without-startup-probe",
     severity="warning",
     summary="Reports a serving GPU workload whose model container has no startup probe.",
@@ -102,6 +105,7 @@ def gpu_server_without_startup_probe(workload: Workload, ctx: Context) -> Iterat
 
 @rule(
     id="GP403",
+    roles=NOT_AGENT,
     name="liveness-during-model-load",
     severity="error",
     summary="Reports a GPU container with a liveness probe, no startup probe, and a liveness budget "
@@ -132,6 +136,7 @@ def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Vio
 
 @rule(
     id="GP404",
+    roles=NOT_AGENT,
     name="startup-budget-too-short",
     severity="error",
     summary="Reports a GPU container whose startup probe budget (initialDelaySeconds + failureThreshold × "
@@ -196,6 +201,7 @@ def probe_port_undeclared(workload: Workload, ctx: Context) -> Iterator[Violatio
 
 @rule(
     id="GP406",
+    roles=NOT_AGENT,
     name="liveness-equals-readiness",
     severity="warning",
     summary="Reports a GPU container whose liveness and readiness probes are identical.",
@@ -217,6 +223,7 @@ def liveness_equals_readiness(workload: Workload, ctx: Context) -> Iterator[Viol
 
 @rule(
     id="GP407",
+    roles=NOT_AGENT,
     name="liveness-too-aggressive",
     severity="warning",
     summary="Reports a GPU container whose liveness probe has `failureThreshold: 1` or tolerates failures for "
@@ -245,6 +252,7 @@ def liveness_too_aggressive(workload: Workload, ctx: Context) -> Iterator[Violat
 
 @rule(
     id="GP408",
+    roles=NOT_AGENT,
     name="progress-deadline-before-ready",
     severity="error",
     summary="Reports a Deployment or Rollout whose progressDeadlineSeconds (default 600) is shorter than the "

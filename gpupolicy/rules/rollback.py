@@ -21,6 +21,7 @@ from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.node_pools import node_pools
 from gpupolicy.pod_spec import Workload, as_mapping
+from gpupolicy.roles import SERVERS
 from gpupolicy.rollback import (
     ROLLBACK_ANNOTATION,
     RollbackForms,
@@ -61,6 +62,7 @@ def _forms(workload: Workload, ctx: Context) -> RollbackForms:
 
 @rule(
     id="GP901",
+    roles=SERVERS,
     name="rollback-criteria-missing",
     severity="error",
     summary="Reports a serving GPU workload with no rollback criteria in any accepted form: the annotation "
@@ -295,6 +297,7 @@ def _spare_gpus(workload: Workload, resource_name: str, ctx: Context) -> tuple[i
 
 @rule(
     id="GP908",
+    roles=SERVERS,
     name="surge-needs-spare-gpus",
     severity="warning",
     summary="Reports a rollout whose extra pods (rolling maxSurge, an Argo canary's scale, a blue-green "

@@ -21,6 +21,7 @@ from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.node_pools import node_pools
 from gpupolicy.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
+from gpupolicy.roles import NOT_AGENT
 from gpupolicy.scheduling import node_selector, required_terms
 from gpupolicy.secrets_detect import detect, detect_in_arguments
 from gpupolicy.selectors import node_affinity_matches
@@ -46,6 +47,7 @@ def _problems(problems: Iterator[pss.Problem]) -> Iterator[Violation]:
 
 @rule(
     id="GP601",
+    roles=NOT_AGENT,
     name="privileged-container",
     severity="error",
     summary="Reports a container with `securityContext.privileged: true`.",
@@ -74,6 +76,7 @@ def privileged_container(workload: Workload, ctx: Context) -> Iterator[Violation
 
 @rule(
     id="GP602",
+    roles=NOT_AGENT,
     name="privilege-escalation",
     severity="warning",
     summary="Reports a container that does not set `allowPrivilegeEscalation: false` (at the restricted level).",
@@ -92,6 +95,7 @@ def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation
 
 @rule(
     id="GP603",
+    roles=NOT_AGENT,
     name="capabilities-beyond-baseline",
     severity="error",
     summary="Reports Linux capabilities added beyond the Pod Security baseline list (at the restricted level, "
@@ -115,6 +119,7 @@ def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[V
 
 @rule(
     id="GP604",
+    roles=NOT_AGENT,
     name="capabilities-not-dropped",
     severity="warning",
     summary="Reports a container that does not drop ALL capabilities (at the restricted level).",
@@ -147,6 +152,7 @@ def on_mps_pools_only(template: PodTemplate, ctx: Context) -> bool:
 
 @rule(
     id="GP605",
+    roles=NOT_AGENT,
     name="host-namespace",
     severity="error",
     summary="Reports `hostNetwork`, `hostPID` or `hostIPC: true`. hostIPC is allowed for pods that land only on "
@@ -222,6 +228,7 @@ def describe_host_path(path: str) -> str | None:
 
 @rule(
     id="GP606",
+    roles=NOT_AGENT,
     name="host-path-volume",
     severity="error",
     summary="Reports hostPath volumes, naming GPU device paths (`/dev`, `/dev/nvidia*`, `/dev/dri`, `/run/nvidia*`, "
@@ -255,6 +262,7 @@ NO_GPU_VALUES = frozenset({"void", "none", ""})
 
 @rule(
     id="GP607",
+    roles=NOT_AGENT,
     name="nvidia-visible-devices-env",
     severity="error",
     summary="Reports `NVIDIA_VISIBLE_DEVICES` or `NVIDIA_DRIVER_CAPABILITIES` set in a container's env (or in a "
@@ -304,6 +312,7 @@ def nvidia_visible_devices_env(workload: Workload, ctx: Context) -> Iterator[Vio
 
 @rule(
     id="GP608",
+    roles=NOT_AGENT,
     name="run-as-root",
     severity="warning",
     summary="Reports containers that may run as root: runAsNonRoot not true (the container's own setting, else "
@@ -323,6 +332,7 @@ def run_as_root(workload: Workload, ctx: Context) -> Iterator[Violation]:
 
 @rule(
     id="GP609",
+    roles=NOT_AGENT,
     name="seccomp-unconfined",
     severity="error",
     summary="Reports a seccomp profile of type `Unconfined` (pod or container; a container's own profile overrides "
@@ -341,6 +351,7 @@ def seccomp_unconfined(workload: Workload, ctx: Context) -> Iterator[Violation]:
 
 @rule(
     id="GP610",
+    roles=NOT_AGENT,
     name="host-port",
     severity="warning",
     summary="Reports a container port with a non-zero `hostPort`.",
@@ -359,6 +370,7 @@ def host_port(workload: Workload, ctx: Context) -> Iterator[Violation]:
 
 @rule(
     id="GP611",
+    roles=NOT_AGENT,
     name="pod-security-baseline",
     severity="error",
     summary="Reports the other Pod Security baseline fields: unsafe sysctls, procMount, SELinux type/user/role, "
@@ -432,6 +444,7 @@ def service_account_of(template: PodTemplate) -> str:
 
 @rule(
     id="GP613",
+    roles=NOT_AGENT,
     name="service-account-token-automount",
     severity="info",
     summary="Reports a pod that mounts its service-account token: `automountServiceAccountToken` is not false on "

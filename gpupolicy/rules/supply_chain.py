@@ -16,6 +16,7 @@ from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.images import ImageRef, parse_image, registry_allowed
 from gpupolicy.models import MODEL_ANNOTATION, ModelRef, models_of, parse_annotation
 from gpupolicy.pod_spec import Container, Workload, as_list
+from gpupolicy.roles import NOT_AGENT, SERVERS
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
 SLSA = "https://slsa.dev/spec/v1.0/requirements"
@@ -42,6 +43,7 @@ def _image_of(container: Container) -> ImageRef | None:
 
 @rule(
     id="GP701",
+    roles=NOT_AGENT,
     name="image-not-pinned",
     severity="warning",
     summary="Reports an image without an `@sha256:` digest.",
@@ -121,6 +123,7 @@ def _describe(model: ModelRef) -> str:
 
 @rule(
     id="GP704",
+    roles=SERVERS,
     name="model-unpinned",
     severity="warning",
     summary="Reports a serving workload that names a model (the `gpupolicy.io/model` annotation, vLLM `--model` or "

@@ -259,8 +259,14 @@ def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | N
     allowed = not (mode is Mode.ENFORCE and errors)
     # Errors are in the deny message in enforce mode; what a cache could not answer (info
     # findings saying "unknown") is shown too, so that an unverified check is never silent.
+    # Facts of the cluster the policy does not describe are said in the log, not on every admission.
     shown = sorted(
-        (finding for finding in findings if finding.severity is not Severity.ERROR or mode is Mode.WARN),
+        (
+            finding
+            for finding in findings
+            if (finding.severity is not Severity.ERROR or mode is Mode.WARN)
+            and "clusterFact" not in finding.extra
+        ),
         key=lambda finding: -finding.severity,
     )
     warnings = format_warnings(shown, internal_errors=[error.rule_id for error in report.errors])

@@ -1,0 +1,144 @@
+"""Roles from evidence, not kind (gpupolicy/roles.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpupolicy.engine import Context
+from gpupolicy.inputs import load_text
+from gpupolicy.inventory import Bundle
+from gpupolicy.pod_spec import workload_of
+from gpupolicy.policy import default_policy
+from gpupolicy.roles import COMMAND_TEXT_LIMIT, Role, decide
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: {kind}
+metadata: {{name: w, namespace: {namespace}, labels: {labels}}}
+spec:
+  selector: {{matchLabels: {{app: w}}}}
+  template:
+    metadata: {{labels: {{app: w}}}}
+    spec:
+      containers:
+        - name: main
+          image: {image}
+{extra}
+"""
+
+
+def role_of(text: str) -> tuple[Role, str]:
+    loaded = load_text(text, "t.yaml")
+    ctx = Context(default_policy(), Bundle(loaded.resources), loaded.resources)
+    workload = workload_of(loaded.resources[0])
+    assert workload is not None
+    decision = ctx.role(workload)
+    return decision.role, decision.evidence
+
+
+def workload(
+    *, image: str, extra: str = "", kind: str = "Deployment", namespace: str = "ai-lab", labels: str = "{}"
+) -> str:
+    return DEPLOYMENT.format(kind=kind, image=image, extra=extra, namespace=namespace, labels=labels)
+
+
+@pytest.mark.parametrize(
+    ("text", "role", "evidence"),
+    [
+        (workload(image="vllm/vllm-openai:v0.8.5"), Role.SERVER, "serving image"),
+        (
+            workload(image="vllm/vllm-openai:v0.8.5", extra="          command: [sleep, infinity]"),
+            Role.DEV,
+            "sleep infinity",
+        ),
+        (
+            workload(image="registry.example.com/app:1", extra="          ports: [{containerPort: 8000}]"),
+            Role.SERVER,
+            "port 8000",
+        ),
+        (
+            workload(image="registry.example.com/app:1", extra="          args: [vllm, serve, org/model]"),
+            Role.SERVER,
+            "vllm serve",
+        ),
+        (workload(image="registry.example.com/trainer:1"), Role.WORKLOAD, "no evidence"),
+        (workload(image="jupyter/tensorflow-notebook:2024-01-01"), Role.DEV, "jupyter"),
+        (
+            workload(
+                image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0", kind="DaemonSet", namespace="kube-system"
+            ),
+            Role.AGENT,
+            "GPU stack",
+        ),
+        (
+            workload(image="registry.example.com/exporter:1", kind="DaemonSet", namespace="gpu-operator"),
+            Role.AGENT,
+            "namespace gpu-operator",
+        ),
+        (
+            workload(image="vllm/vllm-openai:v0.8.5", kind="Job").replace(
+                "  selector: {matchLabels: {app: w}}\n", ""
+            ),
+            Role.BATCH,
+            "runs to completion",
+        ),
+        (
+            workload(image="registry.example.com/app:1", labels="{gpupolicy.io/workload-class: online}"),
+            Role.SERVER,
+            "workload-class=online",
+        ),
+    ],
+)
+def test_roles_from_evidence(text: str, role: Role, evidence: str) -> None:
+    got, why = role_of(text)
+    assert got is role, why
+    assert evidence in why
+
+
+def test_a_service_in_the_bundle_makes_a_server() -> None:
+    text = workload(image="registry.example.com/app:1")
+    assert role_of(text)[0] is Role.WORKLOAD
+    service = "---\napiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: ai-lab}\nspec:\n  selector: {app: w}\n"
+    role, why = role_of(text + service)
+    assert role is Role.SERVER and "Service api" in why
+
+
+def test_a_pod_that_runs_to_completion_is_batch() -> None:
+    pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  restartPolicy: Never\n  containers:\n    - {name: c, image: nvcr.io/nvidia/pytorch:24.01-py3}\n"
+    assert role_of(pod)[0] is Role.BATCH
+
+
+def test_lws_workers_are_not_the_server() -> None:
+    from gpupolicy.roles import serving_templates_of
+
+    text = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: vllm}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 2
+    leaderTemplate:
+      spec:
+        containers: [{name: leader, image: vllm/vllm-openai:v0.8.5, ports: [{containerPort: 8080}]}]
+    workerTemplate:
+      spec:
+        containers: [{name: worker, image: vllm/vllm-openai:v0.8.5, command: [ray, start, --block]}]
+"""
+    assert role_of(text)[0] is Role.SERVER
+    loaded = load_text(text, "t.yaml")
+    found = workload_of(loaded.resources[0])
+    assert found is not None
+    assert [t.role for t in serving_templates_of(found)] == ["leader"]
+
+
+def test_command_text_is_bounded() -> None:
+    huge = workload(
+        image="registry.example.com/app:1",
+        extra=f"          args: [{'x' * (COMMAND_TEXT_LIMIT * 50)}, sleep infinity]",
+    )
+    loaded = load_text(huge, "t.yaml")
+    found = workload_of(loaded.resources[0])
+    assert found is not None
+    assert decide(found).role is Role.WORKLOAD  # what lies past the bound is not read
