@@ -96,10 +96,6 @@ class VersionedCheck:
     adds: Behaviour | None = None
     overrides: tuple[str, ...] = ()  # baseline checks it replaces at the restricted level
 
-    @property
-    def url(self) -> str:
-        return f"{PSA_CHECKS_URL}/{self.source}"
-
 
 # check_capabilities_baseline.go: capabilities_allowed_1_0 (Docker's default set).
 BASELINE_CAPABILITIES = frozenset(
