@@ -292,9 +292,10 @@ class Standard:
     level: Level
     version: Version
     rows: tuple[VersionedCheck, ...]
+    in_force: frozenset[str]  # the IDs of `rows`
 
     def applies(self, check: str) -> bool:
-        return any(row.check == check for row in self.rows)
+        return check in self.in_force
 
     def allowed(self, check: str) -> frozenset[str]:
         allowed: set[str] = set()
@@ -323,7 +324,8 @@ def standard_for(level: Level, version: Version) -> Standard:
     without the baseline checks a restricted check in force overrides."""
     candidates = [row for row in CHECKS if row.level <= level and row.since <= version]
     overridden = {check for row in candidates if row.level == level for check in row.overrides}
-    return Standard(level, version, tuple(row for row in candidates if row.check not in overridden))
+    rows = tuple(row for row in candidates if row.check not in overridden)
+    return Standard(level, version, rows, frozenset(row.check for row in rows))
 
 
 @dataclass(frozen=True, slots=True)

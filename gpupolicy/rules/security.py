@@ -44,7 +44,11 @@ def level(ctx: Context) -> pss.Level:
 
 def standard(ctx: Context) -> pss.Standard:
     """The Pod Security checks in force for the policy's level and Kubernetes version."""
-    return pss.standard_for(level(ctx), pss.parse_version(ctx.policy.kubernetes_version))
+    result: pss.Standard = ctx.memo(
+        "pod-security-standard",
+        lambda: pss.standard_for(level(ctx), pss.parse_version(ctx.policy.kubernetes_version)),
+    )
+    return result
 
 
 def _violation(problem: pss.Problem, severity: Severity | None = None) -> Violation:
