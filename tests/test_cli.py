@@ -52,7 +52,7 @@ def work(tmp_path: Path) -> Path:
 
 GP102_LINE = (
     "llm.yaml:24:15: GP102 error gpu-request-limit-mismatch: container 'vllm': nvidia.com/gpu request 1 "
-    "!= limit 2 (container vllm) [Deployment ai-lab/llm]"
+    "!= limit 2 [Deployment ai-lab/llm]"
 )
 
 

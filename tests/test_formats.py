@@ -19,8 +19,8 @@ from gpupolicy import __version__
 from gpupolicy.baseline import fingerprint
 from gpupolicy.cli import main
 from gpupolicy.engine import REGISTRY, Report, evaluate
-from gpupolicy.findings import Severity
-from gpupolicy.formats import RenderOptions, load_formatters
+from gpupolicy.findings import Finding, Severity
+from gpupolicy.formats import RenderOptions, container_note, load_formatters
 from gpupolicy.formats.github import annotation
 from gpupolicy.formats.markdown import MAX_ROWS
 from gpupolicy.inputs import load_text
@@ -440,3 +440,16 @@ def test_colour_on_a_real_terminal(workdir: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     assert b"\033[31merror" in run(env)
     assert b"\033[" not in run({**env, "NO_COLOR": "1"})
+
+
+def test_container_note_only_when_the_message_does_not_name_the_container() -> None:
+    def finding(message: str, container: str | None) -> Finding:
+        return Finding(
+            "GP601", "privileged-container", Severity.ERROR, message, "Fix.", None, container=container
+        )
+
+    assert container_note(finding("container 'vllm' is privileged", "vllm")) == ""
+    assert container_note(finding("is privileged", "vllm")) == " (container vllm)"
+    # an image named after the container is not the container's name
+    assert container_note(finding("image vllm/vllm-openai is unpinned", "vllm")) == " (container vllm)"
+    assert container_note(finding("pod template sets hostPID", None)) == ""

@@ -11,6 +11,7 @@ import yaml
 from gpupolicy.documents import Resource
 from gpupolicy.engine import evaluate
 from gpupolicy.findings import Finding, Severity
+from gpupolicy.formats.text import format_finding
 from gpupolicy.inputs import load_text
 from gpupolicy.inventory import Bundle, Coverage
 from gpupolicy.policy import default_policy, policy_from_mapping
@@ -84,9 +85,55 @@ def test_container_seccomp_overrides_pod_unconfined(lint_text: LintText) -> None
     ]
 
 
-def test_unset_seccomp_is_a_warning(lint_text: LintText) -> None:
-    found = ids(lint_text(pod(GPU_CONTAINER)).findings, "GP609")
-    assert [f.severity for f in found] == [Severity.WARNING]
+TWO_CONTAINERS = GPU_CONTAINER + "    - name: proxy\n      image: registry.example.com/tools/proxy:1.0.0\n"
+
+
+def test_unset_seccomp_passes_baseline_and_is_one_restricted_warning_per_pod(lint_text: LintText) -> None:
+    assert not ids(lint_text(pod(TWO_CONTAINERS)).findings, "GP609")
+    [finding] = ids(lint_text(pod(TWO_CONTAINERS), RESTRICTED).findings, "GP609")
+    assert finding.severity is Severity.WARNING and finding.path == ("spec", "securityContext")
+    assert finding.message == (
+        "no seccomp profile: neither the pod nor containers 'vllm', 'proxy' sets seccompProfile.type "
+        "RuntimeDefault or Localhost"
+    )
+
+
+def test_privileged_is_one_finding_not_three(lint_text: LintText) -> None:
+    text = pod(
+        GPU_CONTAINER.replace(
+            "      resources:", "      securityContext: {privileged: true}\n      resources:"
+        )
+    )
+    report = lint_text(text, RESTRICTED)
+    assert len(ids(report.findings, "GP601")) == 1
+    # privileged always escalates and holds every capability: no GP602/GP604 beside GP601
+    assert not ids(report.findings, "GP602") and not ids(report.findings, "GP604")
+    sys_admin = text.replace("privileged: true", "capabilities: {add: [CAP_SYS_ADMIN], drop: [ALL]}")
+    report = lint_text(sys_admin, RESTRICTED)
+    assert len(ids(report.findings, "GP603")) == 1 and not ids(report.findings, "GP602")
+
+
+def test_kubernetes_version_moves_the_boundaries(lint_text: LintText) -> None:
+    text = pod(
+        "  securityContext: {sysctls: [{name: net.ipv4.tcp_keepalive_time, value: '600'}]}\n" + GPU_CONTAINER
+    )
+    assert not ids(lint_text(text).findings, "GP611")  # the shipped policy: 1.34
+    [finding] = ids(lint_text(text, {"kubernetesVersion": "1.28"}).findings, "GP611")
+    assert "safe set of Kubernetes 1.28" in finding.message
+    assert not ids(lint_text(text, {"kubernetesVersion": "v1.29.4"}).findings, "GP611")
+
+
+def test_text_line_names_the_container_once(lint_text: LintText) -> None:
+    text = pod(
+        GPU_CONTAINER.replace(
+            "      resources:", "      securityContext: {privileged: true}\n      resources:"
+        )
+    )
+    report = lint_text(text, RESTRICTED)
+    for finding in report.findings:
+        if finding.rule_id.startswith("GP6") and finding.container:
+            line = format_finding(finding)
+            assert line.count("vllm'") + line.count("container vllm") == 1, line
 
 
 def test_privileged_names_the_gpu_consequence(lint_text: LintText) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpupolicy.engine import Report
-from gpupolicy.findings import Severity
+from gpupolicy.findings import Finding, Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +15,14 @@ class RenderOptions:
     show_suppressed: bool = False
     tool_version: str = ""
     fail_on: Severity = Severity.ERROR  # the lowest severity that fails the run (JUnit failures)
+
+
+def container_note(finding: Finding) -> str:
+    """` (container x)` for a line that shows the message, unless the message already names the
+    container the way rules do (`Container.label`: `container 'x'`): one name per line."""
+    if not finding.container or repr(finding.container) in finding.message:
+        return ""
+    return f" (container {finding.container})"
 
 
 Formatter = Callable[[Report, RenderOptions], str]

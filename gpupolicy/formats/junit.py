@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding
-from gpupolicy.formats import RenderOptions, register
+from gpupolicy.formats import RenderOptions, container_note, register
 
 Key = tuple[str, str, str]  # file, object, rule
 
@@ -24,7 +24,7 @@ def _key(finding: Finding) -> Key:
 
 
 def _line(finding: Finding) -> str:
-    container = f" (container {finding.container})" if finding.container else ""
+    container = container_note(finding)
     return (
         f"{finding.location()}: {finding.severity.label}: {finding.message}{container} at {finding.json_path}"
     )

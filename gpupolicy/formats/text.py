@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding, Severity
-from gpupolicy.formats import RenderOptions, register
+from gpupolicy.formats import RenderOptions, container_note, register
 
 _COLORS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
 _RESET = "\033[0m"
@@ -17,7 +17,7 @@ def format_finding(finding: Finding, *, color: bool = False) -> str:
     if color:
         severity = f"{_COLORS[finding.severity]}{severity}{_RESET}"
     subject = f" [{finding.object}]" if finding.object else ""
-    container = f" (container {finding.container})" if finding.container else ""
+    container = container_note(finding)
     location = f"{_DIM}{finding.location()}{_RESET}" if color else finding.location()
     return (
         f"{location}: {finding.rule_id} {severity} {finding.rule_name}: {finding.message}{container}{subject}"

@@ -1,8 +1,10 @@
 """GP601-GP616: Pod Security and the GPU-specific ways out of a container.
 
 The Pod Security Standards controls are checked field for field as pod-security-admission does
-(`gpupolicy.pod_security`, which cites each `check_*.go`); the policy's `security.level` picks
-baseline (the default) or restricted. GPU pods never need privileges: the device plugin hands
+(`gpupolicy.pod_security`, whose table cites each `check_*.go` and the version it changed in);
+the policy's `security.level` picks baseline (the default) or restricted, its `kubernetesVersion`
+the admission's version. One defect is one finding: where two admission checks see the same
+field or the same cause, one rule reports it and the other says which. GPU pods never need privileges: the device plugin hands
 a container exactly its GPUs, and every way around it (privileged, device hostPaths,
 NVIDIA_VISIBLE_DEVICES) gives it GPUs nobody accounts for.
 https://kubernetes.io/docs/concepts/security/pod-security-standards/
@@ -30,19 +32,33 @@ PSS = pss.PSS_URL
 PSA = pss.PSA_CHECKS_URL
 SECURITY_CONTEXT = "https://kubernetes.io/docs/tasks/configure-pod-container/security-context/"
 LEVEL = Parameter("security.level", "Pod Security Standards level: baseline (default) or restricted.")
+VERSION = Parameter(
+    "kubernetesVersion",
+    "The Kubernetes version whose Pod Security admission the checks follow (allowed values and "
+    "exemptions change by version: gpupolicy/pod_security.py CHECKS).",
+)
 
 
 def level(ctx: Context) -> pss.Level:
     return pss.Level.parse(ctx.policy.get("security.level", "baseline"))
 
 
-def _restricted(ctx: Context) -> bool:
-    return level(ctx) >= pss.Level.RESTRICTED
+def standard(ctx: Context) -> pss.Standard:
+    """The Pod Security checks in force for the policy's level and Kubernetes version."""
+    result: pss.Standard = ctx.memo(
+        "pod-security-standard",
+        lambda: pss.standard_for(level(ctx), pss.parse_version(ctx.policy.kubernetes_version)),
+    )
+    return result
+
+
+def _violation(problem: pss.Problem, severity: Severity | None = None) -> Violation:
+    return Violation(problem.path, problem.message, severity=severity, container=problem.container_name)
 
 
 def _problems(problems: Iterator[pss.Problem]) -> Iterator[Violation]:
     for problem in problems:
-        yield Violation(problem.path, problem.message, container=problem.container)
+        yield _violation(problem)
 
 
 @rule(
@@ -63,6 +79,8 @@ def _problems(problems: Iterator[pss.Problem]) -> Iterator[Violation]:
     ),
 )
 def privileged_container(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not standard(ctx).applies("privileged"):
+        return
     for _template, container in workload.containers():
         if pss.is_privileged(container):
             gpus = ctx.gpu.container_gpu_count(container)
@@ -79,18 +97,24 @@ def privileged_container(workload: Workload, ctx: Context) -> Iterator[Violation
     roles=NOT_AGENT,
     name="privilege-escalation",
     severity="warning",
-    summary="Reports a container that does not set `allowPrivilegeEscalation: false` (at the restricted level).",
+    summary="Reports a container that does not set `allowPrivilegeEscalation: false` (at the restricted level; "
+    "Windows pods are exempt from Kubernetes 1.25). A privileged container or one adding CAP_SYS_ADMIN is left "
+    "to GP601 and GP603: it always escalates, and the API refuses `false` beside it.",
     rationale="Without it a process can gain more privileges than its parent (setuid binaries, file "
     "capabilities); the restricted Pod Security level requires it on every Linux container.",
     remediation="Set securityContext.allowPrivilegeEscalation: false on every container.",
-    references=(PSS, f"{PSA}/check_allowPrivilegeEscalation.go"),
-    parameters=(LEVEL,),
+    references=(PSS, f"{PSA}/check_allowPrivilegeEscalation.go", pss.SECURITY_CONTEXT_API),
+    parameters=(LEVEL, VERSION),
 )
 def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if not _restricted(ctx):
-        return
+    current = standard(ctx)
     for template in workload.templates:
-        yield from _problems(pss.privilege_escalation(template))
+        for problem in pss.privilege_escalation(template, current):
+            # Privileged or CAP_SYS_ADMIN always escalates and the API refuses `false` beside
+            # them: GP601 or GP603 reports the cause, once.
+            if problem.container is not None and pss.implies_privilege_escalation(problem.container):
+                continue
+            yield _violation(problem)
 
 
 @rule(
@@ -99,21 +123,22 @@ def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation
     name="capabilities-beyond-baseline",
     severity="error",
     summary="Reports Linux capabilities added beyond the Pod Security baseline list (at the restricted level, "
-    "beyond NET_BIND_SERVICE).",
+    "from Kubernetes 1.22, beyond NET_BIND_SERVICE; Windows pods are exempt there from 1.25). Names are compared "
+    "exactly, as the admission does: `CAP_CHOWN` is not `CHOWN`.",
     rationale="Capabilities such as SYS_ADMIN, NET_ADMIN or SYS_PTRACE let a container escape or reach into the "
     "node; GPU workloads need none of them (the NVIDIA runtime injects devices without them).",
     remediation="Remove the capability from securityContext.capabilities.add.",
     references=(PSS, f"{PSA}/check_capabilities_baseline.go", f"{PSA}/check_capabilities_restricted.go"),
-    parameters=(LEVEL,),
+    parameters=(LEVEL, VERSION),
 )
 def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    allowed = pss.RESTRICTED_CAPABILITIES if _restricted(ctx) else pss.BASELINE_CAPABILITIES
-    for _template, container in workload.containers():
-        for name, path in pss.added_capabilities(container, allowed):
+    current = standard(ctx)
+    for template in workload.templates:
+        for container, name, path in pss.added_capabilities(template, current):
             yield Violation(
                 path,
-                f"{container.label} adds capability {name}, not allowed at the {level(ctx).label} level",
-                container=container.name,
+                f"{container.label} adds capability {name}, not allowed at the {current.level.label} level",
+                container=container.name or None,
             )
 
 
@@ -122,18 +147,23 @@ def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[V
     roles=NOT_AGENT,
     name="capabilities-not-dropped",
     severity="warning",
-    summary="Reports a container that does not drop ALL capabilities (at the restricted level).",
+    summary="Reports a container that does not drop ALL capabilities (at the restricted level, from Kubernetes "
+    "1.22; Windows pods are exempt from 1.25). A privileged container is left to GP601: it holds every "
+    "capability whatever drop says.",
     rationale="The restricted Pod Security level requires `drop: [ALL]` so the container keeps only the "
     "capabilities it adds back explicitly.",
     remediation="Set securityContext.capabilities.drop: [ALL] (add back NET_BIND_SERVICE if the server binds a port below 1024).",
     references=(PSS, f"{PSA}/check_capabilities_restricted.go"),
-    parameters=(LEVEL,),
+    parameters=(LEVEL, VERSION),
 )
 def capabilities_not_dropped(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if not _restricted(ctx):
-        return
+    current = standard(ctx)
     for template in workload.templates:
-        yield from _problems(pss.capabilities_not_dropped(template))
+        for problem in pss.capabilities_not_dropped(template, current):
+            # A privileged container holds every capability whatever drop says: GP601's finding.
+            if problem.container is not None and pss.is_privileged(problem.container):
+                continue
+            yield _violation(problem)
 
 
 def on_mps_pools_only(template: PodTemplate, ctx: Context) -> bool:
@@ -167,8 +197,9 @@ def on_mps_pools_only(template: PodTemplate, ctx: Context) -> bool:
 )
 def host_namespace(workload: Workload, ctx: Context) -> Iterator[Violation]:
     allow_mps = ctx.policy.get("security.allowMpsHostIPC", False) is True
+    current = standard(ctx)
     for template in workload.templates:
-        for key, path in pss.host_namespaces(template):
+        for key, path in pss.host_namespaces(template, current):
             if key == "hostIPC" and allow_mps and on_mps_pools_only(template, ctx):
                 continue
             note = (
@@ -243,8 +274,9 @@ def describe_host_path(path: str) -> str | None:
     ),
 )
 def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    current = standard(ctx)
     for template in workload.templates:
-        for path, host_path, volume in pss.host_path_volumes(template):
+        for path, host_path, volume in pss.host_path_volumes(template, current):
             meaning = describe_host_path(host_path)
             what = f": {meaning}" if meaning else ""
             where = (*path, "hostPath", "path") if host_path else (*path, "hostPath")
@@ -315,19 +347,19 @@ def nvidia_visible_devices_env(workload: Workload, ctx: Context) -> Iterator[Vio
     roles=NOT_AGENT,
     name="run-as-root",
     severity="warning",
-    summary="Reports containers that may run as root: runAsNonRoot not true (the container's own setting, else "
-    "the pod's), or runAsUser 0 at pod or container level (at the restricted level).",
+    summary="Reports, at the restricted level, runAsNonRoot: false or runAsUser: 0 (from Kubernetes 1.23) set on "
+    "the pod or a container, and containers that leave runAsNonRoot unset while the pod does too (one finding at "
+    "the pod's securityContext). From 1.35 pods with `hostUsers: false` are exempt.",
     rationale="Root in the container is root on the node after any escape, and model servers load and execute "
     "downloaded code (`trust_remote_code`, pickled weights). The restricted level requires non-root.",
     remediation="Set securityContext.runAsNonRoot: true and a non-zero runAsUser, at pod level or on every container.",
     references=(PSS, f"{PSA}/check_runAsNonRoot.go", f"{PSA}/check_runAsUser.go"),
-    parameters=(LEVEL,),
+    parameters=(LEVEL, VERSION),
 )
 def run_as_root(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if not _restricted(ctx):
-        return
+    current = standard(ctx)
     for template in workload.templates:
-        yield from _problems(pss.run_as_root(template))
+        yield from _problems(pss.run_as_root(template, current))
 
 
 @rule(
@@ -335,18 +367,21 @@ def run_as_root(workload: Workload, ctx: Context) -> Iterator[Violation]:
     roles=NOT_AGENT,
     name="seccomp-unconfined",
     severity="error",
-    summary="Reports a seccomp profile of type `Unconfined` (pod or container; a container's own profile overrides "
-    "the pod's), and, as a warning, containers whose profile is unset.",
+    summary="Reports a seccomp profile set to `Unconfined` (or any type but RuntimeDefault and Localhost) on the "
+    "pod or a container; a pod-level one even when containers override it. Unset is allowed at the baseline "
+    "level; at the restricted level the containers without a profile of their own, in a pod that sets none, are "
+    "one warning at the pod's securityContext (Windows pods exempt from Kubernetes 1.25).",
     rationale="Without seccomp every system call of the kernel is reachable from the container; RuntimeDefault "
     "blocks the ones container escapes use and costs a model server nothing.",
     remediation="Set securityContext.seccompProfile.type: RuntimeDefault at pod level (or Localhost with a profile).",
     references=(PSS, f"{PSA}/check_seccompProfile_baseline.go", f"{PSA}/check_seccompProfile_restricted.go"),
+    parameters=(LEVEL, VERSION),
 )
 def seccomp_unconfined(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    current = standard(ctx)
     for template in workload.templates:
-        for problem, explicit in pss.seccomp_problems(template):
-            severity = None if explicit else Severity.WARNING
-            yield Violation(problem.path, problem.message, severity=severity, container=problem.container)
+        for problem, explicit in pss.seccomp_problems(template, current):
+            yield _violation(problem, None if explicit else Severity.WARNING)
 
 
 @rule(
@@ -361,10 +396,13 @@ def seccomp_unconfined(workload: Workload, ctx: Context) -> Iterator[Violation]:
     references=(PSS, f"{PSA}/check_hostPorts.go"),
 )
 def host_port(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    current = standard(ctx)
     for _template, container in workload.containers():
-        for value, path in pss.host_ports(container):
+        for value, path in pss.host_ports(container, current):
             yield Violation(
-                path, f"{container.label} binds hostPort {value} on the node", container=container.name
+                path,
+                f"{container.label} binds hostPort {value} on the node",
+                container=container.name or None,
             )
 
 
@@ -373,29 +411,32 @@ def host_port(workload: Workload, ctx: Context) -> Iterator[Violation]:
     roles=NOT_AGENT,
     name="pod-security-baseline",
     severity="error",
-    summary="Reports the other Pod Security baseline fields: unsafe sysctls, procMount, SELinux type/user/role, "
-    "AppArmor (field and annotation), Windows hostProcess, host in lifecycle hooks; at the restricted level "
-    "also volume types other than configMap, csi, downwardAPI, emptyDir, ephemeral, image, "
-    "persistentVolumeClaim, projected and secret.",
+    summary="Reports the other Pod Security baseline fields, with the allowed values of the policy's Kubernetes "
+    "version: sysctls outside the safe set (which grows in 1.27, 1.29, 1.32), procMount, SELinux type (plus "
+    "container_engine_t from 1.31), user and role, AppArmor annotations and (from 1.30) appArmorProfile, Windows "
+    "hostProcess, host in lifecycle hooks (from 1.34); at the restricted level also volume types other than "
+    "configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected, secret and (from 1.33) "
+    "image.",
     rationale="Each of these lifts an isolation the kernel or the runtime gives containers by default; the "
     "built-in Pod Security admission rejects them at the same level.",
     remediation="Remove the field (or set it to a value the Pod Security level allows).",
     references=(
         PSS,
         f"{PSA}/check_sysctls.go",
-        f"{PSA}/check_procMount.go",
+        f"{PSA}/check_procMount_baseline.go",
         f"{PSA}/check_seLinuxOptions.go",
         f"{PSA}/check_appArmorProfile.go",
         f"{PSA}/check_windowsHostProcess.go",
         f"{PSA}/check_restrictedVolumes.go",
+        f"{PSA}/check_hostProbesAndhostLifecycle.go",
     ),
-    parameters=(LEVEL,),
+    parameters=(LEVEL, VERSION),
 )
 def pod_security_baseline(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    current = standard(ctx)
     for template in workload.templates:
-        yield from _problems(pss.baseline_other(template))
-        if _restricted(ctx):
-            yield from _problems(pss.restricted_volumes(template))
+        yield from _problems(pss.baseline_other(template, current))
+        yield from _problems(pss.restricted_volumes(template, current))
 
 
 @rule(
