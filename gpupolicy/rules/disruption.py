@@ -112,15 +112,13 @@ def _budget_path(budget: Budget) -> JsonPath:
 
 
 def _expected(pdb: Resource, workloads: list[Workload], ctx: Context) -> tuple[int, list[str]] | None:
-    """Pods the PDB guards at the workloads' smallest scale, and where each count came from."""
+    """Pods the PDB guards at the workloads' declared scale, and where each count came from. The
+    scale an HPA may shrink a workload to is GP506's to judge (one defect, one finding): a workload
+    an HPA owns counts with the replicas it declares, or leaves the count unknown."""
     total, sources = 0, []
     for workload in workloads:
-        hpa = hpa_for(workload, ctx.inventory)
-        if hpa is not None:
-            minimum, _ = hpa_replicas(hpa)
-            total += minimum
-            sources.append(f"minReplicas {minimum} of {hpa.ref} (targets {workload.resource.ref})")
-            continue
+        if hpa_for(workload, ctx.inventory) is not None and "replicas" not in _spec(workload.resource):
+            return None
         counts = [t.replicas for t in workload.templates if pdb_selects_template(pdb, workload, t)]
         if any(count is None for count in counts):
             return None
@@ -178,6 +176,15 @@ def pdb_blocks_eviction(resource: Resource, ctx: Context) -> Iterator[Violation]
         _budget_path(budget),
         f"minAvailable {budget.amount}{scaled} ≥ {' + '.join(sources)}: no pod can ever be evicted",
     )
+
+
+def _blocks_eviction(pdb: Resource, workload: Workload, ctx: Context) -> bool:
+    """GP502 reports this PDB as blocking every eviction (the same defect GP506 would see at minReplicas)."""
+    found: bool = ctx.memo(
+        ("GP502-blocks", id(pdb)),
+        lambda: any(violation.severity is None for violation in pdb_blocks_eviction(pdb, ctx)),
+    )
+    return found
 
 
 @rule(
@@ -308,6 +315,8 @@ def pdb_min_available_vs_hpa(resource: Resource, ctx: Context) -> Iterator[Viola
         budget = budget_of(pdb)
         if budget is None or budget.field != "minAvailable" or budget.disruptions_allowed(minimum) > 0:
             continue
+        if _blocks_eviction(pdb, workload, ctx):
+            continue  # the PDB blocks drains at any scale: GP502 reports it on the PDB, once
         path: JsonPath = ("spec", "minReplicas") if "minReplicas" in _spec(resource) else ("spec",)
         yield Violation(
             path,

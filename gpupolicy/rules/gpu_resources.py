@@ -203,7 +203,12 @@ def gpu_container_without_cpu_memory_requests(workload: Workload, ctx: Context) 
                 container.resource_path("requests")
                 if container.requests
                 else container.field(container.resources_key),
-                f"GPU {container.label} has no {' or '.join(missing)} request",
+                f"GPU {container.label} has no {' or '.join(missing)} request"
+                + (
+                    ""
+                    if "memory" not in missing or _has(container, "memory", sections=("limits",))
+                    else " nor memory limit"
+                ),
                 container=container.name,
             )
 
@@ -221,7 +226,10 @@ def gpu_container_without_cpu_memory_requests(workload: Workload, ctx: Context) 
 )
 def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for _, container in _gpu_containers(workload, ctx):
-        if not _has(container, "memory", sections=("limits",)):
+        # No memory request either: GP106 reports the container's missing memory settings once.
+        if not _has(container, "memory", sections=("limits",)) and _has(
+            container, "memory", sections=("requests",)
+        ):
             yield Violation(
                 container.resource_path("limits")
                 if container.limits
@@ -396,6 +404,12 @@ def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
     )
 
 
+# KubeRay mounts a memory-backed /dev/shm into every Ray pod it creates (ray-operator's
+# BuildPod adds the "shared-mem" emptyDir sized to the container's memory).
+# https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/config.html
+SHM_INJECTING_KINDS = frozenset({"RayCluster", "RayService", "RayJob", "RayClusterFleet"})
+
+
 @rule(
     id="GP113",
     roles=NOT_AGENT,
@@ -415,10 +429,17 @@ def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
 )
 def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Violation]:
     minimum = ctx.policy.get("gpu.shmMinimumGpus", 2)
+    if workload.kind in SHM_INJECTING_KINDS:
+        return
     for template, container in _gpu_containers(workload, ctx):
         if container.resources_key != "resources":
             continue  # a TrainJob's trainer: its volumes live in the training runtime, linted there
-        count = ctx.gpu.container_gpu_count(container)
+        # Whole GPUs only: MIG slices or shared replicas in one container are not NCCL peers.
+        count = sum(
+            (d.amount or 0)
+            for d in ctx.gpu.container_demands(container)
+            if d.resource.kind is GpuKind.DEVICE and (d.amount or 0) > 0
+        )
         if container.role == "container" and count >= minimum and not _has_memory_shm(template, container):
             yield Violation(
                 container.field("volumeMounts")

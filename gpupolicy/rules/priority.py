@@ -16,7 +16,7 @@ from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.roles import NOT_AGENT
-from gpupolicy.unknowns import first_time
+from gpupolicy.unknowns import PRIORITY_CLASSES, first_time, unknown_fact
 
 PRIORITY = "https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/"
 PRIORITY_CLASS = f"{PRIORITY}#priorityclass"
@@ -59,11 +59,34 @@ def _gpu_templates(workload: Workload, ctx: Context) -> Iterator[PodTemplate]:
     references=(PRIORITY,),
 )
 def gpu_pod_without_priority_class(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    kueue = workload.labels.get(KUEUE_PRIORITY_LABEL)
     for template in _gpu_templates(workload, ctx):
-        if _class_name(template) is None:
-            yield Violation(
-                template.path, f"{template.describe()} requests GPUs but sets no priorityClassName"
-            )
+        if _class_name(template) is not None or kueue or template.labels.get(KUEUE_PRIORITY_LABEL):
+            continue
+        if _global_default(ctx) is not None:
+            continue
+        if not _cluster_uses_priority(ctx):
+            found = unknown_fact(ctx, PRIORITY_CLASSES, template.path, "the priority of GPU pods (GP301)")
+            if found is not None:
+                yield found
+            continue
+        yield Violation(template.path, f"{template.describe()} requests GPUs but sets no priorityClassName")
+
+
+def _cluster_uses_priority(ctx: Context) -> bool:
+    """Whether the cluster is known to schedule by PriorityClass: the policy lists its classes or
+    tiers, or the inventory holds PriorityClasses (a repository that defines them uses them)."""
+    if _policy_list(ctx, "priority.clusterClasses") or as_mapping(ctx.policy.get("priority.tiers", {})):
+        return True
+    return any(not found.name.startswith("system-") for found in ctx.inventory.list("PriorityClass"))
+
+
+def _global_default(ctx: Context) -> str | None:
+    """A PriorityClass with globalDefault: true gives pods without a class its priority."""
+    for found in ctx.inventory.list("PriorityClass"):
+        if as_mapping(found.obj).get("globalDefault") is True:
+            return found.name
+    return None
 
 
 @rule(

@@ -94,11 +94,18 @@ def gpu_server_without_readiness_probe(workload: Workload, ctx: Context) -> Iter
     references=(STARTUP_DOC,),
 )
 def gpu_server_without_startup_probe(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    needed, _ = _load_seconds(workload, ctx)
     for _, container in _probed_servers(workload, ctx):
+        liveness = probe_of(container, "livenessProbe")
+        # Without liveness nothing restarts a loading server: a startup probe would gate nothing.
+        # A liveness window shorter than the load is GP403's finding, not also ours.
+        if liveness is None or probe_budget(liveness).seconds < needed:
+            continue
         if probe_of(container, "startupProbe") is None:
             yield Violation(
                 container.path,
-                f"GPU {container.label} of serving {workload.kind} has no startupProbe",
+                f"GPU {container.label} of serving {workload.kind} has no startupProbe: its liveness probe "
+                "must wait out the model load on every check, for the life of the pod",
                 container=container.name,
             )
 

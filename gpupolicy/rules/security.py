@@ -23,10 +23,11 @@ from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.node_pools import node_pools
 from gpupolicy.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
-from gpupolicy.roles import NOT_AGENT
+from gpupolicy.roles import NOT_AGENT, SERVERS
 from gpupolicy.scheduling import node_selector, required_terms
 from gpupolicy.secrets_detect import detect, detect_in_arguments
 from gpupolicy.selectors import node_affinity_matches
+from gpupolicy.unknowns import NETWORK_POLICIES, first_time, unknown_fact
 
 PSS = pss.PSS_URL
 PSA = pss.PSA_CHECKS_URL
@@ -525,6 +526,7 @@ def service_account_token_automount(workload: Workload, ctx: Context) -> Iterato
 
 @rule(
     id="GP614",
+    roles=SERVERS,
     name="namespace-without-network-policy",
     severity="warning",
     summary="Reports a GPU workload whose namespace has no NetworkPolicy in the inventory (an info finding when "
@@ -539,16 +541,26 @@ def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterat
         return
     namespace = namespace_of(workload.resource)
     where = ("metadata", "namespace") if workload.namespace else ("metadata",)
-    if ctx.inventory.coverage("NetworkPolicy") is Coverage.UNAVAILABLE:
-        yield Violation(
-            where,
-            f"cannot tell whether namespace {namespace} has a NetworkPolicy (the inventory is unavailable)",
-            severity=Severity.INFO,
-        )
+    coverage = ctx.inventory.coverage("NetworkPolicy")
+    if coverage is Coverage.UNAVAILABLE:
+        if first_time(ctx, ("GP614", namespace)):
+            yield Violation(
+                where,
+                f"cannot tell whether namespace {namespace} has a NetworkPolicy (the inventory is unavailable)",
+                severity=Severity.INFO,
+            )
         return
-    if not ctx.inventory.list("NetworkPolicy", namespace):
+    if ctx.inventory.list("NetworkPolicy", namespace):
+        return
+    if coverage is not Coverage.COMPLETE:
+        # A repository seldom holds the cluster's NetworkPolicies: absence here proves nothing.
+        found = unknown_fact(ctx, NETWORK_POLICIES, where, "network isolation of GPU servers (GP614)")
+        if found is not None:
+            yield found
+        return
+    if first_time(ctx, ("GP614", namespace)):  # a namespace-level fact: once per namespace
         yield Violation(
-            where, f"namespace {namespace} runs GPU workload {workload.name} but has no NetworkPolicy"
+            where, f"namespace {namespace} runs GPU server {workload.name} but has no NetworkPolicy"
         )
 
 

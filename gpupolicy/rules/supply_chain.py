@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpupolicy.engine import Context, Parameter, Violation, rule
+from gpupolicy.findings import Severity
 from gpupolicy.images import ImageRef, parse_image, registry_allowed
 from gpupolicy.models import MODEL_ANNOTATION, ModelRef, models_of, parse_annotation
 from gpupolicy.pod_spec import Container, Workload, as_list
@@ -51,16 +52,26 @@ def _image_of(container: Container) -> ImageRef | None:
     "bytes under the same name, and a pushed tag changes what a rollback restores.",
     remediation="Reference the image by digest (image: repo:tag@sha256:…), e.g. with a digest-resolving CD step.",
     references=(IMAGES, SLSA),
+    parameters=(
+        Parameter(
+            "supplyChain.requireDigests",
+            "Digests are the organisation's rule: a version tag without one is a warning (default: info).",
+        ),
+    ),
 )
 def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    # A version tag is how most teams deploy; a digest is an organisation's choice (SLSA, signed
+    # releases). So a version tag without a digest is information unless the policy requires digests.
+    severity = None if ctx.policy.get("supplyChain.requireDigests", False) is True else Severity.INFO
     for container, ref in _images(workload):
-        if ref.pinned:
+        if ref.pinned or ref.floating:  # `:latest` and untagged images are GP702's, not also ours
             continue
         detail = f" (digest {ref.digest} is malformed)" if ref.digest else ""
         yield Violation(
             container.field("image"),
             f"{container.label} image {ref.raw} is not pinned by digest{detail}",
             container=container.name,
+            severity=Severity.WARNING if detail else severity,
         )
 
 
