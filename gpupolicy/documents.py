@@ -161,6 +161,17 @@ class Resource:
             return None
         return self.node_position(_node_at(self.node, path))
 
+    def last_line(self, path: JsonPath) -> int | None:
+        """1-based last line of the scalar at `path` (a quoted or block scalar may span several)."""
+        if self.node is None:
+            return None
+        node = _node_at(self.node, path)
+        if not isinstance(node, yaml.ScalarNode):
+            return None
+        end = node.end_mark
+        # A block scalar ends at the start of the next line.
+        return end.line + (1 if end.column > 0 else 0) + self.line_offset
+
     def node_position(self, node: yaml.Node) -> tuple[int, int]:
         mark = node.start_mark
         return mark.line + 1 + self.line_offset, mark.column + 1

@@ -198,9 +198,18 @@ class GpuCatalog:
                 any((demand.amount or 0) > 0 for demand in self.counted_demands(template))
                 or bool(dra_gpu_claims(template))
                 or self.uses_gpu_fraction(template)
+                or self._dra_class_annotated(template)
             )
             template.cache[key] = uses
         return uses
+
+    def _dra_class_annotated(self, template: PodTemplate) -> bool:
+        """KServe's LLMInferenceService asks its controller for DRA claims by annotation
+        (`serving.kserve.io/exp-dra-device-class: gpu.nvidia.com`)."""
+        return any(
+            key.endswith("dra-device-class") and value in self.dra_device_classes
+            for key, value in template.annotations.items()
+        )
 
     def uses_gpu_fraction(self, template: PodTemplate) -> bool:
         return any(key in self.fraction_annotations for key in template.annotations)
@@ -227,7 +236,9 @@ def dra_gpu_claims(template: PodTemplate) -> list[tuple[int, dict[str, Any]]]:
     only hint; cross-object rules refine this with the inventory's device classes.
     """
     claims = []
-    for index, claim in enumerate(as_list(template.spec.get("resourceClaims"))):
+    # NVIDIA's NIMService names its claims `draResources` (the operator writes the pod's resourceClaims).
+    listed = template.spec.get("resourceClaims") or template.spec.get("draResources")
+    for index, claim in enumerate(as_list(listed)):
         claim = as_mapping(claim)
         names = " ".join(
             str(claim.get(key, "")) for key in ("name", "resourceClaimName", "resourceClaimTemplateName")

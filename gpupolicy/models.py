@@ -14,6 +14,12 @@ Sources, in the order they are read:
 - NVIDIA NIM: the model is the image (`nvcr.io/nim/<org>/<model>:<version>`), or env
   `NIM_MODEL_NAME` (https://docs.nvidia.com/nim/large-language-models/latest/configuration.html).
 
+- KServe: `storageUri` / LLMInferenceService `spec.model.uri` as `hf://org/name[:revision]`
+  (https://kserve.github.io/website/latest/modelserving/storage/huggingface/hf/);
+- KubeRay RayService `serveConfigV2`: Ray Serve LLM's `model_loading_config.model_source` (revision
+  in `engine_kwargs.revision`), or a `MODEL_ID` env var of the application's runtime_env
+  (https://docs.ray.io/en/latest/serve/llm/serving-llms.html).
+
 Arguments written as one shell string (`sh -c "vllm serve …"`) are split like a shell would;
 `$(VAR)` (Kubernetes) and `$VAR`/`${VAR}` (shell) are resolved from the container's literal env.
 """
@@ -24,6 +30,9 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+
+import yaml
 
 from gpupolicy.findings import JsonPath
 from gpupolicy.images import parse_image
@@ -108,7 +117,9 @@ def tokens(container: Container) -> Iterator[tuple[str, JsonPath]]:
                 except ValueError:
                     words = text.split()
             for word in words:
-                yield word, container.field(key, index)
+                word = word.strip()  # `\\` + newline continuations leave the newline in the word
+                if word:
+                    yield word, container.field(key, index)
 
 
 def _flag_values(
@@ -152,3 +163,77 @@ def models_of(container: Container) -> list[ModelRef]:
             version = ref.digest if ref.pinned else ref.tag
             found.append(ModelRef(ref.name, version, "nim", container.field("image")))
     return found
+
+
+HF_SCHEME = "hf://"
+# serveConfigV2 is a YAML document inside a string: read at most this much, and visit at most this
+# many of its nodes (aliases may make a small text a huge tree).
+SERVE_CONFIG_LIMIT = 256 * 1024
+SERVE_CONFIG_VISITS = 20_000
+
+
+def hf_uri_model(uri: str, path: JsonPath, server: str) -> ModelRef | None:
+    """`hf://org/name` or `hf://org/name:revision` (KServe's Hugging Face storage URIs)."""
+    if not uri.startswith(HF_SCHEME):
+        return None
+    name, colon, revision = uri[len(HF_SCHEME) :].partition(":")
+    return ModelRef(name, revision if colon else None, server, path)
+
+
+def workload_models(kind: str, obj: Any) -> list[ModelRef]:
+    """Models a serving CRD names outside its containers' command lines."""
+    spec = as_mapping(as_mapping(obj).get("spec"))
+    found: list[ModelRef] = []
+    if kind == "LLMInferenceService":
+        uri = as_mapping(spec.get("model")).get("uri")
+        if isinstance(uri, str) and (model := hf_uri_model(uri, ("spec", "model", "uri"), "kserve")):
+            found.append(model)
+    elif kind == "InferenceService":
+        predictor = as_mapping(spec.get("predictor"))
+        for base in (("spec", "predictor"), ("spec", "predictor", "model")):
+            body = predictor if len(base) == 2 else as_mapping(predictor.get("model"))
+            uri = body.get("storageUri")
+            if isinstance(uri, str) and (model := hf_uri_model(uri, (*base, "storageUri"), "kserve")):
+                found.append(model)
+    elif kind == "RayService":
+        text = spec.get("serveConfigV2")
+        if isinstance(text, str):
+            found.extend(_serve_config_models(text))
+    return found
+
+
+def _serve_config_models(text: str) -> list[ModelRef]:
+    path: JsonPath = ("spec", "serveConfigV2")
+    try:
+        config = yaml.load(text[:SERVE_CONFIG_LIMIT], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return []
+    found: list[ModelRef] = []
+    budget = [SERVE_CONFIG_VISITS]
+    for app in as_list(as_mapping(config).get("applications")):
+        for section in _mappings(app, budget):
+            loading = as_mapping(section.get("model_loading_config"))
+            source = loading.get("model_source") or loading.get("model_id")
+            if isinstance(source, str):
+                revision = as_mapping(section.get("engine_kwargs")).get("revision")
+                found.append(ModelRef(source, revision if isinstance(revision, str) else None, "ray", path))
+            env = as_mapping(as_mapping(section.get("runtime_env")).get("env_vars"))
+            if isinstance(env.get("MODEL_ID"), str):
+                revision = env.get("REVISION") or env.get("MODEL_REVISION")
+                found.append(
+                    ModelRef(env["MODEL_ID"], revision if isinstance(revision, str) else None, "ray", path)
+                )
+    return found
+
+
+def _mappings(value: Any, budget: list[int]) -> Iterator[dict[str, Any]]:
+    """Every mapping inside `value`, within a budget of visits (aliases share subtrees)."""
+    stack = [value]
+    while stack and budget[0] > 0:
+        budget[0] -= 1
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

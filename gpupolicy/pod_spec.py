@@ -320,9 +320,69 @@ def _inference_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
         yield PodTemplate(body, path, role=component, replicas=replicas, containers=containers)
 
 
+def _llm_inference_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """KServe's LLMInferenceService (serving.kserve.io/v1alpha1): `spec.template` is the decode (or
+    only) pod spec, `spec.worker` its multi-node workers; `spec.prefill` holds the same pair for
+    disaggregated prefill. Each is a PodSpec, not a PodTemplateSpec."""
+    spec = as_mapping(obj.get("spec"))
+    # The object's own metadata: its annotations ask the controller for DRA claims.
+    metadata = as_mapping(obj.get("metadata"))
+    for base, section, name in (
+        (("spec",), spec, ""),
+        (("spec", "prefill"), as_mapping(spec.get("prefill")), "prefill"),
+    ):
+        replicas = int_or_default(section.get("replicas"), 1)
+        for key, role in (("template", name or "main"), ("worker", f"{name} worker".strip())):
+            body = section.get(key)
+            if isinstance(body, dict):
+                yield PodTemplate(
+                    body,
+                    (*base, key),
+                    role=role,
+                    replicas=replicas,
+                    metadata=metadata,
+                    metadata_path=("metadata",),
+                )
+
+
+def _spark_application(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """Kubeflow Spark operator's SparkApplication: `spec.driver` and `spec.executor` are container
+    specs; the pod-level volumes are `spec.volumes` (the operator mounts them into both)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    containers = [
+        Container(body, ("spec", key), "container")
+        for key in ("driver", "executor")
+        if isinstance(body := spec.get(key), dict)
+    ]
+    executors = int_or_default(as_mapping(spec.get("executor")).get("instances"), 1)
+    yield PodTemplate(spec, ("spec",), role="spark", replicas=executors, containers=containers)
+
+
+def _nim_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """NVIDIA NIM operator's NIMService: `spec` is one container (image, resources, env) that the
+    operator turns into a Deployment, scaled up to `spec.scale.hpa.maxReplicas` when enabled."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    scale = as_mapping(spec.get("scale"))
+    replicas = int_or_default(spec.get("replicas"), 1)
+    if scale.get("enabled") is True:
+        replicas = int_or_default(as_mapping(scale.get("hpa")).get("maxReplicas"), replicas)
+    container = Container(spec, ("spec",), "container")
+    yield PodTemplate(spec, ("spec",), role="nim", replicas=replicas, containers=[container])
+
+
 def _walk_for_pod_specs(obj: Any, path: JsonPath = ()) -> Iterator[PodTemplate]:
     """Unknown kinds: any mapping holding a `containers` list of mappings is a pod spec."""
     if isinstance(obj, dict):
+        main = obj.get("mainContainer")
+        if isinstance(main, dict):
+            # NVIDIA Dynamo's extraPodSpec: a PodSpec whose one container is `mainContainer`.
+            container = Container(main, (*path, "mainContainer"), "container")
+            yield PodTemplate(obj, path, role=_role_from_path(path), containers=[container])
+            return
         containers = obj.get("containers")
         if isinstance(containers, list) and any(isinstance(item, dict) for item in containers):
             parent_path = path[:-1] if path and path[-1] == "spec" else None
@@ -360,6 +420,9 @@ EXTRACTORS: dict[str, Extractor] = {
     "Rollout": _replicated(1),
     "LeaderWorkerSet": _leader_worker_set,
     "InferenceService": _inference_service,
+    "NIMService": _nim_service,
+    "SparkApplication": _spark_application,
+    "LLMInferenceService": _llm_inference_service,
     "RayCluster": _ray(None),
     "RayService": _ray("rayClusterConfig"),
     "RayJob": _ray("rayClusterSpec"),
@@ -455,5 +518,8 @@ def extract_templates(resource: Resource) -> Iterator[PodTemplate]:
         yield from found
     elif kind not in NON_WORKLOAD_KINDS:
         # Unknown kinds, and known kind names of other API groups (Volcano's batch.volcano.sh Job
-        # keeps its pods under spec.tasks[].template): walk for containers, never skip silently.
-        yield from _walk_for_pod_specs(obj.get("spec"), ("spec",))
+        # keeps its pods under spec.tasks[].template; KAITO's Workspace under a top-level
+        # `inference.template`): walk for containers, never skip silently.
+        for key, value in obj.items():
+            if key not in ("apiVersion", "kind", "metadata", "status"):
+                yield from _walk_for_pod_specs(value, (key,))

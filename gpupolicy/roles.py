@@ -62,8 +62,34 @@ BATCH_KINDS = frozenset(
     {"Job", "CronJob", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob",
      "JobSet", "RayJob", "Workflow", "VolcanoJob"}
 )  # fmt: skip
-# Kinds that are servers by definition: their controllers front them with a Service and route to them.
-SERVING_KINDS = frozenset({"InferenceService", "RayService"})
+# Kinds that are servers by definition: their controllers front them with a Service and route to them
+# (KServe InferenceService and LLMInferenceService, KubeRay RayService, NVIDIA's NIM operator NIMService).
+SERVING_KINDS = frozenset({"InferenceService", "LLMInferenceService", "RayService", "NIMService"})
+
+# What a controller adds to the pods it creates, so that a manifest need not (and a rule must not
+# ask for it): probes, container ports, a memory-backed /dev/shm, CPU and memory resources.
+# - KubeRay adds readiness/liveness probes to Ray pods and mounts /dev/shm:
+#   https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/config.html
+# - KServe's InferenceService webhook defaults resources and the predictor's port and probes:
+#   https://kserve.github.io/website/latest/modelserving/v1beta1/serving_runtime/
+# - KServe's LLMInferenceService config template (config-llm-template) sets probes, ports, /dev/shm.
+# - The NIM operator sets the NIM's probes, port and /dev/shm:
+#   https://docs.nvidia.com/nim-operator/latest/service.html
+CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
+    "RayCluster": frozenset({"probes", "shm"}),
+    "RayService": frozenset({"probes", "shm"}),
+    "RayJob": frozenset({"probes", "shm"}),
+    "RayClusterFleet": frozenset({"probes", "shm"}),
+    "InferenceService": frozenset({"probes", "ports", "resources"}),
+    "LLMInferenceService": frozenset({"probes", "ports", "shm"}),
+    "NIMService": frozenset({"probes", "ports", "shm"}),
+}
+
+
+def injected(kind: str, what: str) -> bool:
+    """Whether the controller of `kind` adds `what` (probes, ports, shm, resources) to its pods."""
+    return what in CONTROLLER_INJECTS.get(kind, frozenset())
+
 
 # The GPU stack's images (NVIDIA GPU operator and device plugin, GKE and AKS installers, AMD,
 # Intel, HAMi): https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html
@@ -102,13 +128,14 @@ SERVER_IMAGE_PARTS = (
 # Commands and images of tests, benchmarks and notebooks.
 DEV_COMMAND_PARTS = (
     "sleep infinity", "sleep inf", "tail -f /dev/null", "sleep 365d", "sleep 100000", "sleep 1000000",
-    "sleep 3600", "sleep 86400", "nvidia-smi", "jupyter", "vectoradd", "gpu-burn", "gpu_burn",
-    "all_reduce_perf", "nccl-tests", "benchmark_serving", "benchmark_throughput", "benchmark_latency",
-    "vllm bench", "genai-perf", "locust", "while true",
+    "sleep 9999", "nvidia-smi", "jupyter", "vectoradd", "gpu-burn", "gpu_burn",
+    "all_reduce_perf", "nccl-tests", "benchmark", "vllm bench", "genai-perf", "locust", "while true",
+    "nvbandwidth", "cuda-samples", "devicequery", "nbody", "cuda.is_available", "jax.devices()",
+    "device_count()",
 )  # fmt: skip
 DEV_IMAGE_PARTS = (
     "cuda-sample", "vectoradd", "jupyter", "notebook", "gpu-burn", "nccl-tests", "genai-perf",
-    "locustio", "grafana/k6", "dcgmproftester",
+    "locustio", "grafana/k6", "dcgmproftester", "perftest", "e2e-test-images/", "-bench", "/pause:",
 )  # fmt: skip
 
 # How much of a command line is read: a shell script of a few KB says what it runs early.
@@ -151,6 +178,9 @@ def _agent_evidence(workload: Workload) -> str | None:
             return f"runs the GPU stack's image {container.image[:120]!r}"
     if workload.kind != "DaemonSet":
         return None
+    part = _first(AGENT_IMAGE_PARTS, workload.name.lower())
+    if part is not None:
+        return f"a DaemonSet named for the GPU stack ({workload.name[:120]})"
     if (workload.namespace or "") in AGENT_NAMESPACES:
         return f"a DaemonSet in the GPU stack's namespace {workload.namespace}"
     for template in workload.templates:
@@ -161,9 +191,25 @@ def _agent_evidence(workload: Workload) -> str | None:
     return None
 
 
+SHELL_WRAPPERS = ("/bin/bash -c ", "/bin/sh -c ", "bash -c ", "sh -c ", "/bin/bash -lc ", "bash -lc ")
+
+
+def _only_sleeps(text: str) -> bool:
+    """The container does nothing but sleep (`sleep 86400`, `bash -c "sleep 3600"`): a pod kept
+    around to exec into, not a program. A sleep inside a longer script proves nothing."""
+    for wrapper in SHELL_WRAPPERS:
+        if text.startswith(wrapper):
+            text = text[len(wrapper) :]
+            break
+    words = text.replace(";", " ").split()
+    return len(words) == 2 and words[0] in ("sleep", "/bin/sleep")
+
+
 def _dev_evidence(template: PodTemplate) -> str | None:
     for container in template.main_containers():
         text = command_text(container)
+        if text and _only_sleeps(text):
+            return f"container {container.name!r} only sleeps ({text[:60]!r})"
         if text and _first(SERVER_COMMAND_PARTS, text) is None:
             part = _first(DEV_COMMAND_PARTS, text)
             if part is not None:
@@ -223,22 +269,32 @@ def decide(
     agent = _agent_evidence(workload)
     if agent is not None:
         return RoleDecision(Role.AGENT, agent)
-    if workload.kind in BATCH_KINDS:
-        return RoleDecision(Role.BATCH, f"a {workload.kind} runs to completion")
-    if workload.kind in SERVING_KINDS or workload.kind in serving_kinds:
+    if workload.kind in SERVING_KINDS or workload.kind in serving_kinds or _kaito_inference(workload):
         return RoleDecision(Role.SERVER, f"a {workload.kind} serves requests")
     templates = workload.templates
     for template in templates:
         dev = _dev_evidence(template)
         if dev is not None:
             return RoleDecision(Role.DEV, dev)
+    if workload.kind in BATCH_KINDS:
+        return RoleDecision(Role.BATCH, f"a {workload.kind} runs to completion")
     if workload.is_pod and templates and _restart_policy(templates[0]) != "Always":
         return RoleDecision(Role.BATCH, f"a Pod with restartPolicy {_restart_policy(templates[0])}")
+    if workload.kind == "RayCluster":
+        # A bare Ray cluster runs jobs and Serve apps submitted to it; its head's ports are Ray's own
+        # (GCS 6379, dashboard 8265, client 10001). RayService is the serving form.
+        return RoleDecision(Role.WORKLOAD, "a RayCluster runs what is submitted to it")
     for template in serving_templates_of(workload):
         server = _server_evidence(workload, template, service_of)
         if server is not None:
             return RoleDecision(Role.SERVER, server)
     return RoleDecision(Role.WORKLOAD, "no evidence that it serves, runs to completion or is a test")
+
+
+def _kaito_inference(workload: Workload) -> bool:
+    """A KAITO Workspace with an `inference` section serves its model (kaito.sh/v1beta1)."""
+    obj = workload.resource.obj
+    return workload.kind == "Workspace" and isinstance(obj, dict) and isinstance(obj.get("inference"), dict)
 
 
 def serving_templates_of(workload: Workload) -> list[PodTemplate]:
@@ -248,10 +304,13 @@ def serving_templates_of(workload: Workload) -> list[PodTemplate]:
     if workload.kind == "LeaderWorkerSet":
         leaders = [t for t in templates if t.role == "leader"]
         return leaders or templates[:1]
-    if workload.kind in ("RayCluster", "RayService"):
+    if workload.kind in ("RayCluster", "RayService", "RayClusterFleet"):
+        # Ray workers host Serve replicas, but Ray places them; the head is what a Service fronts.
         heads = [t for t in templates if t.role == "head"]
         return heads or templates[:1]
-    return templates
+    # Multi-node workers (LLMInferenceService `worker`, KServe worker specs) join a leader's model.
+    answering = [t for t in templates if not t.role.endswith("worker")]
+    return answering or templates
 
 
 def service_selects(service: Any, labels: dict[str, Any]) -> bool:

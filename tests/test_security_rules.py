@@ -277,7 +277,13 @@ def test_secret_in_env_and_args(lint_text: LintText) -> None:
 def test_supply_chain_rules(lint_text: LintText) -> None:
     text = pod("  containers:\n    - name: c\n      image: registry.example.com:5000/team/app\n")
     report = lint_text(text)
-    assert len(ids(report.findings, "GP701")) == 1 and len(ids(report.findings, "GP702")) == 1
+    # An untagged image is GP702's alone: "not pinned by digest" would say the same thing twice.
+    assert len(ids(report.findings, "GP702")) == 1 and not ids(report.findings, "GP701")
+    tagged = pod("  containers:\n    - name: c\n      image: registry.example.com:5000/team/app:1.4\n")
+    found = ids(lint_text(tagged).findings, "GP701")
+    assert len(found) == 1 and found[0].severity is Severity.INFO  # a version tag: information by default
+    required = ids(lint_text(tagged, {"supplyChain": {"requireDigests": True}}).findings, "GP701")
+    assert len(required) == 1 and required[0].severity is Severity.WARNING
     assert not ids(report.findings, "GP703")  # empty allow list: no check
     allowed = lint_text(text, {"supplyChain": {"allowedRegistries": ["registry.example.com:5000/team"]}})
     assert not ids(allowed.findings, "GP703")

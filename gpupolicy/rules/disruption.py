@@ -32,7 +32,7 @@ from gpupolicy.engine import Context, Scope, Violation, rule
 from gpupolicy.findings import JsonPath, Severity
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.pod_spec import Workload, as_list, as_mapping, workload_of
-from gpupolicy.roles import SERVERS
+from gpupolicy.roles import SERVERS, serving_templates_of
 from gpupolicy.selectors import selector_is_empty
 from gpupolicy.unknowns import first_time
 
@@ -80,7 +80,7 @@ def _spec(resource: Resource) -> dict[str, object]:
     references=(DISRUPTIONS, CONFIGURE_PDB),
 )
 def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if not _gpu_server(workload, ctx) or (max_pods(workload, ctx.inventory) or 0) < 2:
+    if not _gpu_server(workload, ctx) or (_most_serving_pods(workload, ctx) or 0) < 2:
         return
     path: JsonPath = (
         ("spec", "replicas") if "replicas" in as_mapping(_spec(workload.resource)) else ("metadata", "name")
@@ -105,6 +105,19 @@ def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violati
             f"no PodDisruptionBudget in namespace {namespace} selects the pods of "
             f"{workload.resource.ref} (pod labels: {labels})",
         )
+
+
+def _most_serving_pods(workload: Workload, ctx: Context) -> int | None:
+    """The most pods of one serving template at once: the HPA's maxReplicas, else the replicas of
+    the serving templates (a LeaderWorkerSet's groups, not its workers; a Ray cluster's head)."""
+    most = max_pods(workload, ctx.inventory)
+    if hpa_for(workload, ctx.inventory) is not None:
+        return most
+    # Per template: a prefill and a decode pool of one pod each are two single points, not a pair.
+    counts = [template.replicas for template in serving_templates_of(workload)]
+    if any(count is None for count in counts):
+        return None
+    return max((count for count in counts if count is not None), default=0)
 
 
 def _budget_path(budget: Budget) -> JsonPath:

@@ -16,7 +16,7 @@ from gpupolicy.gpu import GpuDemand, GpuKind
 from gpupolicy.node_pools import largest_node, node_pools
 from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.quantities import format_quantity, is_positive_integer, quantity_or_none
-from gpupolicy.roles import NOT_AGENT, RESOURCED
+from gpupolicy.roles import NOT_AGENT, RESOURCED, injected
 from gpupolicy.unknowns import NODE_POOLS, unknown_fact
 
 SCHEDULING_GPUS = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"
@@ -169,8 +169,13 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
 
 
 def _gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
+    """Containers that request GPUs; where a pod's GPUs come from DRA claims (or a sharing
+    scheduler's annotation) and no container counts any, its main containers."""
     for template in workload.templates:
-        for container in ctx.gpu.gpu_containers(template):
+        found = ctx.gpu.gpu_containers(template)
+        if not found and ctx.gpu.uses_gpus(template):
+            found = template.main_containers()
+        for container in found:
             yield template, container
 
 
@@ -194,6 +199,8 @@ def _has(container: Container, resource: str, *, sections: tuple[str, ...]) -> b
     references=("https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/",),
 )
 def gpu_container_without_cpu_memory_requests(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if injected(workload.kind, "resources"):
+        return  # the controller fills them in (KServe defaults them from its configuration)
     for _, container in _gpu_containers(workload, ctx):
         missing = [
             name for name in ("cpu", "memory") if not _has(container, name, sections=("requests", "limits"))
@@ -404,15 +411,9 @@ def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
     )
 
 
-# KubeRay mounts a memory-backed /dev/shm into every Ray pod it creates (ray-operator's
-# BuildPod adds the "shared-mem" emptyDir sized to the container's memory).
-# https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/config.html
-SHM_INJECTING_KINDS = frozenset({"RayCluster", "RayService", "RayJob", "RayClusterFleet"})
-
-
 @rule(
     id="GP113",
-    roles=NOT_AGENT,
+    roles=RESOURCED,
     name="tensor-parallel-without-shm",
     severity="warning",
     summary="Reports a container with more than one GPU that has no memory-backed emptyDir mounted at /dev/shm.",
@@ -429,7 +430,7 @@ SHM_INJECTING_KINDS = frozenset({"RayCluster", "RayService", "RayJob", "RayClust
 )
 def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Violation]:
     minimum = ctx.policy.get("gpu.shmMinimumGpus", 2)
-    if workload.kind in SHM_INJECTING_KINDS:
+    if injected(workload.kind, "shm"):
         return
     for template, container in _gpu_containers(workload, ctx):
         if container.resources_key != "resources":

@@ -21,7 +21,7 @@ from gpupolicy.node_labels import PREFERENCE, LabelRegistry, node_label_uses
 from gpupolicy.node_pools import largest_node, node_pools
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.policy import Policy
-from gpupolicy.roles import NOT_AGENT, SERVERS
+from gpupolicy.roles import NOT_AGENT, SERVERS, serving_templates_of
 from gpupolicy.scheduling import targeted_keys
 from gpupolicy.tolerations import Taint, toleration_for
 from gpupolicy.unknowns import GPU_TAINTS, NODE_POOLS, first_time, unknown_fact
@@ -444,7 +444,7 @@ def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violat
     minimum = ctx.policy.get("placement.spread.minReplicas", 2)
     if not ctx.is_serving(workload):
         return
-    for template in workload.templates:
+    for template in serving_templates_of(workload):
         replicas, scaled_by = _most_replicas(workload, template, ctx)
         if replicas < minimum or not ctx.gpu.uses_gpus(template) or _spreads(template, workload):
             continue

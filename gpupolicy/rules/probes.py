@@ -22,7 +22,7 @@ from gpupolicy.probes import (
     probe_ports,
     progress_deadline,
 )
-from gpupolicy.roles import NOT_AGENT, SERVERS
+from gpupolicy.roles import NOT_AGENT, SERVERS, injected, serving_templates_of
 
 PROBES_DOC = (
     "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
@@ -42,7 +42,12 @@ def server_containers(template: PodTemplate, ctx: Context) -> list[Container]:
 
 
 def _gpu_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
-    for template in workload.templates:
+    """The GPU containers that hold a model. Of a server, only the templates that answer requests
+    (a LeaderWorkerSet's leader, a Ray cluster's head); probes its controller writes are not ours."""
+    if injected(workload.kind, "probes"):
+        return
+    templates = serving_templates_of(workload) if ctx.is_serving(workload) else workload.templates
+    for template in templates:
         if ctx.gpu.uses_gpus(template):
             for container in server_containers(template, ctx):
                 yield template, container
@@ -187,6 +192,8 @@ _UNDECLARED = frozenset({PortStatus.NAMED_UNDECLARED, PortStatus.NUMBER_UNDECLAR
     references=(PROBE_API, f"{PROBES_DOC}#use-a-named-port"),
 )
 def probe_port_undeclared(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if injected(workload.kind, "ports"):
+        return  # the controller declares the ports its probes check
     for _, container in workload.containers():
         for port in probe_ports(container, _UNDECLARED):
             if port.status is PortStatus.NAMED_UNDECLARED:

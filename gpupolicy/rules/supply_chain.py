@@ -15,9 +15,9 @@ from typing import Any
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.findings import Severity
 from gpupolicy.images import ImageRef, parse_image, registry_allowed
-from gpupolicy.models import MODEL_ANNOTATION, ModelRef, models_of, parse_annotation
+from gpupolicy.models import MODEL_ANNOTATION, ModelRef, models_of, parse_annotation, workload_models
 from gpupolicy.pod_spec import Container, Workload, as_list
-from gpupolicy.roles import NOT_AGENT, SERVERS
+from gpupolicy.roles import NOT_AGENT, SERVERS, serving_templates_of
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
 SLSA = "https://slsa.dev/spec/v1.0/requirements"
@@ -158,12 +158,20 @@ def model_unpinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
         if not model.pinned:
             yield Violation(model.path, f"annotation {MODEL_ANNOTATION} names {_describe(model)}")
         return  # the annotation is the workload's declared identity
-    for _, container in workload.containers():
-        seen: set[str] = set()
-        for model in models_of(container):
-            if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
-                continue
-            seen.add(model.name)
-            yield Violation(
-                model.path, f"{container.label} serves {_describe(model)}", container=container.name
-            )
+    seen: set[str] = set()
+    for model in workload_models(workload.kind, workload.resource.obj):
+        if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
+            continue
+        seen.add(model.name)
+        yield Violation(model.path, f"{workload.kind} serves {_describe(model)}")
+    for template in serving_templates_of(workload):
+        for container in template.containers:
+            yield from _container_models(container, seen)
+
+
+def _container_models(container: Container, seen: set[str]) -> Iterator[Violation]:
+    for model in models_of(container):
+        if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
+            continue
+        seen.add(model.name)
+        yield Violation(model.path, f"{container.label} serves {_describe(model)}", container=container.name)
