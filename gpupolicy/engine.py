@@ -268,9 +268,18 @@ class InternalError:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadRole:
+    """What the workload model decided an object is, and why (shown by --format json)."""
+
+    resource: Resource
+    decision: RoleDecision
+
+
 @dataclass(slots=True)
 class Report:
     findings: list[Finding] = field(default_factory=list)
+    roles: list[WorkloadRole] = field(default_factory=list)
     suppressed: list[tuple[Finding, str]] = field(default_factory=list)
     errors: list[InternalError] = field(default_factory=list)
     objects: int = 0
@@ -414,7 +423,9 @@ def evaluate(
         workload = workload_of(resource)
         if workload is not None:
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
-            role = ctx.role(workload).role
+            decision = ctx.role(workload)
+            report.roles.append(WorkloadRole(resource, decision))
+            role = decision.role
             for rule in workload_rules:
                 if rule.roles is not None and role not in rule.roles:
                     continue

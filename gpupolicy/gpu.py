@@ -180,7 +180,7 @@ class GpuCatalog:
                 name = demand.resource.name
                 if demand.container.role == "init":
                     init[name] = max(init.get(name, Decimal(0)), amount)
-                elif demand.container.role == "container":
+                elif demand.container.role in ("container", "sidecar"):
                     main[name] = main.get(name, Decimal(0)) + amount
             totals = {
                 name: max(main.get(name, Decimal(0)), init.get(name, Decimal(0))) for name in {*main, *init}

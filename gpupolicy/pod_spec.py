@@ -47,7 +47,7 @@ def int_or_default(value: Any, default: int | None) -> int | None:
 class Container:
     spec: dict[str, Any]
     path: JsonPath
-    role: str  # "container", "init" or "ephemeral"
+    role: str  # "container", "init", "sidecar" (an init container with restartPolicy: Always) or "ephemeral"
     resources_key: str = "resources"
     # Derived facts (GPU demands) memoised per container; not part of its identity.
     cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -83,7 +83,11 @@ class Container:
 
     @property
     def label(self) -> str:
-        kind = {"init": "init container", "ephemeral": "ephemeral container"}.get(self.role, "container")
+        kind = {
+            "init": "init container",
+            "ephemeral": "ephemeral container",
+            "sidecar": "sidecar container",
+        }.get(self.role, "container")
         return f"{kind} {self.name!r}" if self.name else kind
 
 
@@ -142,7 +146,11 @@ def _containers_of(spec: dict[str, Any], path: JsonPath) -> Iterator[Container]:
     for key, role in CONTAINER_LISTS:
         for index, item in enumerate(as_list(spec.get(key))):
             if isinstance(item, dict):
-                yield Container(item, (*path, key, index), role)
+                # A native sidecar (an init container with restartPolicy: Always, Kubernetes 1.29+)
+                # runs beside the main containers for the pod's life, and its requests add to theirs.
+                # https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
+                kind = "sidecar" if role == "init" and item.get("restartPolicy") == "Always" else role
+                yield Container(item, (*path, key, index), kind)
 
 
 def _template(obj: Any, path: JsonPath, *, role: str = "", replicas: int | None = 1) -> PodTemplate | None:

@@ -172,6 +172,8 @@ def _first(parts: Sequence[str], text: str) -> str | None:
 
 def _agent_evidence(workload: Workload) -> str | None:
     for _, container in workload.containers():
+        if container.role != "container":
+            continue  # a DCGM sidecar beside a trainer does not make the trainer an agent
         image = container.image.lower()
         part = _first(AGENT_IMAGE_PARTS, image)
         if part is not None:

@@ -258,7 +258,10 @@ def test_github_annotations(tmp_path: Path) -> None:
         "title=GP601 privileged-container::"
     )
     assert "%0A" + REGISTRY["GP601"].remediation in privileged
-    assert any(line.startswith("::warning ") for line in lines)
+    levels = {"error": "::error ", "warning": "::warning ", "info": "::notice "}
+    for severity, prefix in levels.items():
+        expected = sum(1 for finding in report.findings if finding.severity.label == severity)
+        assert sum(1 for line in lines if line.startswith(prefix)) == expected, severity
     assert lines[-1].startswith("gpupolicy: ")
 
 

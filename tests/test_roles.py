@@ -142,3 +142,38 @@ def test_command_text_is_bounded() -> None:
     found = workload_of(loaded.resources[0])
     assert found is not None
     assert decide(found).role is Role.WORKLOAD  # what lies past the bound is not read
+
+
+def test_a_gpu_stack_sidecar_does_not_make_its_pod_an_agent() -> None:
+    text = """\
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers:
+        - {name: profiler, image: nvcr.io/nvidia/cloud-native/dcgm:4.1.1-2-ubuntu22.04, restartPolicy: Always}
+      containers:
+        - {name: train, image: nvcr.io/nvidia/pytorch:24.10-py3, command: [torchrun, train.py]}
+"""
+    assert role_of(text)[0] is Role.BATCH
+
+
+def test_roles_and_their_evidence_are_in_the_json_report() -> None:
+    import json
+
+    from gpupolicy.engine import evaluate
+    from gpupolicy.formats import RenderOptions
+    from gpupolicy.formats.json_report import render_json
+
+    loaded = load_text(
+        workload(image="vllm/vllm-openai:v0.8.5", extra="          command: [sleep, infinity]"), "t.yaml"
+    )
+    report = evaluate(loaded.resources, default_policy())
+    (entry,) = json.loads(render_json(report, RenderOptions()))["workloads"]
+    assert entry["role"] == "dev" and "sleep infinity" in entry["evidence"]
+    assert (
+        entry["object"] == {"kind": "Deployment", "namespace": "ai-lab", "name": "w"} and entry["line"] == 1
+    )

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from gpupolicy import __version__
-from gpupolicy.engine import Report
+from gpupolicy.engine import Report, WorkloadRole
 from gpupolicy.findings import Finding
 from gpupolicy.formats import RenderOptions, register
 
@@ -46,10 +46,24 @@ def report_dict(report: Report) -> dict[str, Any]:
         },
         "findings": [finding_dict(finding) for finding in report.findings],
         "suppressed": [{**finding_dict(finding), "reason": reason} for finding, reason in report.suppressed],
+        "workloads": [_workload_dict(item) for item in report.roles],
         "internalErrors": [
             {"rule": error.rule_id, "object": error.object, "message": error.message}
             for error in report.errors
         ],
+    }
+
+
+def _workload_dict(item: WorkloadRole) -> dict[str, Any]:
+    resource = item.resource
+    ref = resource.ref
+    position = resource.position(())
+    return {
+        "object": {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name},
+        "file": resource.file,
+        "line": position[0] if position else None,
+        "document": resource.doc_index,
+        **item.decision.as_json(),
     }
 
 

@@ -362,7 +362,7 @@ def gpu_vendor_mix(workload: Workload, ctx: Context) -> Iterator[Violation]:
 )
 def gpu_multi_container(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
-        holders = [c for c in ctx.gpu.gpu_containers(template) if c.role == "container"]
+        holders = [c for c in ctx.gpu.gpu_containers(template) if c.role in ("container", "sidecar")]
         if len(holders) > 1:
             names = ", ".join(repr(c.name) for c in holders)
             for container in holders[1:]:
@@ -377,7 +377,8 @@ def gpu_multi_container(workload: Workload, ctx: Context) -> Iterator[Violation]
     id="GP112",
     name="gpu-in-init-container",
     severity="warning",
-    summary="Reports an init or ephemeral container that requests GPUs.",
+    summary="Reports an init or ephemeral container that requests GPUs (a native sidecar, an init container "
+    "with `restartPolicy: Always`, runs for the pod's life and is judged as a main container).",
     rationale="An init container's GPUs are counted in the pod's effective request but sit idle once it ends; "
     "ephemeral containers cannot be given resources at all.",
     remediation="Move GPU work into the main container, or drop the GPU from the init container.",
