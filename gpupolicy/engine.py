@@ -299,7 +299,10 @@ class Report:
 def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Resource) -> Finding:
     target = violation.target or resource
     settings = policy.rule(rule.id)
-    severity = settings.severity or violation.severity or rule.severity
+    # What the policy and inventory cannot tell is information, whatever the override says.
+    severity = (
+        Severity.INFO if violation.cluster_fact else settings.severity or violation.severity or rule.severity
+    )
     position = target.position(violation.path)
     return Finding(
         rule_id=rule.id,

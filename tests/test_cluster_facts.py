@@ -1,0 +1,136 @@
+"""Cluster-agnostic by default: what the repository cannot show is one info finding per missing fact,
+naming how to supply it; given the fact, the rule works at full strength."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpupolicy.findings import Severity
+from gpupolicy.policy import PolicyError, default_policy, load_policy
+from tests.conftest import REPO, LintText
+
+SERVER = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.8.5
+          ports: [{{containerPort: 8000}}]
+          resources:
+            requests: {{cpu: "4", memory: 32Gi}}
+            limits: {{memory: 32Gi, nvidia.com/gpu: {gpus}}}
+"""
+
+
+def server(name: str = "llm", namespace: str = "ai-lab", gpus: int = 2) -> str:
+    return SERVER.format(name=name, namespace=namespace, gpus=gpus)
+
+
+def by_rule(report: object, rule_id: str) -> list:  # type: ignore[type-arg]
+    return [f for f in report.findings if f.rule_id == rule_id]  # type: ignore[attr-defined]
+
+
+def test_the_shipped_policy_describes_no_cluster() -> None:
+    policy = default_policy()
+    assert policy.get("nodePools") == []
+    assert policy.get("placement.gpuTaints") is None
+    assert policy.get("priority.tiers") == {} and policy.get("priority.highClasses") == []
+    assert "accelerator" not in policy.get("nodeLabels")
+
+
+@pytest.mark.parametrize(
+    ("rule_ids", "key"),
+    [
+        (("GP108", "GP201"), "nodePools"),
+        (("GP202",), "placement.gpuTaints"),
+        (("GP301",), "priority.clusterClasses"),
+    ],
+)
+def test_each_missing_fact_is_said_once_as_info(
+    lint_text: LintText, rule_ids: tuple[str, ...], key: str
+) -> None:
+    report = lint_text(
+        server() + "---\n" + server(name="llm2") + "---\n" + server(name="llm3", namespace="other")
+    )
+    found = [f for rule_id in rule_ids for f in by_rule(report, rule_id)]
+    assert len(found) == 1, [f.message for f in found]  # one per fact, whichever rule needs it first
+    assert found[0].severity is Severity.INFO and found[0].extra.get("clusterFact")
+    assert key in found[0].message and "gpupolicy cluster snapshot" in found[0].message
+
+
+def test_unknown_stays_info_whatever_the_override(lint_text: LintText) -> None:
+    report = lint_text(server(), {"rules": {"GP202": {"severity": "error"}}})
+    assert [f.severity for f in by_rule(report, "GP202")] in ([Severity.INFO], [])
+
+
+def test_given_the_facts_the_rules_work_at_full_strength(lint_text: LintText) -> None:
+    cluster = {
+        "nodePools": [
+            {
+                "name": "h100",
+                "resource": "nvidia.com/gpu",
+                "gpuProduct": "NVIDIA-H100-80GB-HBM3",
+                "gpusPerNode": 8,
+            },
+            {"name": "l4", "resource": "nvidia.com/gpu", "gpuProduct": "NVIDIA-L4", "gpusPerNode": 1},
+        ],
+        "placement": {"gpuTaints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+        "priority": {"clusterClasses": ["gpu-serving"]},
+    }
+    report = lint_text(server(gpus=16), cluster)
+    for rule_id in ("GP108", "GP201", "GP202", "GP301"):
+        found = by_rule(report, rule_id)
+        assert found and all(f.severity >= Severity.WARNING for f in found), rule_id
+    # one kind of GPU node: nothing to target
+    homogeneous = {**cluster, "nodePools": cluster["nodePools"][:1]}
+    assert not by_rule(lint_text(server(), homogeneous), "GP201")
+
+
+PRIORITY_CLASS = "---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\nvalue: 1000\n{extra}"
+
+
+def test_priority_classes_in_the_repository_say_the_cluster_uses_them(lint_text: LintText) -> None:
+    used = lint_text(server() + PRIORITY_CLASS.format(name="gpu-serving", extra=""))
+    assert [f.severity for f in by_rule(used, "GP301")] == [Severity.WARNING]
+    defaulted = lint_text(server() + PRIORITY_CLASS.format(name="gpu-default", extra="globalDefault: true\n"))
+    assert not by_rule(defaulted, "GP301")  # a global default gives the pod its priority
+
+
+NETWORK_POLICY = "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: ai-lab}\nspec: {podSelector: {}}\n"
+
+
+def test_network_policies_are_judged_only_when_the_inventory_holds_them(lint_text: LintText) -> None:
+    two = server() + "---\n" + server(name="llm2")
+    unknown = by_rule(lint_text(two), "GP614")
+    assert len(unknown) == 1 and unknown[0].severity is Severity.INFO
+    complete = {"inventory": {"completeKinds": ["NetworkPolicy"]}}
+    missing = by_rule(lint_text(two, complete), "GP614")
+    assert len(missing) == 1 and missing[0].severity is Severity.WARNING  # once per namespace
+    assert not by_rule(lint_text(two + NETWORK_POLICY, complete), "GP614")
+
+
+def test_a_policy_extends_a_shared_cluster_policy(tmp_path: Path) -> None:
+    repo = tmp_path / ".gpupolicy.yaml"
+    repo.write_text(
+        f"apiVersion: gpupolicy.io/v1alpha1\nkind: Policy\nextends: {REPO / 'examples' / 'cluster' / 'policy.yaml'}\nfailOn: warning\n"
+    )
+    policy = load_policy(repo_policy=repo)
+    assert len(policy.get("nodePools")) == 4 and policy.get("failOn") == "warning"
+    assert "extends" not in policy.data
+
+
+def test_extends_cycles_are_configuration_errors(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("extends: b.yaml\n")
+    second.write_text("extends: a.yaml\n")
+    with pytest.raises(PolicyError, match=r"\.yaml:1:1: policy key extends: .* forms a cycle"):
+        load_policy(repo_policy=first)
