@@ -102,6 +102,9 @@ AGENT_IMAGE_PARTS = (
     "k8s-kata-manager", "cc-manager", "projecthami/hami", "intel-gpu-plugin", "amdgpu-dp",
     "k8s-device-plugin", "network-operator", "gpu-metrics-exporter", "nvidia-peermem",
 )  # fmt: skip
+# DaemonSet names of node agents that prepare GPU nodes (installers of drivers, NCCL and RDMA
+# plugins, exporters of GPU metrics).
+AGENT_DAEMONSET_NAME_PARTS = ("installer", "device-plugin", "gpu-exporter", "dcgm", "nvidia-driver")
 # Namespaces the GPU stack is installed in by its own charts and docs.
 AGENT_NAMESPACES = frozenset(
     {"gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin", "gpu-feature-discovery",
@@ -172,15 +175,17 @@ def _first(parts: Sequence[str], text: str) -> str | None:
 
 def _agent_evidence(workload: Workload) -> str | None:
     for _, container in workload.containers():
-        if container.role != "container":
-            continue  # a DCGM sidecar beside a trainer does not make the trainer an agent
+        if container.role != "container" and workload.kind != "DaemonSet":
+            # A DCGM sidecar beside a trainer does not make the trainer an agent; a DaemonSet's init
+            # containers do the work of GKE's installers (their main container is a pause image).
+            continue
         image = container.image.lower()
         part = _first(AGENT_IMAGE_PARTS, image)
         if part is not None:
             return f"runs the GPU stack's image {container.image[:120]!r}"
     if workload.kind != "DaemonSet":
         return None
-    part = _first(AGENT_IMAGE_PARTS, workload.name.lower())
+    part = _first((*AGENT_IMAGE_PARTS, *AGENT_DAEMONSET_NAME_PARTS), workload.name.lower())
     if part is not None:
         return f"a DaemonSet named for the GPU stack ({workload.name[:120]})"
     if (workload.namespace or "") in AGENT_NAMESPACES:
