@@ -292,7 +292,7 @@ class _Rules:
         return Finding(
             rule_id=rule.id,
             rule_name=rule.name,
-            severity=self.policy.rule(rule.id).severity or rule.severity,
+            severity=self.engine.severity_for(rule, self.policy),
             message=message,
             remediation=rule.remediation,
             object=obj,

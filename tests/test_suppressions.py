@@ -144,6 +144,12 @@ def test_unused_annotation_is_gp011_warning_at_the_annotation() -> None:
     assert (problem.line, str(problem.object)) == (ANNOTATION_LINE, "Deployment ai-lab/llm")
 
 
+def test_suppression_findings_take_the_policy_severity_override() -> None:
+    report = lint(manifest('"GP101: no such finding here"'), {"rules": {"GP011": {"severity": "error"}}})
+    (problem,) = of(report, "GP011")
+    assert problem.severity.label == "error"
+
+
 def test_container_scope_that_matches_no_container_is_unused() -> None:
     report = lint(manifest('"GP102[no-such-container]: wrong name"'))
     assert len(of(report, "GP102")) == 2

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpupolicy.disruption import hpa_for, hpa_replicas
 from gpupolicy.engine import Context, Parameter, Violation, rule
-from gpupolicy.findings import JsonPath, Severity
+from gpupolicy.findings import JsonPath
 from gpupolicy.gpu import GpuKind
 from gpupolicy.inventory import Coverage
 from gpupolicy.node_constraints import node_contradictions, pool_conflicts, positive_label_keys
@@ -481,5 +481,5 @@ def runtime_class_missing(workload: Workload, ctx: Context) -> Iterator[Violatio
                 template.field("runtimeClassName"),
                 f"RuntimeClass {name!r} could not be verified: it is not in the {coverage.value} inventory "
                 "nor in placement.runtimeClass.names",
-                severity=Severity.INFO,
+                unknown=True,
             )

@@ -489,7 +489,7 @@ def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterat
         yield Violation(
             where,
             f"cannot tell whether namespace {namespace} has a NetworkPolicy (the inventory is unavailable)",
-            severity=Severity.INFO,
+            unknown=True,
         )
         return
     if not ctx.inventory.list("NetworkPolicy", namespace):
