@@ -20,9 +20,10 @@ from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
 from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.node_pools import node_pools
+from gpupolicy.placeholders import excerpt
 from gpupolicy.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.scheduling import node_selector, required_terms
-from gpupolicy.secrets_detect import detect, detect_in_arguments
+from gpupolicy.secrets_detect import detect, detect_in_arguments, placeholder_credential
 from gpupolicy.selectors import node_affinity_matches
 
 PSS = pss.PSS_URL
@@ -392,7 +393,9 @@ def pod_security_baseline(workload: Workload, ctx: Context) -> Iterator[Violatio
     severity="error",
     summary="Reports an env value that is a literal credential (Hugging Face, OpenAI-style, AWS, GitHub, Slack, "
     "Google keys, JWTs, private keys, or a literal in a `*_TOKEN`/`*_PASSWORD`/`*_SECRET`/`*_KEY` variable), "
-    "and provider-shaped tokens or `--api-key`/`--token` values in command and args.",
+    "a credential-named variable whose value is a placeholder to fill in at deploy time (`$HF_TOKEN`, "
+    "`${HF_TOKEN}`, `<secret>`, `YOUR_TOKEN_HERE`), and provider-shaped tokens or `--api-key`/`--token` values "
+    "in command and args.",
     rationale="A manifest is read by everyone with repo or `get` access and lands in Git history, CI logs and "
     "the admission audit trail; a leaked Hugging Face or cloud token is usable at once.",
     remediation="Move the value into a Secret and reference it with env[].valueFrom.secretKeyRef.",
@@ -408,11 +411,20 @@ def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violatio
             value = item.get("value")
             if not isinstance(value, str):
                 continue
-            hit = detect(str(item.get("name", "")), value)
+            name = str(item.get("name", ""))
+            hit = detect(name, value)
             if hit is not None:
                 yield Violation(
                     container.field("env", index, "value"),
                     f"{container.label} env {item.get('name')} holds a literal {hit.describe()}",
+                    container=container.name,
+                )
+            elif (placeholder := placeholder_credential(name, value)) is not None:
+                yield Violation(
+                    container.field("env", index, "value"),
+                    f"{container.label} env {excerpt(name)} ({placeholder.kind}) is the placeholder "
+                    f"{excerpt(value.strip())!r}: a credential filled in at deploy time is still a credential in "
+                    "the manifest (and in every rendered copy of it)",
                     container=container.name,
                 )
         for key in ("command", "args"):

@@ -15,6 +15,7 @@ from typing import Any
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.images import ImageRef, parse_image, registry_allowed
 from gpupolicy.models import MODEL_ANNOTATION, ModelRef, models_of, parse_annotation
+from gpupolicy.placeholders import excerpt
 from gpupolicy.pod_spec import Container, Workload, as_list
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
@@ -32,10 +33,12 @@ _NO_IMAGE: Any = object()
 
 
 def _image_of(container: Container) -> ImageRef | None:
-    """The container's parsed image, once per container (four rules read it)."""
+    """The container's parsed image, once per container (four rules read it). An image with a
+    deploy-time placeholder (GP004) is parsed around it: what the placeholder leaves intact is still
+    checked (`<your-registry>/app:latest` is tagged latest), what it may stand for is not."""
     ref = container.cache.get("image-ref", _NO_IMAGE)
     if ref is _NO_IMAGE:
-        ref = container.cache["image-ref"] = parse_image(container.image)
+        ref = container.cache["image-ref"] = parse_image(container.image, placeholders=True)
     found: ImageRef | None = ref
     return found
 
@@ -52,12 +55,12 @@ def _image_of(container: Container) -> ImageRef | None:
 )
 def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for container, ref in _images(workload):
-        if ref.pinned:
+        if ref.pinned or not ref.version_known:
             continue
-        detail = f" (digest {ref.digest} is malformed)" if ref.digest else ""
+        detail = f" (digest {excerpt(ref.digest)} is malformed)" if ref.digest else ""
         yield Violation(
             container.field("image"),
-            f"{container.label} image {ref.raw} is not pinned by digest{detail}",
+            f"{container.label} image {excerpt(ref.raw)} is not pinned by digest{detail}",
             container=container.name,
         )
 
@@ -74,11 +77,11 @@ def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
 )
 def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for container, ref in _images(workload):
-        if ref.floating:
+        if ref.floating and ref.version_known:
             what = "is tagged latest" if ref.tag else "has no tag (it means latest)"
             yield Violation(
                 container.field("image"),
-                f"{container.label} image {ref.raw} {what}",
+                f"{container.label} image {excerpt(ref.raw)} {what}",
                 container=container.name,
             )
 
@@ -105,10 +108,10 @@ def image_registry_not_allowed(workload: Workload, ctx: Context) -> Iterator[Vio
     if not allowed:
         return
     for container, ref in _images(workload):
-        if not registry_allowed(ref, allowed):
+        if ref.registry_known and not registry_allowed(ref, allowed):
             yield Violation(
                 container.field("image"),
-                f"{container.label} image {ref.name} comes from {ref.registry}, not an allowed registry",
+                f"{container.label} image {excerpt(ref.name)} comes from {excerpt(ref.registry)}, not an allowed registry",
                 container=container.name,
             )
 
