@@ -8,8 +8,9 @@ later, only for the fields a finding is about.
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -564,16 +565,71 @@ def _mapping_value(node: yaml.Node, key: str) -> yaml.Node | None:
 _DOCUMENT_START = re.compile(r"^---(?=\s|$)", re.MULTILINE)
 
 
-def _split_documents(text: str) -> list[tuple[int, str]]:
+def split_documents(text: str) -> list[tuple[int, str]]:
     """Split a stream at `---` lines, keeping each chunk's starting line (0-based)."""
     chunks: list[tuple[int, str]] = []
     starts = [match.start() for match in _DOCUMENT_START.finditer(text)]
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
+    line = 0
     for index, start in enumerate(starts):
         end = starts[index + 1] if index + 1 < len(starts) else len(text)
-        chunks.append((text.count("\n", 0, start), text[start:end]))
+        chunk = text[start:end]
+        chunks.append((line, chunk))
+        line += chunk.count("\n")  # counted once per chunk: linear in the stream
     return chunks
+
+
+# -- comments ------------------------------------------------------------------------------
+
+
+def comment_starts(text: str, offsets: Sequence[int]) -> set[int]:
+    """Of `offsets` (ascending positions of `#` in `text`), those where a YAML comment starts.
+
+    A `#` starts a comment at the start of a line or after white space, outside every scalar: not
+    inside a quoted or plain scalar, not in the lines of a block scalar (its header line may end in
+    a comment). https://yaml.org/spec/1.2.2/#66-comments. The scalars' extents come from libyaml's
+    scanner, run once over each document that holds one of the offsets (linear in the text).
+    Where a document cannot be scanned, nothing after the error counts as a comment: a comment
+    there cannot be told from text.
+    """
+    candidates = [offset for offset in offsets if offset == 0 or text[offset - 1] in " \t\r\n"]
+    found: set[int] = set()
+    base, next_candidate = 0, 0
+    for _, chunk in split_documents(text) if candidates else ():
+        end = base + len(chunk)
+        mine = []
+        while next_candidate < len(candidates) and candidates[next_candidate] < end:
+            mine.append(candidates[next_candidate] - base)
+            next_candidate += 1
+        if mine:
+            starts, ends = _opaque_spans(chunk)
+            for offset in mine:
+                index = bisect.bisect_right(starts, offset) - 1  # the last span starting at or before it
+                if index < 0 or offset >= ends[index]:
+                    found.add(base + offset)
+        base = end
+    return found
+
+
+def _opaque_spans(document: str) -> tuple[list[int], list[int]]:
+    """Starts and ends (ascending) of the parts of `document` where `#` is not a comment: its
+    scalars, and what follows a scanner error."""
+    starts: list[int] = []
+    ends: list[int] = []
+    try:
+        for token in yaml.scan(document, Loader=_Loader):
+            if isinstance(token, yaml.ScalarToken):
+                start, end = token.start_mark.index, token.end_mark.index
+                if token.style in ("|", ">"):  # the header line (`key: |  # comment`) is not content
+                    newline = document.find("\n", start, end)
+                    start = newline + 1 if newline >= 0 else end
+                starts.append(start)
+                ends.append(end)
+    except (yaml.YAMLError, UnicodeError):
+        starts.append(ends[-1] if ends else 0)
+        ends.append(len(document))
+    return starts, ends
 
 
 def _compose_stream(text: str) -> list[yaml.Node] | None:
@@ -594,7 +650,7 @@ def parse_text(text: str, file: str, *, rendered_from: str | None = None) -> Loa
     # Slow path, only for streams with an error: parse document by document so that
     # one broken document does not take the others with it.
     index = 0
-    for line_offset, chunk in _split_documents(text):
+    for line_offset, chunk in split_documents(text):
         try:
             chunk_nodes = list(yaml.compose_all(chunk, Loader=_Loader))
         except (yaml.YAMLError, UnicodeError) as exc:

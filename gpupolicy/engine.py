@@ -41,7 +41,9 @@ class Parameter:
 @dataclass(frozen=True, slots=True)
 class Violation:
     """What a rule yields. `target` defaults to the object being checked; a cross-object rule
-    names the object to change (the PDB for GP502) and mentions the other in the message."""
+    names the object to change (the PDB for GP502) and mentions the other in the message.
+    `unknown` marks a finding that says a fact could not be verified (the inventory cannot list
+    what it needs): such a finding is info, whatever the policy's severity override."""
 
     path: JsonPath
     message: str
@@ -51,6 +53,7 @@ class Violation:
     # A fact of the cluster that neither the policy nor the inventory holds (gpupolicy/unknowns.py):
     # the finding says so once per evaluation; the webhook logs it rather than warning on every admission.
     cluster_fact: str | None = None
+    unknown: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,12 +299,22 @@ class Report:
         return any(finding.severity >= threshold for finding in self.findings)
 
 
+def severity_for(
+    rule: Rule, policy: Policy, requested: Severity | None = None, *, unknown: bool = False
+) -> Severity:
+    """The one place a finding's severity is decided: the policy's override for the rule, else
+    the level the rule asked for this finding, else the rule's own. A finding that only says
+    something could not be verified stays info whatever the override: the webhook in enforce
+    mode must not deny because its cache has not synced."""
+    if unknown:
+        return Severity.INFO
+    return policy.rule(rule.id).severity or requested or rule.severity
+
+
 def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Resource) -> Finding:
     target = violation.target or resource
-    settings = policy.rule(rule.id)
-    # What the policy and inventory cannot tell is information, whatever the override says.
-    severity = (
-        Severity.INFO if violation.cluster_fact else settings.severity or violation.severity or rule.severity
+    severity = severity_for(
+        rule, policy, violation.severity, unknown=violation.unknown or bool(violation.cluster_fact)
     )
     position = target.position(violation.path)
     return Finding(
@@ -323,8 +336,7 @@ def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Reso
 
 def finding_from_problem(problem: LoadProblem, policy: Policy) -> Finding:
     rule = REGISTRY[problem.rule_id]
-    settings = policy.rule(rule.id)
-    severity = settings.severity or (Severity.parse(problem.severity) if problem.severity else rule.severity)
+    severity = severity_for(rule, policy, Severity.parse(problem.severity) if problem.severity else None)
     return Finding(
         rule_id=rule.id,
         rule_name=rule.name,

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpupolicy.placeholders import scan
+
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 OFFICIAL_NAMESPACE = "library"
@@ -22,7 +24,6 @@ LATEST = "latest"
 
 _DIGEST = re.compile(r"^(sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128})$")
 _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
-_TEMPLATE = re.compile(r"\{\{|\$\{|\$\(|\$[A-Za-z_]|<[A-Za-z_-]+>")
 # distribution/reference: path components are lowercase alphanumerics with separators.
 _REPOSITORY = re.compile(
     r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
@@ -37,6 +38,9 @@ class ImageRef:
     tag: str | None
     digest: str | None  # "sha256:…" as written (validity: `digest_valid`)
     registry_explicit: bool  # the reference names its registry
+    placeholders: tuple[str, ...] = ()  # deploy-time placeholders it holds (`parse_image(placeholders=True)`)
+    registry_known: bool = True  # False: a placeholder may stand for the registry
+    version_known: bool = True  # False: a placeholder may stand for the tag or digest
 
     @property
     def name(self) -> str:
@@ -65,41 +69,65 @@ class ImageRef:
         return not self.pinned and self.effective_tag == LATEST
 
 
-def is_templated(image: str) -> bool:
-    """Unrendered Helm/Kustomize/shell placeholders (GP004 reports the file)."""
-    return bool(_TEMPLATE.search(image))
-
-
-def parse_image(image: str) -> ImageRef | None:
-    """Parse `image`; None when it is empty, an unrendered template, or not a reference at all
-    (`IMAGE_NAME`: a placeholder; repositories are lowercase)."""
+def parse_image(image: str, *, placeholders: bool = False) -> ImageRef | None:
+    """Parse `image`; None when it is empty or not a reference at all (`IMAGE_NAME`: repositories
+    are lowercase), or holds a reference the cluster fills in (Tekton `$(params.image)`, Argo
+    `{{inputs.parameters.image}}`). A deploy-time placeholder (`${REGISTRY}/vllm:latest`) makes it
+    None too, unless `placeholders`: then the parts the placeholders leave intact are parsed and
+    the others are marked unknown (`registry_known`, `version_known`)."""
     raw = image.strip()
-    if not raw or is_templated(raw):
+    if not raw:
         return None
-    rest, _, digest = raw.partition("@")
-    first, slash, remainder = rest.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        registry, path, explicit = first, remainder, True
+    found = scan(raw)
+    if found.references or (found.spans and not placeholders):
+        return None
+    # Each placeholder is masked with a run of "a" of its length: the reference grammar then
+    # reads around it, and every offset still points into `raw`.
+    pieces, previous = [], 0
+    for start, end in found.spans:
+        pieces += [raw[previous:start], "a" * (end - start)]
+        previous = end
+    masked = "".join(pieces) + raw[previous:]
+    return _parse(raw, masked, found.spans)
+
+
+def _parse(raw: str, masked: str, spans: tuple[tuple[int, int], ...]) -> ImageRef | None:
+    at = masked.find("@")
+    name_end = at if at >= 0 else len(masked)
+    slash = masked.find("/", 0, name_end)
+    first = masked[:slash]
+    if slash >= 0 and ("." in first or ":" in first or first == "localhost"):
+        registry, path_start, explicit = raw[:slash], slash + 1, True
     else:
-        registry, path, explicit = DOCKER_HUB, rest, False
-    tag: str | None = None
-    last_slash = path.rfind("/")
-    colon = path.rfind(":")
-    if colon > last_slash:
-        path, tag = path[:colon], path[colon + 1 :]
+        registry, path_start, explicit = DOCKER_HUB, 0, False
+    last_slash = masked.rfind("/", path_start, name_end)
+    colon = masked.rfind(":", max(last_slash + 1, path_start), name_end)
+    path_end = colon if colon >= 0 else name_end
+    path, masked_path = raw[path_start:path_end], masked[path_start:path_end]
+    tag = raw[colon + 1 : name_end] if colon >= 0 else None
     if registry.lower() in DOCKER_HUB_ALIASES:
         registry = DOCKER_HUB
-    if registry == DOCKER_HUB and "/" not in path:
-        path = f"{OFFICIAL_NAMESPACE}/{path}"
-    if not _REPOSITORY.match(path):
+    if registry == DOCKER_HUB and "/" not in masked_path:
+        path, masked_path = f"{OFFICIAL_NAMESPACE}/{path}", f"{OFFICIAL_NAMESPACE}/{masked_path}"
+    if not _REPOSITORY.match(masked_path):
         return None
+
+    def touched(start: int, end: int) -> bool:
+        return any(span_start < end and start < span_end for span_start, span_end in spans)
+
+    # A placeholder in the first component may hold a registry host; one in the last component, a
+    # tag or digest; one after `@`, the digest.
+    first_end = slash if slash >= 0 else name_end
     return ImageRef(
         raw=raw,
         registry=registry.lower(),
         repository=path,
         tag=tag if tag else None,
-        digest=digest or None,
+        digest=raw[at + 1 :] if at >= 0 and at + 1 < len(raw) else None,
         registry_explicit=explicit,
+        placeholders=tuple(raw[start:end] for start, end in spans),
+        registry_known=not touched(0, first_end),
+        version_known=not touched(last_slash + 1 if last_slash >= 0 else path_start, len(raw)),
     )
 
 

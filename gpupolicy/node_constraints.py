@@ -1,8 +1,9 @@
 """Whether a pod's node constraints can ever hold, evaluated as sets of label values.
 
 The scheduler requires the nodeSelector AND at least one of the required node-selector terms
-(the terms are ORed; the expressions of one term are ANDed).
+(the terms are ORed; the expressions of one term are ANDed; an empty term matches no node).
 https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#node-affinity
+https://kubernetes.io/docs/reference/kubernetes-api/definitions/node-selector-term-v1/
 Per key, each term (with the nodeSelector) narrows the values a node label may take: `In` and
 nodeSelector equality intersect the allowed set, `NotIn` removes values, `Exists`/`DoesNotExist`
 require presence or absence, `Gt`/`Lt` bound an integer value. An empty result means no node can
@@ -11,15 +12,15 @@ match that term.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
 from gpupolicy.findings import JsonPath
 from gpupolicy.node_pools import NodePool
 from gpupolicy.pod_spec import PodTemplate, as_list, as_mapping
-from gpupolicy.scheduling import REQUIRED_TERMS_PATH, required_terms, required_values
+from gpupolicy.scheduling import REQUIRED_TERMS_PATH, node_selector, required_terms, required_values
 
 
 @dataclass(slots=True)
@@ -35,10 +36,16 @@ class _KeyState:
 
 @dataclass(frozen=True, slots=True)
 class Contradiction:
-    key: str
-    path: JsonPath  # the expression that made the term impossible
-    term_index: int | None
-    reason: str  # reads after "node constraints on <key> can never hold: "
+    key: str | None  # the label key that made a term impossible (None: an empty term, or every term)
+    path: JsonPath  # the expression that made the term impossible, or the list of terms
+    term_index: int | None  # None: the nodeSelector against every term
+    reason: str  # reads after "<where>: "
+    where: str = ""  # "required term 1", "required node affinity"
+    fatal: bool = True  # no required term can match: the pod can never be scheduled
+
+
+# The positive operators: a node must carry the label for the expression to hold.
+POSITIVE_OPERATORS = ("In", "Exists", "Gt", "Lt")
 
 
 def _as_int(value: str) -> int | None:
@@ -105,18 +112,33 @@ def _describe(operator: str, values: list[str]) -> str:
 
 
 def _term_contradiction(
-    selector: Mapping[str, Any], term: Any, term_path: JsonPath | None, base: JsonPath, index: int | None
+    selector: Mapping[str, Any],
+    term: Any,
+    term_path: JsonPath,
+    base: JsonPath,
+    index: int,
+    foreign_label: Callable[[str], str | None] | None,
 ) -> Contradiction | None:
+    """Why no node can satisfy `term` together with `selector` (None when one can)."""
+    term = as_mapping(term)
+    expressions = as_list(term.get("matchExpressions"))
+    if not expressions and not as_list(term.get("matchFields")):
+        return Contradiction(
+            None, term_path, index, "an empty term (no matchExpressions, no matchFields) matches no node"
+        )
     states: dict[str, _KeyState] = {}
     for key, value in selector.items():
         state = states.setdefault(str(key), _KeyState())
         state.allowed, state.exists = {str(value)}, True
         state.said.append((f"nodeSelector {key}={value}", (*base, "nodeSelector", str(key))))
-    for expr_index, expr in enumerate(as_list(as_mapping(term).get("matchExpressions"))):
+    for expr_index, expr in enumerate(expressions):
         expr = as_mapping(expr)
         key, operator = str(expr.get("key", "")), str(expr.get("operator", ""))
         values = [str(item) for item in as_list(expr.get("values"))]
-        path = (*(term_path or ()), "matchExpressions", expr_index)
+        path = (*term_path, "matchExpressions", expr_index)
+        foreign = foreign_label(key) if foreign_label is not None and operator in POSITIVE_OPERATORS else None
+        if foreign is not None:
+            return Contradiction(key, path, index, f"{key} {_describe(operator, values)}: {foreign}")
         state = states.setdefault(key, _KeyState())
         state.said.append((f"{key} {_describe(operator, values)}", path))
         reason = _apply(state, operator, values) or _impossible(state)
@@ -127,29 +149,63 @@ def _term_contradiction(
     return None
 
 
-def node_contradictions(template: PodTemplate) -> Iterator[Contradiction]:
-    """One Contradiction per required term that no node can satisfy together with the nodeSelector."""
-    selector = as_mapping(template.spec.get("nodeSelector"))
+def node_contradictions(
+    template: PodTemplate, foreign_label: Callable[[str], str | None] | None = None
+) -> Iterator[Contradiction]:
+    """What in the required node affinity can never hold, read as the scheduler reads it: the pod
+    needs its nodeSelector AND at least one required term (the terms are ORed).
+
+    - A term that no node can match by itself (`In []`, In and NotIn of one value, an empty term, a
+      label `foreign_label` names as impossible for this pod) is reported on its own: fatal when no
+      other term can match either, else a dead alternative (the pod still schedules).
+    - Terms that are fine alone but not with the nodeSelector make the pod unschedulable only when
+      that holds for every term: then one Contradiction says so (at the expression when one term is
+      involved, at the list of terms when several are).
+    """
     terms = required_terms(template)
     if not terms:
         return
+    selector = node_selector(template)
     base = template.path
+    dead: list[Contradiction] = []
+    conflicts: list[Contradiction] = []
+    live = False
     for index, term in enumerate(terms):
         term_path = (*base, *REQUIRED_TERMS_PATH, index)
-        found = _term_contradiction(selector, term, term_path, base, index)
-        if found is not None:
-            yield found
+        own = _term_contradiction({}, term, term_path, base, index, foreign_label)
+        if own is not None:
+            dead.append(own)
+            continue
+        against = _term_contradiction(selector, term, term_path, base, index, None) if selector else None
+        if against is None:
+            live = True
+        else:
+            conflicts.append(against)
+    for found in dead:
+        alive = "" if not live else "; the other terms can still place the pod, so this alternative is dead"
+        yield replace(
+            found, where=f"required term {found.term_index}", reason=found.reason + alive, fatal=not live
+        )
+    if not live and conflicts:
+        yield _against_every_term(conflicts, base, others_dead=bool(dead))
 
 
-def positive_label_keys(template: PodTemplate) -> Iterator[tuple[str, JsonPath]]:
-    """Label keys a node must carry: nodeSelector keys and In/Exists/Gt/Lt keys of required terms."""
-    for key in as_mapping(template.spec.get("nodeSelector")):
-        yield str(key), template.field("nodeSelector", str(key))
-    for index, term in enumerate(required_terms(template) or []):
-        for expr_index, expr in enumerate(as_list(as_mapping(term).get("matchExpressions"))):
-            expr = as_mapping(expr)
-            if expr.get("operator") in ("In", "Exists", "Gt", "Lt") and isinstance(expr.get("key"), str):
-                yield expr["key"], template.field(*REQUIRED_TERMS_PATH, index, "matchExpressions", expr_index)
+def _against_every_term(
+    conflicts: list[Contradiction], base: JsonPath, *, others_dead: bool
+) -> Contradiction:
+    """The nodeSelector rules out every term that could otherwise match: one finding for them all."""
+    if len(conflicts) == 1:
+        [found] = conflicts
+        return replace(found, where=f"required term {found.term_index}")
+    which = "every required term that could otherwise match" if others_dead else "every required term"
+    reasons = "; ".join(f"term {found.term_index}: {found.reason}" for found in conflicts)
+    return Contradiction(
+        None,
+        (*base, *REQUIRED_TERMS_PATH),
+        None,
+        f"the nodeSelector rules out {which} ({reasons})",
+        where="required node affinity",
+    )
 
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"

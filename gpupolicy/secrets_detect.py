@@ -21,11 +21,13 @@ import functools
 import re
 from dataclasses import dataclass
 
+from gpupolicy.placeholders import whole
+
 
 @dataclass(frozen=True, slots=True)
 class Credential:
     kind: str  # what it looks like: "Hugging Face token", "password"…
-    evidence: str  # "value" (its shape) or "name" (a credential-named variable)
+    evidence: str  # "value" (its shape), "name" (a credential-named variable) or "placeholder"
 
     def describe(self) -> str:
         return self.kind if self.evidence == "value" else f"{self.kind} (by its name)"
@@ -131,6 +133,34 @@ def is_placeholder(value: str) -> bool:
     if any(shape.search(text) for shape in _PLACEHOLDER_SHAPES):
         return True
     return bool(_NUMBER.match(text) or _PATH.match(text))
+
+
+# What someone writes where the real credential goes at deploy time (besides template placeholders).
+_FILL_IN_WORDS = frozenset(
+    {"changeme", "change-me", "change_me", "replaceme", "replace-me", "replace_me", "your-token", "your_token",
+     "yourtoken", "todo"}
+)  # fmt: skip
+_FILL_IN_PREFIX = re.compile(r"^(your|insert|replace|put|enter|paste)[-_ ]", re.IGNORECASE)
+_FILL_IN_SUFFIX = re.compile(r"[-_ ](here|placeholder|changeme)$", re.IGNORECASE)
+
+
+def placeholder_credential(name: str, value: str) -> Credential | None:
+    """A credential-named variable whose value is to be filled in at deploy time: `$HF_TOKEN`,
+    `${HF_TOKEN}`, `<secret>`, `<your-hf-token>`, `YOUR_TOKEN_HERE`, `changeme`. The credential
+    then ends up in the manifest all the same, only later. A reference the kubelet resolves
+    (`$(HF_TOKEN)`, from another variable) is not one, nor a declared dummy (`EMPTY`, `none`)."""
+    kind = credential_name_kind(name)
+    if kind is None:
+        return None
+    text = value.strip()
+    if (
+        whole(text) is not None
+        or text.lower() in _FILL_IN_WORDS
+        or _FILL_IN_PREFIX.search(text)
+        or _FILL_IN_SUFFIX.search(text)
+    ):
+        return Credential(kind, "placeholder")
+    return None
 
 
 # Text that every VALUE_PATTERNS match contains (one entry per pattern, in order): a value with

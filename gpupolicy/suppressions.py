@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpupolicy.documents import Resource
+from gpupolicy.documents import Resource, comment_starts
 from gpupolicy.findings import Finding, JsonPath, ObjectRef
 from gpupolicy.policy import Policy
 
@@ -37,8 +37,8 @@ INVALID = "GP010"
 UNUSED = "GP011"
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
-# `# gpupolicy: ignore GP102, GP104[worker] -- reason`
-_COMMENT = re.compile(r"(?:^|\s)#\s*gpupolicy:\s*ignore\b(?P<body>.*)$")
+# `# gpupolicy: ignore GP102, GP104[worker] -- reason` (the body runs to the end of the line)
+_DIRECTIVE = re.compile(r"#[ \t]*gpupolicy:[ \t]*ignore\b")
 # one rule token: an id or a kebab-case name, optionally `[container]`
 _TOKEN = re.compile(r"^(?P<rule>[A-Za-z][A-Za-z0-9-]*)(?:\[(?P<container>[^\]\s]+)\])?$")
 _ENTRY_HEAD = re.compile(r"^\s*(?P<rules>[A-Za-z][A-Za-z0-9\-\[\]\s,.]*?)\s*:(?P<reason>.*)$", re.DOTALL)
@@ -166,29 +166,65 @@ def parse_annotation(value: str) -> list[tuple[list[Target], list[str], str]]:
 
 
 def scan_comments(text: str, file: str) -> list[InlineDirective]:
-    """Every `# gpupolicy: ignore ...` comment of a file's text."""
-    if "gpupolicy:" not in text:
+    """Every `# gpupolicy: ignore ...` comment of a file's text.
+
+    Only a real YAML comment is a directive, and only when the directive starts it: text inside a
+    quoted, plain or block scalar is not (a JSON string that mentions the syntax, a shell script
+    in a ConfigMap), and JSON has no comments at all. Linear in the text: the directive pattern
+    is searched once, and the file is tokenized (libyaml) only when it holds a candidate.
+    """
+    if file.endswith(".json") or "gpupolicy:" not in text:
         return []
+    lines = _candidate_lines(text)
+    if not lines:
+        return []
+    hashes = [offset for start, end in lines for offset in _hashes(text, start, end)]
+    comments = comment_starts(text, hashes)
     found: list[InlineDirective] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = _COMMENT.search(line)
+    number, counted = 1, 0
+    for start, end in lines:
+        first = next((offset for offset in _hashes(text, start, end) if offset in comments), None)
+        match = _DIRECTIVE.match(text, first) if first is not None else None
         if match is None:
             continue
-        body = match.group("body")
-        rules_text, separator, reason = body.partition("--")
+        number += text.count("\n", counted, start)
+        counted = start
+        rules_text, separator, reason = text[match.end() : end].rstrip("\r").partition("--")
         targets, _ = parse_targets(rules_text)
-        column = line.index("#", match.start()) + 1
         found.append(
             InlineDirective(
                 file=file,
                 line=number,
-                column=column,
+                column=match.start() - start + 1,
                 targets=tuple(targets),
                 reason=reason.strip() if separator else "",
-                own_line=not line[: column - 1].strip(),
+                own_line=not text[start : match.start()].strip(),
             )
         )
     return found
+
+
+def _candidate_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the lines that hold the directive pattern, each line once."""
+    lines: list[tuple[int, int]] = []
+    line_end = -1
+    for match in _DIRECTIVE.finditer(text):
+        if match.start() < line_end:
+            continue  # a second candidate on a line already taken
+        start = text.rfind("\n", 0, match.start()) + 1
+        line_end = text.find("\n", match.end())
+        if line_end < 0:
+            line_end = len(text)
+        lines.append((start, line_end))
+    return lines
+
+
+def _hashes(text: str, start: int, end: int) -> Iterator[int]:
+    """Offsets of `#` in text[start:end]."""
+    offset = text.find("#", start, end)
+    while offset >= 0:
+        yield offset
+        offset = text.find("#", offset + 1, end)
 
 
 def exemptions_of(policy: Policy) -> list[Exemption]:
@@ -292,7 +328,7 @@ class _Rules:
         return Finding(
             rule_id=rule.id,
             rule_name=rule.name,
-            severity=self.policy.rule(rule.id).severity or rule.severity,
+            severity=self.engine.severity_for(rule, self.policy),
             message=message,
             remediation=rule.remediation,
             object=obj,

@@ -9,7 +9,7 @@ from collections.abc import Hashable
 from typing import NamedTuple
 
 from gpupolicy.engine import Context, Violation
-from gpupolicy.findings import JsonPath, Severity
+from gpupolicy.findings import JsonPath
 
 SNAPSHOT = (
     "`gpupolicy cluster snapshot` writes it from a live cluster; the webhook reads it from its live inventory"
@@ -56,6 +56,6 @@ def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: s
     return Violation(
         path,
         f"unknown: {fact.what}, so {consequence} was not checked; {fact.supply}",
-        severity=Severity.INFO,
+        unknown=True,
         cluster_fact=fact.what,
     )

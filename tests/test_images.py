@@ -57,6 +57,32 @@ def test_not_a_reference(image: str) -> None:
     assert parse_image(image) is None
 
 
+@pytest.mark.parametrize(
+    ("image", "tag", "registry_known", "version_known"),
+    [
+        ("<your-registry>/image:latest", "latest", False, True),
+        ("${REGISTRY}/vllm:latest", "latest", False, True),
+        ("$IMAGE_URL", None, False, False),
+        ("nvcr.io/${TEAM}/tritonserver:24.05-py3", "24.05-py3", True, True),
+        ("nvcr.io/nvidia/tritonserver:${TAG}", "${TAG}", True, False),
+        ("ghcr.io/org/app@__DIGEST__", None, True, False),
+        ("{{ .Values.image }}", None, False, False),
+    ],
+)
+def test_placeholders_leave_the_other_parts_to_read(
+    image: str, tag: str | None, registry_known: bool, version_known: bool
+) -> None:
+    assert parse_image(image) is None  # without placeholders=True: not a reference
+    ref = parse_image(image, placeholders=True)
+    assert ref is not None and ref.tag == tag
+    assert (ref.registry_known, ref.version_known) == (registry_known, version_known)
+
+
+@pytest.mark.parametrize("image", ["$(params.image)", "{{inputs.parameters.image}}", "${REGISTRY}/App:1"])
+def test_references_and_broken_names_stay_unparsed(image: str) -> None:
+    assert parse_image(image, placeholders=True) is None
+
+
 def test_name_is_fully_qualified() -> None:
     assert parse_image("busybox").name == "docker.io/library/busybox"  # type: ignore[union-attr]
 

@@ -222,14 +222,40 @@ def test_argo_and_flagger_placeholders_are_not_helm() -> None:
     assert not [p for p in load_text(text, "a.yaml").problems if p.rule_id == "GP004"]
 
 
-def test_env_placeholder_in_image_is_gp004(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_placeholder_in_a_structural_field_is_one_gp004_for_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    write(tmp_path / "deploy.yaml", GPU_DEPLOYMENT.replace("vllm/vllm-openai:v0.6.3", "${IMAGE}"))
+    text = GPU_DEPLOYMENT.replace(
+        "name: vllm\n  namespace: ai-lab", "name: ${NAME}\n  namespace: ${NAMESPACE}"
+    )
+    write(tmp_path / "deploy.yaml", text.replace("vllm/vllm-openai:v0.6.3", "${IMAGE}"))
     loaded = load_paths(["deploy.yaml"])
     assert loaded.resources == []  # a half-rendered file is not linted as if it were real
-    ((file, line, message),) = gp004(["deploy.yaml"])
-    assert (file, line) == ("deploy.yaml", 16)
-    assert "${IMAGE}" in message and "envsubst < deploy.yaml | gpupolicy lint -" in message
+    ((file, line, message),) = gp004(["deploy.yaml"])  # one for the file, not one per field
+    assert (file, line) == ("deploy.yaml", 4)
+    assert "${NAME} in metadata.name (and 1 other field)" in message
+    assert "envsubst < deploy.yaml | gpupolicy lint -" in message
+
+
+def test_env_placeholder_in_an_image_is_gp004_at_the_image_and_the_object_is_still_linted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image is judged field by field (as the webhook judges an admitted object): the file is
+    linted, and what the placeholder leaves intact is still checked."""
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path / "deploy.yaml", GPU_DEPLOYMENT.replace("vllm/vllm-openai:v0.6.3", "${REGISTRY}/vllm:latest")
+    )
+    loaded = load_paths(["deploy.yaml"])
+    assert len(loaded.resources) == 1 and loaded.problems == []
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    [finding] = [f for f in report.findings if f.rule_id == "GP004"]
+    assert (finding.file, finding.line, finding.path[-1]) == ("deploy.yaml", 16, "image")
+    assert (
+        "holds the placeholder '${REGISTRY}'" in finding.message and "render the manifest" in finding.message
+    )
+    assert "GP702" in {f.rule_id for f in report.findings}  # :latest is still seen
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpupolicy.node_constraints import node_contradictions, positive_label_keys
+from gpupolicy.node_constraints import node_contradictions
 from gpupolicy.node_labels import LabelRegistry, node_label_uses
 from gpupolicy.node_pools import NodePool
 from gpupolicy.pod_spec import PodTemplate
@@ -139,7 +139,6 @@ def test_node_label_uses_finds_every_place_with_its_path() -> None:
 def test_seed_affinity_is_satisfiable() -> None:
     seed = required([expr("accelerator", "In", "nvidia-gpu")])
     assert list(node_contradictions(seed)) == []
-    assert [key for key, _ in positive_label_keys(seed)] == ["accelerator"]
 
 
 def test_node_selector_against_required_term() -> None:
@@ -183,15 +182,87 @@ def test_in_empty_exists_does_not_exist_and_bounds() -> None:
     assert list(node_contradictions(required([expr("m", "Gt", "1"), expr("m", "Lt", "3")]))) == []
 
 
-def test_terms_are_evaluated_each_with_the_node_selector() -> None:
-    # The first term contradicts the nodeSelector; the second is fine: only the first is reported.
+A100 = "NVIDIA-A100-SXM4-80GB"
+H100 = "NVIDIA-H100-80GB-HBM3"
+PRODUCT = "nvidia.com/gpu.product"
+
+
+def test_terms_are_ored_each_with_the_node_selector() -> None:
+    # nodeSelector A100 AND (term 0: H100 OR term 1: A100): a node with A100 matches term 1.
+    either = required([expr(PRODUCT, "In", H100)], [expr(PRODUCT, "In", A100)], selector={PRODUCT: A100})
+    assert list(node_contradictions(either)) == []
+    # The first term contradicts the nodeSelector; the second is fine: nothing to report.
     template_ = required(
         [expr("accelerator", "NotIn", "nvidia-gpu")],
         [expr("nvidia.com/gpu.product", "In", "NVIDIA-L4")],
         selector={"accelerator": "nvidia-gpu"},
     )
+    assert list(node_contradictions(template_)) == []
+
+
+def test_node_selector_against_every_term_is_one_contradiction_at_the_terms() -> None:
+    neither = required(
+        [expr(PRODUCT, "In", H100)], [expr(PRODUCT, "In", "NVIDIA-L40S")], selector={PRODUCT: A100}
+    )
+    [found] = node_contradictions(neither)
+    assert found.fatal and found.term_index is None and found.path == ("spec", *TERMS)
+    assert found.where == "required node affinity"
+    assert "rules out every required term" in found.reason
+    assert (
+        "term 0: " in found.reason
+        and "term 1: " in found.reason
+        and f"nodeSelector {PRODUCT}={A100}" in found.reason
+    )
+
+
+def test_a_dead_term_among_live_ones_is_reported_as_dead_not_fatal() -> None:
+    template_ = required(
+        [expr(PRODUCT, "In", A100)],
+        [expr(PRODUCT, "In", H100), expr(PRODUCT, "NotIn", H100)],
+    )
+    [found] = node_contradictions(template_)
+    assert not found.fatal and found.term_index == 1 and found.where == "required term 1"
+    assert found.path == ("spec", *TERMS, 1, "matchExpressions", 1)
+    assert "every allowed value is excluded" in found.reason and "alternative is dead" in found.reason
+
+
+def test_every_term_dead_is_fatal_for_each() -> None:
+    template_ = required([expr(PRODUCT, "In")], [expr("k", "Exists"), expr("k", "DoesNotExist")])
     found = list(node_contradictions(template_))
-    assert [item.term_index for item in found] == [0]
+    assert [(item.term_index, item.fatal) for item in found] == [(0, True), (1, True)]
+    assert "alternative is dead" not in found[0].reason
+
+
+def test_dead_terms_and_node_selector_conflicts_together() -> None:
+    # term 0 can never match; term 1 is fine alone but not with the nodeSelector: both reported.
+    template_ = required([expr(PRODUCT, "In")], [expr(PRODUCT, "In", H100)], selector={PRODUCT: A100})
+    found = list(node_contradictions(template_))
+    assert [(item.term_index, item.fatal) for item in found] == [(0, True), (1, True)]
+    assert found[1].path == ("spec", *TERMS, 1, "matchExpressions", 0) and "nodeSelector" in found[1].reason
+
+
+def test_an_empty_term_matches_no_node() -> None:
+    [found] = node_contradictions(required([]))
+    assert found.fatal and found.path == ("spec", *TERMS, 0) and "empty term" in found.reason
+    fields = template(
+        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [expr("metadata.name", "In", "gpu-node-1")]}]
+        }}}}
+    )  # fmt: skip
+    assert list(node_contradictions(fields)) == []
+
+
+def test_a_foreign_label_kills_only_its_term() -> None:
+    def foreign(key: str) -> str | None:
+        return "an nvidia label on an amd pod" if key.startswith("nvidia.com/") else None
+
+    amd_or_nvidia = required(
+        [expr("nvidia.com/gpu.present", "Exists")], [expr("amd.com/gpu.present", "Exists")]
+    )
+    [found] = node_contradictions(amd_or_nvidia, foreign)
+    assert found.term_index == 0 and not found.fatal
+    not_nvidia = required([expr("nvidia.com/gpu.present", "DoesNotExist")])
+    assert list(node_contradictions(not_nvidia, foreign)) == []
 
 
 def test_no_required_terms_means_no_contradiction() -> None:

@@ -144,6 +144,64 @@ def test_seed_key_contradicting_a_node_selector(lint_text: LintText) -> None:
     )
 
 
+L4_POD = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: l4
+  namespace: ai-lab
+spec:
+  selector:
+    matchLabels: {app: l4}
+  template:
+    metadata:
+      labels: {app: l4}
+    spec:
+      nodeSelector:
+        nvidia.com/gpu.product: NVIDIA-L4
+      containers:
+        - name: cuda
+          image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
+          resources:
+            limits: {nvidia.com/gpu: 1}
+"""
+L4_SHARED_POOL = {
+    "name": "l4-shared",
+    "resource": "nvidia.com/gpu.shared",
+    "gpuProduct": "NVIDIA-L4",
+    "gpusPerNode": 4,
+    "sharing": "time-slicing",
+}
+
+
+def test_node_pool_reasoning_needs_declared_pools(lint_text: LintText) -> None:
+    """Which resource NVIDIA-L4 nodes advertise is a fact of one cluster: without pools, nothing."""
+    assert ours(lint_text(L4_POD, {"nodePools": []}), "GP205") == []
+    [finding] = [
+        f for f in lint_text(L4_POD, {"nodePools": [L4_SHARED_POOL]}).findings if f.rule_id == "GP205"
+    ]
+    assert "(pool l4-shared) advertise nvidia.com/gpu.shared" in finding.message
+
+
+def test_or_ed_terms_with_a_node_selector(lint_text: LintText) -> None:
+    """nodeSelector A100 AND (term 0: H100 OR term 1: A100) is satisfiable (issue 11)."""
+    terms = (
+        "nodeSelector:\n  nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB\n"
+        "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "      nodeSelectorTerms:\n"
+        "        - matchExpressions: [{key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-H100-80GB-HBM3]}]\n"
+        "        - matchExpressions: [{key: nvidia.com/gpu.product, operator: In, values: [{second}]}]\n"
+    )
+    assert ours(lint_text(server(terms.replace("{second}", "NVIDIA-A100-SXM4-80GB"))), "GP205") == []
+    [finding] = [
+        f
+        for f in lint_text(server(terms.replace("{second}", "NVIDIA-L40S"))).findings
+        if f.rule_id == "GP205"
+    ]
+    assert finding.severity is Severity.ERROR and "rules out every required term" in finding.message
+    assert finding.path[-1] == "nodeSelectorTerms"
+
+
 def test_gpu_taint_matches_on_key_and_effect() -> None:
     taint = Taint("nvidia.com/gpu", "NoSchedule")
     assert toleration_for([{"key": "nvidia.com/gpu", "operator": "Exists"}], taint, match_value=False) == 0

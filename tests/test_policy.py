@@ -158,6 +158,39 @@ def test_per_rule_enabled_and_severity_overrides() -> None:
     assert rule_findings({"rules": {"GP113": {"enabled": False}}}, "GP102") == [(24, Severity.ERROR)]
 
 
+UNKNOWN_RUNTIME_CLASS = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: cuda
+  namespace: ai-lab
+spec:
+  runtimeClassName: nvidia-cdi
+  containers:
+    - name: cuda
+      image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
+      resources:
+        limits: {nvidia.com/gpu: 1}
+"""
+
+
+@pytest.mark.parametrize("severity", ["error", "warning"])
+def test_an_override_never_raises_an_unknown_above_info(severity: str) -> None:
+    """A RuntimeClass the repository does not hold could not be verified: that stays info even
+    when the policy raises GP210 (a raised GP210 is for the pod that is certainly wrong)."""
+    loaded = load_text(UNKNOWN_RUNTIME_CLASS, "pod.yaml")
+    policy = policy_from_mapping({"rules": {"GP210": {"severity": severity}}})
+    report = evaluate(loaded.resources, policy)
+    [finding] = [f for f in report.findings if f.rule_id == "GP210"]
+    assert finding.severity is Severity.INFO and "could not be verified" in finding.message
+    # the same override still raises the finding that is not an unknown
+    complete = policy_from_mapping(
+        {"rules": {"GP210": {"severity": severity}}, "inventory": {"completeKinds": ["RuntimeClass"]}}
+    )
+    [certain] = [f for f in evaluate(loaded.resources, complete).findings if f.rule_id == "GP210"]
+    assert certain.severity is Severity.parse(severity) and "does not exist" in certain.message
+
+
 def test_input_rules_can_be_overridden_too() -> None:
     loaded = load_text("", "empty.yaml")
     policy = policy_from_mapping({"rules": {"GP003": {"severity": "error"}}})

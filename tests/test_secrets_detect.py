@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.secrets_detect import credential_name_kind, detect, detect_in_arguments
+from gpupolicy.secrets_detect import credential_name_kind, detect, detect_in_arguments, placeholder_credential
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,10 @@ def test_credential_names(name: str, kind: str) -> None:
         ("HF_TOKEN_PATH", "/var/run/secrets/hf/token"),  # about a secret, not the secret
         ("SECRET_NAME", "hf-token"),
         ("OPENAI_API_KEY", "EMPTY"),  # vLLM's dummy key
-        ("HUGGING_FACE_HUB_TOKEN", "$HF_TOKEN"),  # envsubst placeholder
+        (
+            "HUGGING_FACE_HUB_TOKEN",
+            "$HF_TOKEN",
+        ),  # envsubst placeholder: not a literal (placeholder_credential)
         ("API_KEY", "$(VLLM_API_KEY)"),  # Kubernetes variable reference
         ("PASSWORD", "<your-password>"),
         ("TOKEN", "changeme"),
@@ -78,3 +81,34 @@ def test_arguments() -> None:
     found = detect_in_arguments(args)
     assert [(index, hit.kind) for index, hit in found] == [(4, "OpenAI-style API key"), (5, "token")]
     assert not detect_in_arguments(["--api-key", "$(VLLM_API_KEY)", "--token", "EMPTY"])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "$HF_TOKEN",
+        "${HF_TOKEN}",
+        "<secret>",
+        "<your-hf-token>",
+        "YOUR_TOKEN_HERE",
+        "changeme",
+        "{{ hf_token }}",
+    ],
+)
+def test_a_credential_to_fill_in_at_deploy_time(value: str) -> None:
+    hit = placeholder_credential("HF_TOKEN", value)
+    assert hit is not None and (hit.kind, hit.evidence) == ("token", "placeholder")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("HF_TOKEN", "$(HF_TOKEN)"),  # the kubelet resolves it from another variable
+        ("OPENAI_API_KEY", "EMPTY"),  # a declared dummy
+        ("PAD_TOKEN", "<pad>"),  # a tokenizer's special token
+        ("MODEL_NAME", "$MODEL_NAME"),  # not a credential (GP004's)
+        ("HF_TOKEN", "/var/run/secrets/hf/${TOKEN_FILE}"),
+    ],
+)
+def test_not_a_credential_placeholder(name: str, value: str) -> None:
+    assert placeholder_credential(name, value) is None

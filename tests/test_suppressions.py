@@ -144,6 +144,12 @@ def test_unused_annotation_is_gp011_warning_at_the_annotation() -> None:
     assert (problem.line, str(problem.object)) == (ANNOTATION_LINE, "Deployment ai-lab/llm")
 
 
+def test_suppression_findings_take_the_policy_severity_override() -> None:
+    report = lint(manifest('"GP101: no such finding here"'), {"rules": {"GP011": {"severity": "error"}}})
+    (problem,) = of(report, "GP011")
+    assert problem.severity.label == "error"
+
+
 def test_container_scope_that_matches_no_container_is_unused() -> None:
     report = lint(manifest('"GP102[no-such-container]: wrong name"'))
     assert len(of(report, "GP102")) == 2
@@ -234,6 +240,61 @@ def test_scan_comments_reads_rules_containers_and_reason() -> None:
     assert directive.reason == "the reason -- with dashes"
     assert (directive.line, directive.column, directive.own_line) == (1, 7, False)
     assert scan_comments("image: repo/x#gpupolicy: ignore GP102 -- no\n", "f.yaml") == []
+
+
+REPO = Path(__file__).resolve().parent.parent
+DIRECTIVE = "# gpupolicy: ignore GP102 -- reason"
+
+
+def test_a_json_file_has_no_comments() -> None:
+    """The policy schema's description mentions the syntax inside a JSON string (issue 11)."""
+    schema = REPO / "policies" / "schemas" / "sections" / "suppressions.json"
+    assert scan_comments(schema.read_text(encoding="utf-8"), str(schema)) == []
+    assert scan_comments('{"a": 1}\n' + DIRECTIVE + "\n", "x.json") == []
+    assert main(["lint", str(schema)]) == 1  # GP003 (not a manifest), and no GP010
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'description: "see {DIRECTIVE}"\n',  # double-quoted scalar
+        f"description: 'see {DIRECTIVE}'\n",  # single-quoted scalar
+        f'description: "multi\n  {DIRECTIVE}"\n',  # a quoted scalar's continuation line
+        f'{{"description": "{DIRECTIVE}"}}\n',  # JSON-style flow mapping in a .yaml file
+        f"script: |\n  echo hi\n  {DIRECTIVE}\n  echo bye\n",  # a block scalar's line
+        f"script: >-\n    folded\n    {DIRECTIVE}\n",
+        f"image: repo/x{DIRECTIVE}\n",  # no white space before `#`: part of the plain scalar
+        f"a: 1  # note {DIRECTIVE}\n",  # inside another comment: the directive must start it
+    ],
+)
+def test_text_that_is_not_a_comment_is_no_directive(text: str) -> None:
+    assert scan_comments(text, "f.yaml") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        (f"a: 1  {DIRECTIVE}\n", 1, 7),
+        (f"description: plain words {DIRECTIVE}\n", 1, 26),  # ` #` ends a plain scalar
+        (f"script: |  {DIRECTIVE}\n  echo hi\n", 1, 12),  # a block scalar's header line
+        (f"script: |\n    echo hi\n  {DIRECTIVE}\nb: 1\n", 3, 3),  # less indented: after the block
+        (f'a: "x # y"  {DIRECTIVE}\r\nb: 2\r\n', 1, 13),
+        (f"list: [a, b  {DIRECTIVE}\n  , c]\n", 1, 14),
+    ],
+)
+def test_real_yaml_comments_are_directives(text: str, line: int, column: int) -> None:
+    (directive,) = scan_comments(text, "f.yaml")
+    assert (directive.line, directive.column) == (line, column)
+    assert directive.targets == (Target("GP102"),) and directive.reason == "reason"
+
+
+def test_a_syntax_error_does_not_hide_the_directives_of_other_documents() -> None:
+    # The quoted scalar runs into the next document's separator: libyaml cannot scan document 1.
+    text = f'a: "unclosed\n{DIRECTIVE}\n---\nb: 1  {DIRECTIVE}\n'
+    assert [directive.line for directive in scan_comments(text, "f.yaml")] == [4]
+    # after the error, nothing in that document counts (a comment there cannot be told from text)
+    broken = f"a: b: c  {DIRECTIVE}\n---\nd: 1  {DIRECTIVE}\n"
+    assert [directive.line for directive in scan_comments(broken, "f.yaml")] == [3]
 
 
 # -- exemptions ----------------------------------------------------------------------------------

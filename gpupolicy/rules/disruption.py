@@ -29,7 +29,7 @@ from gpupolicy.disruption import (
 )
 from gpupolicy.documents import Resource
 from gpupolicy.engine import Context, Scope, Violation, rule
-from gpupolicy.findings import JsonPath, Severity
+from gpupolicy.findings import JsonPath
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.pod_spec import Workload, as_list, as_mapping, workload_of
 from gpupolicy.roles import SERVERS, serving_templates_of
@@ -92,7 +92,7 @@ def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violati
                 path,
                 f"PodDisruptionBudgets of namespace {namespace} could not be listed: whether "
                 f"{workload.resource.ref} is protected is unknown",
-                severity=Severity.INFO,
+                unknown=True,
             )
         return
     if not pdbs_for(workload, ctx.inventory):
@@ -173,7 +173,7 @@ def pdb_blocks_eviction(resource: Resource, ctx: Context) -> Iterator[Violation]
                 _budget_path(budget),
                 f"the workloads of namespace {namespace_of(resource)} could not be "
                 f"listed: whether minAvailable {budget.amount} leaves an eviction is unknown",
-                severity=Severity.INFO,
+                unknown=True,
             )
         return
     expected = _expected(resource, workloads, ctx) if workloads else None
@@ -229,7 +229,7 @@ def pdb_selects_nothing(resource: Resource, ctx: Context) -> Iterator[Violation]
                 ("spec", "selector"),
                 f"the workloads of namespace {namespace} could not be listed: what "
                 f"PodDisruptionBudget {resource.name} selects is unknown",
-                severity=Severity.INFO,
+                unknown=True,
             )
         return
     yield Violation(

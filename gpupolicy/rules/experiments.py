@@ -237,7 +237,7 @@ def experiment_undefined(workload: Workload, ctx: Context) -> Iterator[Violation
         yield Violation(
             link.experiment_path,
             f"cannot verify experiment {link.experiment}: the inventory cannot list ConfigMaps in {namespace} now",
-            severity=Severity.INFO,
+            unknown=True,
         )
     elif found is None:
         yield Violation(
@@ -366,7 +366,7 @@ def experiment_without_control(workload: Workload, ctx: Context) -> Iterator[Vio
         yield Violation(
             path,
             f"cannot verify that experiment {config.name} has a control arm: the inventory cannot list every workload kind now",
-            severity=Severity.INFO,
+            unknown=True,
         )
     else:
         yield Violation(path, f"experiment {config.name} has no workload labelled gpupolicy.io/arm: control")

@@ -6,8 +6,11 @@ from collections.abc import Iterator
 
 from gpupolicy.documents import Resource
 from gpupolicy.engine import Context, Parameter, Scope, Violation, input_rule, rule
+from gpupolicy.images import parse_image
 from gpupolicy.kube_schemas import has_schema, resolve_version, schema_errors
-from gpupolicy.pod_spec import CONTAINER_LISTS, workload_of
+from gpupolicy.placeholders import excerpt, scan, whole
+from gpupolicy.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, workload_of
+from gpupolicy.secrets_detect import credential_name_kind
 
 input_rule(
     id="GP001",
@@ -21,21 +24,75 @@ input_rule(
     references=("https://yaml.org/spec/1.2.2/",),
 )
 
-input_rule(
+
+@rule(
     id="GP004",
     name="unrendered-template",
     severity="error",
     summary="Reports files that still hold Helm `{{ }}` actions or `${VAR}` placeholders in structural fields "
-    "(names, images, quantities, selectors), and kustomize directories that could not be rendered. "
-    "The message gives the command that renders them.",
+    "(names, quantities, selectors), and kustomize directories that could not be rendered, with the command "
+    "that renders them; and, field by field, a container image or an env value that is a deploy-time "
+    "placeholder (`$VAR`, `${VAR}`, `<VAR>`, `__VAR__`, `{{ var }}`), which the API server would take as "
+    "the literal value. An env value is judged when it is a placeholder as a whole; a credential-named one "
+    "is GP612's.",
     rationale="A template is not a manifest: linting it would judge placeholders, and skipping it silently "
-    "would let the rendered objects through unchecked.",
+    "would let the rendered objects through unchecked. An image named `$IMAGE_URL` cannot be pulled, and no "
+    "image rule can check what it will be.",
     remediation="Render the templates (helm template, kubectl kustomize, envsubst) and lint the output.",
     references=(
         "https://helm.sh/docs/helm/helm_template/",
         "https://kubectl.docs.kubernetes.io/references/kustomize/",
+        "https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/",
     ),
 )
+def unrendered_template(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _, container in workload.containers():
+        image = _image_placeholder(container, ctx)
+        if image is not None:
+            yield image
+        for index, item in enumerate(as_list(container.spec.get("env"))):
+            item = as_mapping(item)
+            name, value = str(item.get("name", "")), item.get("value")
+            placeholder = whole(value) if isinstance(value, str) else None
+            if placeholder is not None and credential_name_kind(name) is None:
+                yield Violation(
+                    container.field("env", index, "value"),
+                    f"{container.label} env {excerpt(name)} is the placeholder {excerpt(placeholder)!r}: {RENDER}; "
+                    "the container would get it as its literal value",
+                    container=container.name,
+                )
+
+
+RENDER = "render the manifest (envsubst, kustomize or helm) before it is applied"
+
+
+def _image_placeholder(container: Container, ctx: Context) -> Violation | None:
+    image = container.image.strip()
+    found = scan(image)
+    if not found.spans:
+        return None
+    ref = parse_image(image, placeholders=True)
+    texts = found.texts(image)
+    entire = texts == [image]
+    what = (
+        f"image is the placeholder {excerpt(image)!r}"
+        if entire
+        else f"image {excerpt(image)!r} holds the placeholder{'s' if len(texts) > 1 else ''} "
+        + ", ".join(repr(excerpt(text, 40)) for text in texts[:3])
+    )
+    version = ref is None or not ref.version_known
+    registry = ref is None or not ref.registry_known
+    if not ctx.policy.get("supplyChain.allowedRegistries", []):
+        registry = False  # GP703 checks nothing without an allow list
+    unchecked = {
+        (True, True): "; GP701-GP703 could not check it",
+        (True, False): f"; GP701 and GP702 could not check {'it' if entire else 'its tag or digest'}",
+        (False, True): "; GP703 could not check its registry",
+        (False, False): "",
+    }[(version, registry)]
+    return Violation(
+        container.field("image"), f"{container.label} {what}: {RENDER}{unchecked}", container=container.name
+    )
 
 
 @rule(

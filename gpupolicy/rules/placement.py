@@ -8,7 +8,7 @@ GPU Feature Discovery labels: https://github.com/NVIDIA/k8s-device-plugin/blob/m
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpupolicy.disruption import hpa_for, hpa_replicas
@@ -16,19 +16,20 @@ from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.findings import JsonPath, Severity
 from gpupolicy.gpu import GpuKind
 from gpupolicy.inventory import Coverage
-from gpupolicy.node_constraints import node_contradictions, pool_conflicts, positive_label_keys
+from gpupolicy.node_constraints import node_contradictions, pool_conflicts
 from gpupolicy.node_labels import PREFERENCE, LabelRegistry, node_label_uses
 from gpupolicy.node_pools import largest_node, node_pools
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.policy import Policy
 from gpupolicy.roles import NOT_AGENT, SERVERS, serving_templates_of
-from gpupolicy.scheduling import targeted_keys
+from gpupolicy.scheduling import node_selector, targeted_keys
 from gpupolicy.tolerations import Taint, toleration_for
 from gpupolicy.unknowns import GPU_TAINTS, NODE_POOLS, first_time, unknown_fact
 
 ASSIGN = "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/"
 TAINTS = "https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"
 GFD = "https://github.com/NVIDIA/k8s-device-plugin/blob/main/docs/gfd_labels.md"
+NODE_SELECTOR_TERM = "https://kubernetes.io/docs/reference/kubernetes-api/definitions/node-selector-term-v1/"
 GPU_OPERATOR = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html"
 SPREAD = "https://kubernetes.io/docs/concepts/scheduling-eviction/topology-spread-constraints/"
 RUNTIME_CLASS = "https://kubernetes.io/docs/concepts/containers/runtime-class/"
@@ -304,14 +305,17 @@ def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
     id="GP205",
     name="node-constraints-contradict",
     severity="error",
-    summary="Reports node constraints that can never hold: the nodeSelector and a required node-affinity term "
-    "(evaluated as sets of values), `In []`, In and NotIn of the same value, Gt/Lt with no integer between, "
-    "a required label of one GPU vendor on a pod that requests another vendor's GPUs, or a required GPU product "
-    "whose node pools (policy nodePools) do not advertise the requested GPU resource or count.",
-    rationale="The scheduler needs the nodeSelector and one required term to hold at once; when no node can "
-    "carry such labels the pod stays Pending forever, and nothing in the manifest says why.",
-    remediation="Make the nodeSelector and the required affinity agree on each label (or drop one of them).",
-    references=(ASSIGN, GFD),
+    summary="Reports node constraints that can never hold, read as the scheduler reads them (the nodeSelector AND "
+    "any one of the required node-affinity terms, evaluated as sets of values): a nodeSelector that rules out "
+    "every required term; a term no node can match (`In []`, In and NotIn of the same value, Gt/Lt with no "
+    "integer between, an empty term; a warning when another term can still match); a required label of one GPU "
+    "vendor on a pod that requests another vendor's GPUs; and, when the policy declares nodePools, a required GPU "
+    "product whose pools do not advertise the requested GPU resource or count.",
+    rationale="The scheduler needs the nodeSelector and at least one required term to hold at once; when no node "
+    "can carry such labels the pod stays Pending forever, and nothing in the manifest says why. A term that can "
+    "never match is a dead alternative: the placement it was written for never happens.",
+    remediation="Make the nodeSelector agree with at least one required term, and fix or drop a term that can never match.",
+    references=(ASSIGN, NODE_SELECTOR_TERM, GFD),
     parameters=(
         Parameter("gpu.vendors", "Vendor label domains."),
         Parameter("nodePools", "gpuProduct, resource and gpusPerNode of each pool."),
@@ -319,20 +323,38 @@ def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
 )
 def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
-        for found in node_contradictions(template):
-            where = f"required term {found.term_index}" if found.term_index is not None else "nodeSelector"
-            yield Violation(found.path, f"{template.describe()}, {where}: {found.reason}")
-        yield from _pool_conflicts(template, ctx)
-        vendors = {d.resource.vendor for d in ctx.gpu.counted_demands(template) if (d.amount or 0) > 0}
-        if len(vendors) != 1:
-            continue
-        for key, path in positive_label_keys(template):
-            label_vendor = _vendor_of_label(ctx, key)
-            if label_vendor is not None and label_vendor not in vendors:
+        foreign = _foreign_label(template, ctx)
+        for key in node_selector(template):
+            reason = foreign(str(key)) if foreign is not None else None
+            if reason is not None:
                 yield Violation(
-                    path,
-                    f"{template.describe()} requests {next(iter(vendors))} GPUs but requires the {label_vendor} node label {key}",
+                    template.field("nodeSelector", str(key)),
+                    f"{template.describe()}: nodeSelector {key}: {reason}",
                 )
+        for found in node_contradictions(template, foreign):
+            yield Violation(
+                found.path,
+                f"{template.describe()}, {found.where}: {found.reason}",
+                severity=None if found.fatal else Severity.WARNING,
+            )
+        yield from _pool_conflicts(template, ctx)
+
+
+def _foreign_label(template: PodTemplate, ctx: Context) -> Callable[[str], str | None] | None:
+    """For a pod that requests the GPUs of one vendor: why a node label of another vendor can never
+    be on its node (the pod needs that vendor's GPUs there); None for other pods."""
+    vendors = {d.resource.vendor for d in ctx.gpu.counted_demands(template) if (d.amount or 0) > 0}
+    if len(vendors) != 1:
+        return None
+    [vendor] = vendors
+
+    def reason(key: str) -> str | None:
+        label_vendor = _vendor_of_label(ctx, key)
+        if label_vendor is None or label_vendor == vendor:
+            return None
+        return f"the pod requests {vendor} GPUs but this requires the {label_vendor} node label {key}"
+
+    return reason
 
 
 @rule(
@@ -539,5 +561,5 @@ def runtime_class_missing(workload: Workload, ctx: Context) -> Iterator[Violatio
                 template.field("runtimeClassName"),
                 f"RuntimeClass {name!r} could not be verified: it is not in the {coverage.value} inventory "
                 "nor in placement.runtimeClass.names",
-                severity=Severity.INFO,
+                unknown=True,
             )

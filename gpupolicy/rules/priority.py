@@ -12,7 +12,6 @@ from typing import Any
 
 from gpupolicy.documents import Resource
 from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
-from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.roles import NOT_AGENT
@@ -120,7 +119,7 @@ def priority_class_undefined(workload: Workload, ctx: Context) -> Iterator[Viola
                 path,
                 f"PriorityClass {name!r} could not be verified: the {coverage.value} inventory does not hold it "
                 "and the policy's priority.clusterClasses is empty",
-                severity=Severity.INFO,
+                unknown=True,
             )
 
 
@@ -205,7 +204,7 @@ def multiple_global_default_priority(resource: Resource, ctx: Context) -> Iterat
             yield Violation(
                 ("globalDefault",),
                 "other PriorityClasses could not be listed: whether another is the global default is unknown",
-                severity=Severity.INFO,
+                unknown=True,
             )
         return
     others = sorted(
@@ -335,5 +334,5 @@ def kueue_priority_undefined(workload: Workload, ctx: Context) -> Iterator[Viola
             path,
             f"WorkloadPriorityClass {name!r} could not be verified: the {coverage.value} inventory does not hold "
             "it and the policy's priority.kueueClasses is empty",
-            severity=Severity.INFO,
+            unknown=True,
         )

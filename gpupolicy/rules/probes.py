@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpupolicy.engine import Context, Parameter, Violation, rule
-from gpupolicy.findings import Severity
 from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.probes import (
     MODEL_LOAD_ANNOTATION,
@@ -29,6 +28,8 @@ PROBES_DOC = (
 )
 STARTUP_DOC = f"{PROBES_DOC}#define-startup-probes"
 PROBE_API = "https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#Probe"
+# Container.ports "is primarily informational": an undeclared port is still reachable and probed.
+CONTAINER_PORTS = "https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#ports"
 PROGRESS_DOC = (
     "https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#progress-deadline-seconds"
 )
@@ -177,40 +178,31 @@ def startup_budget_too_short(workload: Workload, ctx: Context) -> Iterator[Viola
             )
 
 
-_UNDECLARED = frozenset({PortStatus.NAMED_UNDECLARED, PortStatus.NUMBER_UNDECLARED})
+_NAMED_UNDECLARED = frozenset({PortStatus.NAMED_UNDECLARED})
 
 
 @rule(
     id="GP405",
     name="probe-port-undeclared",
     severity="error",
-    summary="Reports a probe whose named port is not one of the container's ports (a warning for a port number "
-    "the container does not declare).",
-    rationale="The kubelet cannot resolve an unknown port name: the probe fails on every try, so the pod never "
-    "becomes Ready (or is restarted forever). An undeclared number often means the probe checks the wrong port.",
-    remediation="Name a port from the container's ports list, or declare the port the probe checks.",
-    references=(PROBE_API, f"{PROBES_DOC}#use-a-named-port"),
+    summary="Reports a probe that names a port (`port: healthz`) the container's ports list does not name. A port "
+    "number is not reported: the kubelet probes the number whether or not it is declared.",
+    rationale="The kubelet resolves a named probe port against the container's own ports; a name that is not "
+    "there cannot resolve, so the probe fails on every try and the pod never becomes Ready (or is restarted "
+    "forever). The ports list is informational for numbers, so an undeclared number is not an error.",
+    remediation="Name a port from the container's ports list, or give the probe the port number.",
+    references=(PROBE_API, f"{PROBES_DOC}#use-a-named-port", CONTAINER_PORTS),
 )
 def probe_port_undeclared(workload: Workload, ctx: Context) -> Iterator[Violation]:
     if injected(workload.kind, "ports"):
         return  # the controller declares the ports its probes check
     for _, container in workload.containers():
-        for port in probe_ports(container, _UNDECLARED):
-            if port.status is PortStatus.NAMED_UNDECLARED:
-                yield Violation(
-                    port.path,
-                    f"{port.probe} of {container.label} uses port {port.value!r}, "
-                    "which the container does not declare",
-                    container=container.name,
-                )
-            elif port.status is PortStatus.NUMBER_UNDECLARED:
-                yield Violation(
-                    port.path,
-                    f"{port.probe} of {container.label} checks port {port.value}, which is not "
-                    "among its containerPorts",
-                    severity=Severity.WARNING,
-                    container=container.name,
-                )
+        for port in probe_ports(container, _NAMED_UNDECLARED):
+            yield Violation(
+                port.path,
+                f"{port.probe} of {container.label} uses port {port.value!r}, which the container does not declare",
+                container=container.name,
+            )
 
 
 @rule(

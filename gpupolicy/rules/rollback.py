@@ -17,7 +17,6 @@ from typing import Any
 from gpupolicy.documents import Resource
 from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
 from gpupolicy.experiments import MetricCategory, vocabulary_for
-from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.node_pools import node_pools
 from gpupolicy.pod_spec import Workload, as_mapping
@@ -84,7 +83,7 @@ def rollback_criteria_missing(workload: Workload, ctx: Context) -> Iterator[Viol
             ("metadata", "name"),
             f"{workload.kind} {workload.name} has no rollback-criteria annotation, and the inventory cannot "
             f"list {' or '.join(forms.unknown)} objects now to look for the other forms",
-            severity=Severity.INFO,
+            unknown=True,
         )
         return
     yield Violation(
@@ -169,7 +168,7 @@ def analysis_template_undefined(resource: Resource, ctx: Context) -> Iterator[Vi
                 yield Violation(
                     ref.path,
                     f"cannot verify {ref.kind} {ref.name}: the inventory cannot list them now",
-                    severity=Severity.INFO,
+                    unknown=True,
                 )
             else:
                 where = "cluster" if ref.cluster_scope else f"namespace {namespace}"

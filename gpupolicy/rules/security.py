@@ -22,10 +22,11 @@ from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
 from gpupolicy.findings import Severity
 from gpupolicy.inventory import Coverage, namespace_of
 from gpupolicy.node_pools import node_pools
+from gpupolicy.placeholders import excerpt
 from gpupolicy.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.roles import NOT_AGENT, SERVERS
 from gpupolicy.scheduling import node_selector, required_terms
-from gpupolicy.secrets_detect import detect, detect_in_arguments
+from gpupolicy.secrets_detect import detect, detect_in_arguments, placeholder_credential
 from gpupolicy.selectors import node_affinity_matches
 from gpupolicy.unknowns import NETWORK_POLICIES, first_time, unknown_fact
 
@@ -446,7 +447,9 @@ def pod_security_baseline(workload: Workload, ctx: Context) -> Iterator[Violatio
     severity="error",
     summary="Reports an env value that is a literal credential (Hugging Face, OpenAI-style, AWS, GitHub, Slack, "
     "Google keys, JWTs, private keys, or a literal in a `*_TOKEN`/`*_PASSWORD`/`*_SECRET`/`*_KEY` variable), "
-    "and provider-shaped tokens or `--api-key`/`--token` values in command and args.",
+    "a credential-named variable whose value is a placeholder to fill in at deploy time (`$HF_TOKEN`, "
+    "`${HF_TOKEN}`, `<secret>`, `YOUR_TOKEN_HERE`), and provider-shaped tokens or `--api-key`/`--token` values "
+    "in command and args.",
     rationale="A manifest is read by everyone with repo or `get` access and lands in Git history, CI logs and "
     "the admission audit trail; a leaked Hugging Face or cloud token is usable at once.",
     remediation="Move the value into a Secret and reference it with env[].valueFrom.secretKeyRef.",
@@ -462,11 +465,20 @@ def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violatio
             value = item.get("value")
             if not isinstance(value, str):
                 continue
-            hit = detect(str(item.get("name", "")), value)
+            name = str(item.get("name", ""))
+            hit = detect(name, value)
             if hit is not None:
                 yield Violation(
                     container.field("env", index, "value"),
                     f"{container.label} env {item.get('name')} holds a literal {hit.describe()}",
+                    container=container.name,
+                )
+            elif (placeholder := placeholder_credential(name, value)) is not None:
+                yield Violation(
+                    container.field("env", index, "value"),
+                    f"{container.label} env {excerpt(name)} ({placeholder.kind}) is the placeholder "
+                    f"{excerpt(value.strip())!r}: a credential filled in at deploy time is still a credential in "
+                    "the manifest (and in every rendered copy of it)",
                     container=container.name,
                 )
         for key in ("command", "args"):
@@ -547,7 +559,7 @@ def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterat
             yield Violation(
                 where,
                 f"cannot tell whether namespace {namespace} has a NetworkPolicy (the inventory is unavailable)",
-                severity=Severity.INFO,
+                unknown=True,
             )
         return
     if ctx.inventory.list("NetworkPolicy", namespace):

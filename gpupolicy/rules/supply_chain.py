@@ -16,6 +16,7 @@ from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.findings import Severity
 from gpupolicy.images import ImageRef, parse_image, registry_allowed
 from gpupolicy.models import MODEL_ANNOTATION, ModelRef, models_of, parse_annotation, workload_models
+from gpupolicy.placeholders import excerpt
 from gpupolicy.pod_spec import Container, Workload, as_list
 from gpupolicy.roles import NOT_AGENT, SERVERS, serving_templates_of
 
@@ -34,10 +35,12 @@ _NO_IMAGE: Any = object()
 
 
 def _image_of(container: Container) -> ImageRef | None:
-    """The container's parsed image, once per container (four rules read it)."""
+    """The container's parsed image, once per container (four rules read it). An image with a
+    deploy-time placeholder (GP004) is parsed around it: what the placeholder leaves intact is still
+    checked (`<your-registry>/app:latest` is tagged latest), what it may stand for is not."""
     ref = container.cache.get("image-ref", _NO_IMAGE)
     if ref is _NO_IMAGE:
-        ref = container.cache["image-ref"] = parse_image(container.image)
+        ref = container.cache["image-ref"] = parse_image(container.image, placeholders=True)
     found: ImageRef | None = ref
     return found
 
@@ -64,12 +67,12 @@ def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
     # releases). So a version tag without a digest is information unless the policy requires digests.
     severity = None if ctx.policy.get("supplyChain.requireDigests", False) is True else Severity.INFO
     for container, ref in _images(workload):
-        if ref.pinned or ref.floating:  # `:latest` and untagged images are GP702's, not also ours
+        if ref.pinned or ref.floating or not ref.version_known:  # `:latest` and untagged are GP702's alone
             continue
-        detail = f" (digest {ref.digest} is malformed)" if ref.digest else ""
+        detail = f" (digest {excerpt(ref.digest)} is malformed)" if ref.digest else ""
         yield Violation(
             container.field("image"),
-            f"{container.label} image {ref.raw} is not pinned by digest{detail}",
+            f"{container.label} image {excerpt(ref.raw)} is not pinned by digest{detail}",
             container=container.name,
             severity=Severity.WARNING if detail else severity,
         )
@@ -87,11 +90,11 @@ def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
 )
 def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for container, ref in _images(workload):
-        if ref.floating:
+        if ref.floating and ref.version_known:
             what = "is tagged latest" if ref.tag else "has no tag (it means latest)"
             yield Violation(
                 container.field("image"),
-                f"{container.label} image {ref.raw} {what}",
+                f"{container.label} image {excerpt(ref.raw)} {what}",
                 container=container.name,
             )
 
@@ -118,10 +121,10 @@ def image_registry_not_allowed(workload: Workload, ctx: Context) -> Iterator[Vio
     if not allowed:
         return
     for container, ref in _images(workload):
-        if not registry_allowed(ref, allowed):
+        if ref.registry_known and not registry_allowed(ref, allowed):
             yield Violation(
                 container.field("image"),
-                f"{container.label} image {ref.name} comes from {ref.registry}, not an allowed registry",
+                f"{container.label} image {excerpt(ref.name)} comes from {excerpt(ref.registry)}, not an allowed registry",
                 container=container.name,
             )
 

@@ -12,6 +12,7 @@ from gpupolicy.documents import Resource
 from gpupolicy.findings import Finding, ObjectRef, Severity
 from gpupolicy.inventory import Bundle, Coverage
 from gpupolicy.policy import Policy, default_policy, policy_from_mapping
+from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.review import (
     WARNING_MAX_CHARS,
     WARNINGS_MAX_BYTES,
@@ -307,6 +308,20 @@ def test_unknown_cluster_state_is_a_finding_not_a_pass_or_a_deny() -> None:
     # the same object against a synced cluster has nothing to say beyond the policy's unknown facts
     synced = review(admission_review(gpu_deployment()), engine(), CLUSTER).findings
     assert [f for f in synced if "clusterFact" not in f.extra] == []
+
+
+def test_enforce_mode_allows_while_the_cache_has_not_synced_whatever_the_overrides() -> None:
+    """Raising the rules that can say "unknown" must not turn an unsynced cache into denials."""
+    raised = {rule: {"severity": "error"} for rule in ("GP210", "GP302", "GP501", "GP614", "GP804", "GP901")}
+    unsynced = ClusterInventory(None, no_client_reason="no Kubernetes configuration: test")
+    assert not unsynced.synced()
+    decision = review(
+        admission_review(gpu_deployment()), engine({"rules": raised}, mode=Mode.ENFORCE), unsynced
+    )
+    assert decision.allowed and decision.response["response"]["allowed"] is True
+    unknown = {f.rule_id for f in decision.findings}
+    assert unknown >= {"GP302", "GP501", "GP614", "GP804"}
+    assert {f.severity for f in decision.findings} == {Severity.INFO}
 
 
 def test_policy_exemptions_with_expiry() -> None:

@@ -1,0 +1,155 @@
+"""Deploy-time placeholders in manifest text, told apart from references the cluster fills in.
+
+A manifest meant to be rendered before it is applied (envsubst, sed scripts, kustomize
+replacements, Helm, Jinja) holds placeholders: `$IMAGE_URL`, `${REGISTRY}`, `<your-registry>`,
+`__IMAGE_TAG__`, `{{ image }}`, `{{ .Values.image }}`. Where the API server takes a field as
+literal text (a container's image, an env value), an unrendered placeholder is applied as is.
+
+Not placeholders, because something in the cluster substitutes them: the kubelet's dependent
+variables `$(VAR)` (command, args, env) and Tekton's `$(params.x)`; Katib's
+`${trialParameters.x}`; Argo's `{{inputs.parameters.x}}`, `{{workflow.name}}`. They are
+*references*: a field holding one cannot be judged, but it is not an error either.
+https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/
+
+The scan is linear on any input: one pass over candidate characters; every delimiter search is
+bounded (`MAX_PLACEHOLDER`), and the few regular expressions match one character class each.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_PLACEHOLDER = 128  # longest placeholder recognised (a longer `{{ ... }}` is a reference)
+EXCERPT = 80  # longest text echoed in a message
+
+_CANDIDATE = re.compile(r"[$<{_]")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UPPER_RUN = re.compile(r"[A-Z0-9_]+")
+_ANGLE_NAME = re.compile(r"[A-Za-z0-9 _.-]+")
+_SHELL_OPERATORS = frozenset(":-=?+")  # ${VAR:-default}, ${VAR-default}, ${VAR:=x}, ${VAR:?msg}, ${VAR:+x}
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    spans: tuple[tuple[int, int], ...]  # the placeholders, as (start, end) offsets
+    references: bool  # holds a reference the cluster fills in (`$(VAR)`, `${a.b}`, `{{a.b}}`)
+
+    def texts(self, text: str) -> list[str]:
+        return [text[start:end] for start, end in self.spans]
+
+
+def scan(text: str, *, strict: bool = True) -> Scan:
+    """The placeholders and references in `text`. `strict` (for images, where `<` and `>` cannot
+    occur) takes every `<name>`; otherwise a short lowercase `<pad>` or `<s>` (tokenizer special
+    tokens in env values) is text, not a placeholder."""
+    spans: list[tuple[int, int]] = []
+    references = False
+    position = 0
+    while True:
+        candidate = _CANDIDATE.search(text, position)
+        if candidate is None:
+            break
+        start = candidate.start()
+        end, reference = _placeholder_at(text, start, strict)
+        references = references or reference
+        if end > start:
+            spans.append((start, end))
+            position = end
+        else:
+            position = start + 1
+    return Scan(tuple(spans), references)
+
+
+def _placeholder_at(text: str, start: int, strict: bool) -> tuple[int, bool]:
+    """(end of the placeholder starting at `start`, or `start`; whether it is a reference)."""
+    char = text[start]
+    if char == "$":
+        return _dollar(text, start)
+    if char == "<":
+        return _angle(text, start, strict), False
+    if char == "{":
+        return _braces(text, start)
+    return _dunder(text, start), False
+
+
+def _dollar(text: str, start: int) -> tuple[int, bool]:
+    following = text[start + 1 : start + 2]
+    if following == "(":
+        return start, True  # $(VAR): the kubelet's (or Tekton's) reference
+    if following == "{":
+        name = _IDENTIFIER.match(text, start + 2, start + 2 + MAX_PLACEHOLDER)
+        if name is None:
+            return start, False
+        after = text[name.end() : name.end() + 1]
+        if after == "}":
+            return name.end() + 1, False
+        if after and after in _SHELL_OPERATORS:
+            close = text.find("}", name.end(), name.end() + MAX_PLACEHOLDER)
+            return (close + 1, False) if close >= 0 else (start, False)
+        return start, after in (".", "[")  # ${trialParameters.lr}: Katib's reference
+    if start > 0 and text[start - 1] == "$":
+        return start, False  # `$$`: an escaped dollar
+    name = _IDENTIFIER.match(text, start + 1)
+    return (name.end(), False) if name is not None else (start, False)
+
+
+def _angle(text: str, start: int, strict: bool) -> int:
+    close = text.find(">", start + 1, start + 2 + MAX_PLACEHOLDER)
+    if close < 0:
+        return start
+    name = text[start + 1 : close]
+    if not name.strip() or _ANGLE_NAME.fullmatch(name) is None:
+        return start  # `<|im_start|>`, `</s>`, `<>`: not a name
+    if not strict and len(name) < 5 and name.islower() and name.isalpha():
+        return start  # `<s>`, `<pad>`, `<unk>`, `<eos>`: tokenizer special tokens
+    return close + 1
+
+
+def _braces(text: str, start: int) -> tuple[int, bool]:
+    if text[start + 1 : start + 2] != "{":
+        return start, False
+    close = text.find("}}", start + 2, start + 4 + MAX_PLACEHOLDER)
+    if close < 0:
+        return start, False
+    inner = text[start + 2 : close].strip().strip("-").strip()
+    if inner.startswith((".", "$")) or _IDENTIFIER.fullmatch(inner):
+        return close + 2, False  # Helm `{{ .Values.image }}`, Jinja `{{ image }}`
+    return start, bool(inner)  # Argo `{{inputs.parameters.image}}`, `{{workflow.name}}`
+
+
+def _dunder(text: str, start: int) -> int:
+    """`__IMAGE_TAG__`: two underscores, capitals, digits and underscores, two underscores."""
+    if text[start : start + 2] != "__" or (
+        start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_")
+    ):
+        return start
+    run = _UPPER_RUN.match(text, start, start + 4 + MAX_PLACEHOLDER)
+    assert run is not None  # it starts with "__"
+    end = run.end()
+    body = text[start + 2 : end - 2]
+    if end - start < 5 or not text.endswith("__", start, end) or not any(c.isalpha() for c in body):
+        return start
+    if end < len(text) and text[end].isalnum():
+        return start
+    return end
+
+
+def whole(value: str, *, strict: bool = False) -> str | None:
+    """The placeholder `value` consists of (surrounding white space aside), else None."""
+    text = value.strip()
+    if not text or len(text) > MAX_PLACEHOLDER + 4:
+        return None
+    found = scan(text, strict=strict)
+    if len(found.spans) == 1 and found.spans[0] == (0, len(text)):
+        return text
+    return None
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    """`text` cut to `limit` characters for a message: its start and its end (where an image's
+    tag is), with an ellipsis for the middle."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head) :]}"

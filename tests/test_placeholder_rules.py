@@ -1,0 +1,102 @@
+"""Placeholders in images and env values: GP004 per field, GP612 for credentials, GP701-GP703 on
+what the placeholder leaves intact; the same answer from a file and from an admission."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gpupolicy.engine import Report
+from gpupolicy.findings import Finding, Severity
+from gpupolicy.policy import default_policy
+from gpupolicy.webhook.review import ReviewEngine, review
+from gpupolicy.webhook.settings import Mode
+from tests.conftest import LintText
+from tests.webhook.reviews import admission_review
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: llm
+  namespace: ai-lab
+spec:
+  containers:
+    - name: vllm
+      image: {image}
+      command: ["/bin/sh", "-c", "exec vllm serve --download-dir ${{HOME}}/models --lr ${{trialParameters.lr}}"]
+      args: ["--api-key", "${{VLLM_API_KEY}}"]
+      resources:
+        limits: {{nvidia.com/gpu: 1}}
+      env:
+{env}"""
+
+
+def pod(image: str = "vllm/vllm-openai:v0.8.5", **env: str) -> str:
+    items = "".join(f"        - name: {name}\n          value: {value!r}\n" for name, value in env.items())
+    return POD.format(image=image, env=items or "        []\n")
+
+
+def of(report: Report, *rules: str) -> list[Finding]:
+    return [finding for finding in report.findings if finding.rule_id in rules]
+
+
+def test_an_image_placeholder_is_gp004_at_the_image(lint_text: LintText) -> None:
+    report = lint_text(pod("$IMAGE_URL"), {"supplyChain": {"allowedRegistries": ["nvcr.io"]}})
+    [finding] = of(report, "GP004")
+    assert (finding.severity, finding.line, finding.path) == (
+        Severity.ERROR,
+        9,
+        ("spec", "containers", 0, "image"),
+    )
+    assert finding.message == (
+        "container 'vllm' image is the placeholder '$IMAGE_URL': render the manifest (envsubst, kustomize or "
+        "helm) before it is applied; GP701-GP703 could not check it"
+    )
+    assert of(report, "GP701", "GP702", "GP703") == []
+
+
+def test_what_the_placeholder_leaves_intact_is_still_checked(lint_text: LintText) -> None:
+    for image in ("<your-registry>/image:latest", "${REGISTRY}/vllm:latest"):
+        report = lint_text(pod(image), {"supplyChain": {"allowedRegistries": ["nvcr.io"]}})
+        [gp004] = of(report, "GP004")
+        assert "GP703 could not check its registry" in gp004.message
+        assert [f.rule_id for f in of(report, "GP702", "GP703")] == ["GP702"]
+
+
+def test_env_placeholders(lint_text: LintText) -> None:
+    report = lint_text(
+        pod(MODEL_NAME="${MODEL_NAME}", HF_TOKEN="$HF_TOKEN", API_KEY="<secret>", SUFFIX="-${POD}")
+    )
+    gp004 = of(report, "GP004")
+    assert [f.path[-2:] for f in gp004] == [(0, "value")] and "env MODEL_NAME" in gp004[0].message
+    gp612 = of(report, "GP612")  # a credential to fill in is GP612's alone: one problem, one finding
+    assert [f.path[-2] for f in gp612] == [1, 2]
+    assert gp612[0].message == (
+        "container 'vllm' env HF_TOKEN (token) is the placeholder '$HF_TOKEN': a credential filled in at "
+        "deploy time is still a credential in the manifest (and in every rendered copy of it)"
+    )
+
+
+def test_program_substitutions_in_command_and_args_are_not_reported(lint_text: LintText) -> None:
+    assert of(lint_text(pod()), "GP004", "GP612") == []
+
+
+def test_messages_echo_bounded_excerpts(lint_text: LintText) -> None:
+    long = "<your-registry>/" + "team/" * 30 + "image:1.0"
+    [finding] = of(lint_text(pod(long)), "GP004")
+    assert "…" in finding.message and len(finding.message) < 320
+
+
+def test_an_admission_gets_the_same_findings_as_the_file(lint_text: LintText) -> None:
+    text = pod("${REGISTRY}/vllm:latest", HF_TOKEN="${HF_TOKEN}")
+    from_file = {(f.rule_id, f.path, f.message) for f in of(lint_text(text), "GP004", "GP612", "GP702")}
+    obj: dict[str, Any] = yaml.safe_load(text)
+    engine = ReviewEngine.from_policy(default_policy(), mode=Mode.ENFORCE)
+    decision = review(admission_review(obj), engine, None)
+    admitted = {
+        (f.rule_id, f.path, f.message) for f in decision.findings if f.rule_id in ("GP004", "GP612", "GP702")
+    }
+    assert admitted == from_file and {rule for rule, _, _ in admitted} == {"GP004", "GP612", "GP702"}
+    assert not decision.allowed
