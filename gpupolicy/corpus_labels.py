@@ -182,7 +182,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = sorted(p for p in args.folder.iterdir() if p.suffix in (".yaml", ".yml"))
     total = tally(files)
     if args.json:
-        print(json.dumps({"objects": total.objects, "loud": total.loud, "right": total.right}))
+        print(
+            json.dumps(
+                {
+                    "objects": total.objects,
+                    "loud": total.loud,
+                    "right": total.right,
+                    "errorsUnexpected": total.errors_unexpected,
+                    "perRule": {
+                        rule_id: {
+                            "findings": total.per_rule[rule_id],
+                            "right": total.right_per_rule[rule_id],
+                            "missed": total.missing_per_rule[rule_id],
+                        }
+                        for rule_id in sorted(set(total.per_rule) | set(total.missing_per_rule))
+                    },
+                },
+                indent=1,
+            )
+        )
     else:
         print(render(total))
     return 0

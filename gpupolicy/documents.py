@@ -437,26 +437,42 @@ _GO_TEMPLATE_TEXT_KEYS = frozenset(
 )
 
 
+# A program's arguments hold templates of the controllers that start it: KServe's ServingRuntime
+# args (`--model_name={{.Name}}`), Argo Workflows (`{{inputs.parameters.lr}}`). There, an action
+# is Helm's only when it names one of Helm's built-in objects or functions.
+_PROGRAM_TEXT_KEYS = frozenset({"command", "args"})
+_HELM_WORDS = (".Values", ".Release", ".Chart", ".Capabilities", ".Files", "include ", "toYaml", "tpl ")
+
+
 def find_helm_action(text: str) -> tuple[int, int] | None:
     """1-based position of the first Helm template action in `text`, if any."""
     matches = list(_HELM_ACTION.finditer(text))
     if not matches:
         return None
     literal = _go_template_text_ranges(text)
+    program = (_go_template_text_ranges(text, _PROGRAM_TEXT_KEYS) if literal is not None else None) or []
     for match in matches:
         line = text.count("\n", 0, match.start()) + 1
         column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
-        if not any(start <= (line, column) < end for start, end in literal):
-            return line, column
+        if any(start <= (line, column) < end for start, end in literal or []):
+            continue
+        action = text[match.start() : match.start() + 200]
+        if any(start <= (line, column) < end for start, end in program) and not any(
+            word in action.split("}}", 1)[0] for word in _HELM_WORDS
+        ):
+            continue
+        return line, column
     return None
 
 
-def _go_template_text_ranges(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """(line, column) spans of string scalars under `_GO_TEMPLATE_TEXT_KEYS`; none when the text
-    is not valid YAML (a Helm template usually is not)."""
+def _go_template_text_ranges(
+    text: str, keys: frozenset[str] = _GO_TEMPLATE_TEXT_KEYS
+) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
+    """(line, column) spans of string scalars under `keys`; None when the text is not valid YAML
+    (a Helm template usually is not)."""
     nodes = _compose_stream(text)
     if nodes is None:
-        return []
+        return None
     spans: list[tuple[tuple[int, int], tuple[int, int]]] = []
     stack: list[tuple[yaml.Node, bool]] = [(node, False) for node in nodes]
     seen: set[int] = set()
@@ -472,7 +488,7 @@ def _go_template_text_ranges(text: str) -> list[tuple[tuple[int, int], tuple[int
         elif isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
                 key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-                stack.append((value_node, literal or key in _GO_TEMPLATE_TEXT_KEYS))
+                stack.append((value_node, literal or key in keys))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, literal) for item in node.value)
     return spans

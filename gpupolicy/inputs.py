@@ -20,13 +20,9 @@ from gpupolicy.documents import (
     LoadedText,
     LoadProblem,
     Resource,
-    find_env_placeholders,
     find_helm_action,
     parse_text,
 )
-from gpupolicy.findings import JsonPath
-from gpupolicy.placeholders import excerpt
-from gpupolicy.pod_spec import workload_of
 from gpupolicy.suppressions import InlineDirective, scan_comments
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -143,44 +139,7 @@ def load_text(
                 "GP003", "file holds no Kubernetes object (it is empty)", file, 1, 1, severity="warning"
             )
         )
-    placeholders = (
-        [
-            (resource, path, placeholder)
-            for resource in loaded.resources
-            for path, placeholder in _structural_placeholders(resource)
-        ]
-        if "${" in text
-        else []
-    )
-    if placeholders:
-        resource, path, placeholder = placeholders[0]
-        line, column = resource.position(path) or (1, 1)
-        hint = render_hint(hint_path) if hint_path else "render it with envsubst first"
-        others = len(placeholders) - 1
-        more = f" (and {others} other field{'s' if others > 1 else ''})" if others else ""
-        loaded.problems.append(
-            LoadProblem(
-                "GP004",
-                f"unrendered placeholder {excerpt(placeholder)} in {excerpt('.'.join(map(str, path)))}{more}; {hint}",
-                file,
-                line,
-                column,
-                resource.doc_index,
-                path,
-            )
-        )
-        loaded.resources = []  # a half-rendered file is not linted: its objects are not the real ones
     return loaded
-
-
-def _structural_placeholders(resource: Resource) -> list[tuple[JsonPath, str]]:
-    """`${VAR}` placeholders in the fields the API server would refuse or the rules misjudge
-    (names, quantities, selectors). Container images are left out: GP004 judges them field by
-    field as a rule (rules/input.py), so a file and an admitted object get the same finding, and
-    what the placeholder leaves intact is still checked."""
-    workload = workload_of(resource)
-    images = {container.field("image") for _, container in workload.containers()} if workload else set()
-    return [(path, found) for path, found in find_env_placeholders(resource.obj) if path not in images]
 
 
 def load_file(path: Path) -> LoadedText:

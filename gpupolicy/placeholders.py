@@ -146,6 +146,13 @@ def whole(value: str, *, strict: bool = False) -> str | None:
     return None
 
 
+def symbolic_name(text: str) -> bool:
+    """`IMAGE_NAME`, `IMG_PLACEHOLDER`: an all-capitals identifier where an image reference must
+    stand. Repository names are lower case (distribution's reference grammar), so this can only
+    be a name for something still to be filled in."""
+    return 3 <= len(text) <= MAX_PLACEHOLDER and _UPPER_RUN.fullmatch(text) is not None and not text.isdigit()
+
+
 def excerpt(text: str, limit: int = EXCERPT) -> str:
     """`text` cut to `limit` characters for a message: its start and its end (where an image's
     tag is), with an ellipsis for the middle."""

@@ -359,11 +359,15 @@ def _spark_application(obj: dict[str, Any]) -> Iterator[PodTemplate]:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return
-    containers = [
-        Container(body, ("spec", key), "container")
-        for key in ("driver", "executor")
-        if isinstance(body := spec.get(key), dict)
-    ]
+    containers: list[Container] = []
+    for key in ("driver", "executor"):
+        body = spec.get(key)
+        if isinstance(body, dict):
+            containers.append(Container(body, ("spec", key), "container"))
+            for list_key, role in (("initContainers", "init"), ("sidecars", "container")):
+                for index, item in enumerate(as_list(body.get(list_key))):
+                    if isinstance(item, dict):
+                        containers.append(Container(item, ("spec", key, list_key, index), role))
     executors = int_or_default(as_mapping(spec.get("executor")).get("instances"), 1)
     yield PodTemplate(spec, ("spec",), role="spark", replicas=executors, containers=containers)
 

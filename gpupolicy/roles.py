@@ -96,7 +96,7 @@ def injected(kind: str, what: str) -> bool:
 AGENT_IMAGE_PARTS = (
     "k8s-device-plugin", "gpu-device-plugin", "device-plugin", "dcgm-exporter", "/dcgm:", "/dcgm@",
     "gpu-feature-discovery", "node-feature-discovery", "k8s-mig-manager", "mig-manager",
-    "container-toolkit", "nvidia/driver", "/driver:", "gpu-operator", "driver-installer",
+    "container-toolkit", "nvidia/driver", "gpu-operator", "operator-validator", "driver-installer",
     "k8s-dra-driver", "dra-driver", "nccl-installer", "nccl-plugin", "tcpx-daemon", "tcpxo-daemon",
     "cuda-validator", "kubevirt-gpu-device-plugin", "vgpu-manager", "vgpu-device-manager",
     "k8s-kata-manager", "cc-manager", "projecthami/hami", "intel-gpu-plugin", "amdgpu-dp",
@@ -134,7 +134,7 @@ DEV_COMMAND_PARTS = (
     "sleep 9999", "nvidia-smi", "jupyter", "vectoradd", "gpu-burn", "gpu_burn",
     "all_reduce_perf", "nccl-tests", "benchmark", "vllm bench", "genai-perf", "locust", "while true",
     "nvbandwidth", "cuda-samples", "devicequery", "nbody", "cuda.is_available", "jax.devices()",
-    "device_count()",
+    "device_count()", "clinfo", "rocm-smi", "amd-smi", "rocminfo", "xpu-smi", "hl-smi",
 )  # fmt: skip
 DEV_IMAGE_PARTS = (
     "cuda-sample", "vectoradd", "jupyter", "notebook", "gpu-burn", "nccl-tests", "genai-perf",
@@ -183,6 +183,10 @@ def _agent_evidence(workload: Workload) -> str | None:
         part = _first(AGENT_IMAGE_PARTS, image)
         if part is not None:
             return f"runs the GPU stack's image {container.image[:120]!r}"
+    for template in workload.templates:
+        account = template.spec.get("serviceAccountName")
+        if isinstance(account, str) and _first(AGENT_IMAGE_PARTS, account.lower()) is not None:
+            return f"runs as the GPU stack's service account {account[:120]}"
     if workload.kind != "DaemonSet":
         return None
     part = _first((*AGENT_IMAGE_PARTS, *AGENT_DAEMONSET_NAME_PARTS), workload.name.lower())
@@ -208,7 +212,7 @@ def _only_sleeps(text: str) -> bool:
         if text.startswith(wrapper):
             text = text[len(wrapper) :]
             break
-    words = text.replace(";", " ").split()
+    words = [word for word in text.replace(";", " ").split() if word not in ("--", "-e", "-x", "-c")]
     return len(words) == 2 and words[0] in ("sleep", "/bin/sleep")
 
 
@@ -273,16 +277,21 @@ def decide(
             return RoleDecision(Role.BATCH, f"labelled {CLASS_LABEL}={declared}")
         if declared == "dev":
             return RoleDecision(Role.DEV, f"labelled {CLASS_LABEL}={declared}")
-    agent = _agent_evidence(workload)
+    # A test pod that happens to run a GPU-stack image (GKE's NCCL tests beside the TCPX plugin)
+    # is a test: only a DaemonSet is an agent before anything else.
+    dev = (
+        None
+        if workload.kind == "DaemonSet"
+        else next(filter(None, map(_dev_evidence, workload.templates)), None)
+    )
+    agent = None if dev is not None else _agent_evidence(workload)
     if agent is not None:
         return RoleDecision(Role.AGENT, agent)
     if workload.kind in SERVING_KINDS or workload.kind in serving_kinds or _kaito_inference(workload):
         return RoleDecision(Role.SERVER, f"a {workload.kind} serves requests")
     templates = workload.templates
-    for template in templates:
-        dev = _dev_evidence(template)
-        if dev is not None:
-            return RoleDecision(Role.DEV, dev)
+    if dev is not None:
+        return RoleDecision(Role.DEV, dev)
     if workload.kind in BATCH_KINDS:
         return RoleDecision(Role.BATCH, f"a {workload.kind} runs to completion")
     if workload.is_pod and templates and _restart_policy(templates[0]) != "Always":

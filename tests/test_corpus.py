@@ -103,17 +103,22 @@ def test_api_and_cli_agree_on_single_object_rules() -> None:
     def same(message: str) -> str:  # a GP004 hint names the file as the run was given it
         return message.replace(str(CORPUS), "<corpus>").replace(os.path.relpath(CORPUS, REPO), "<corpus>")
 
+    # A missing cluster fact is said once per run, at the first object that needs it: the whole
+    # corpus and each file say it at different places.
+    def fact(message: str) -> bool:
+        return message.startswith("unknown: ")
+
     _, report, _ = cli_report()
     from_cli = sorted(
         (Path(f["file"]).name, f["line"], f["column"], f["rule"], same(f["message"]))
         for f in report["findings"]
-        if own(f["rule"])
+        if own(f["rule"]) and not fact(f["message"])
     )
     from_api = sorted(
         (Path(f.file or "").name, f.line, f.column, f.rule_id, same(f.message))
         for path in FILES
         for f in api_report(path).findings
-        if own(f.rule_id)
+        if own(f.rule_id) and not fact(f.message)
     )
     assert from_cli == from_api
     assert from_cli, "the corpus holds GPU workloads: some GP1xx finding is expected"

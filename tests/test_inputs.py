@@ -222,20 +222,27 @@ def test_argo_and_flagger_placeholders_are_not_helm() -> None:
     assert not [p for p in load_text(text, "a.yaml").problems if p.rule_id == "GP004"]
 
 
-def test_env_placeholder_in_a_structural_field_is_one_gp004_for_the_file(
+def test_placeholders_in_literal_fields_are_gp004_field_by_field_and_the_object_is_still_linted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A half-rendered file is still linted: each placeholder is one finding at its field (the
+    webhook judges an admitted object the same way), and the rest of the object is checked."""
     monkeypatch.chdir(tmp_path)
     text = GPU_DEPLOYMENT.replace(
-        "name: vllm\n  namespace: ai-lab", "name: ${NAME}\n  namespace: ${NAMESPACE}"
+        "name: vllm\n  namespace: ai-lab", "name: ${NAME}\n  namespace: <NAMESPACE>"
     )
     write(tmp_path / "deploy.yaml", text.replace("vllm/vllm-openai:v0.6.3", "${IMAGE}"))
     loaded = load_paths(["deploy.yaml"])
-    assert loaded.resources == []  # a half-rendered file is not linted as if it were real
-    ((file, line, message),) = gp004(["deploy.yaml"])  # one for the file, not one per field
-    assert (file, line) == ("deploy.yaml", 4)
-    assert "${NAME} in metadata.name (and 1 other field)" in message
-    assert "envsubst < deploy.yaml | gpupolicy lint -" in message
+    assert len(loaded.resources) == 1 and loaded.problems == []
+    found = gp004(["deploy.yaml"])
+    assert [(file, line) for file, line, _ in found] == [
+        ("deploy.yaml", 4),
+        ("deploy.yaml", 5),
+        ("deploy.yaml", 16),
+    ]
+    assert "metadata.name holds the placeholder '${NAME}'" in found[0][2]
+    assert "metadata.namespace holds the placeholder '<NAMESPACE>'" in found[1][2]
+    assert all("render the manifest" in message for _, _, message in found)
 
 
 def test_env_placeholder_in_an_image_is_gp004_at_the_image_and_the_object_is_still_linted(

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.gpu import GpuDemand, GpuKind
 from gpupolicy.node_pools import largest_node, node_pools
-from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.pod_spec import KSERVE_CONTAINER_KEYS, Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.quantities import format_quantity, is_positive_integer, quantity_or_none
 from gpupolicy.roles import NOT_AGENT, RESOURCED, injected
 from gpupolicy.unknowns import NODE_POOLS, unknown_fact
@@ -141,6 +141,10 @@ def _serving_image_patterns(ctx: Context) -> list[re.Pattern[str]]:
     return compiled
 
 
+# KServe serving runtimes are templates: the InferenceService that uses one asks for the GPUs.
+RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
+
+
 @rule(
     id="GP105",
     roles=NOT_AGENT,
@@ -155,6 +159,8 @@ def _serving_image_patterns(ctx: Context) -> list[re.Pattern[str]]:
     parameters=(Parameter("gpu.servingImages", "Regular expressions of images that need a GPU."),),
 )
 def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if workload.kind in RUNTIME_KINDS:
+        return
     patterns = _serving_image_patterns(ctx)
     for template in workload.templates:
         if ctx.gpu.uses_gpus(template):
@@ -398,6 +404,12 @@ def gpu_in_init_container(workload: Workload, ctx: Context) -> Iterator[Violatio
             )
 
 
+def _runtime_supplied(workload: Workload, container: Container) -> bool:
+    """A KServe InferenceService's `model` (or framework) container: the ServingRuntime it names
+    gives the pod its volumes, ports and probes (https://kserve.github.io/website/latest/modelserving/servingruntimes/)."""
+    return workload.kind == "InferenceService" and container.path[-1] in KSERVE_CONTAINER_KEYS
+
+
 def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
     memory_volumes = {
         volume.get("name")
@@ -434,8 +446,10 @@ def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Vi
     if injected(workload.kind, "shm"):
         return
     for template, container in _gpu_containers(workload, ctx):
-        if container.resources_key != "resources":
-            continue  # a TrainJob's trainer: its volumes live in the training runtime, linted there
+        if container.resources_key != "resources" or _runtime_supplied(workload, container):
+            # A TrainJob's trainer or a KServe model: its volumes live in the training or serving
+            # runtime, linted there.
+            continue
         # Whole GPUs only: MIG slices or shared replicas in one container are not NCCL peers.
         count = sum(
             (d.amount or 0)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from gpupolicy.documents import Resource
 from gpupolicy.engine import Context, Parameter, Scope, Violation, input_rule, rule
+from gpupolicy.findings import JsonPath
 from gpupolicy.images import parse_image
 from gpupolicy.kube_schemas import has_schema, resolve_version, schema_errors
-from gpupolicy.placeholders import excerpt, scan, whole
+from gpupolicy.placeholders import excerpt, scan, symbolic_name, whole
 from gpupolicy.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, workload_of
+from gpupolicy.roles import Role
 from gpupolicy.secrets_detect import credential_name_kind
 
 input_rule(
@@ -29,12 +32,14 @@ input_rule(
     id="GP004",
     name="unrendered-template",
     severity="error",
-    summary="Reports files that still hold Helm `{{ }}` actions or `${VAR}` placeholders in structural fields "
-    "(names, quantities, selectors), and kustomize directories that could not be rendered, with the command "
-    "that renders them; and, field by field, a container image or an env value that is a deploy-time "
-    "placeholder (`$VAR`, `${VAR}`, `<VAR>`, `__VAR__`, `{{ var }}`), which the API server would take as "
-    "the literal value. An env value is judged when it is a placeholder as a whole; a credential-named one "
-    "is GP612's.",
+    scope=Scope.OBJECT,
+    summary="Reports files that still hold Helm `{{ }}` actions and kustomize directories that could not be "
+    "rendered, with the command that renders them; and, field by field, a deploy-time placeholder (`$VAR`, "
+    "`${VAR}`, `<VAR>`, `__VAR__`, `{{ var }}`, an all-capitals image name) where the API server would take "
+    "it as the literal value: a container image, an env value, a name, namespace, service account, volume "
+    "source, quantity or a Secret's stringData. A value counts when it is a placeholder as a whole or holds "
+    "a `${VAR}`; a credential-named env var is GP612's; command, args and ConfigMap data are the program's "
+    "text (shell `${HOME}`, Katib's `${trialParameters.lr}`) and never judged.",
     rationale="A template is not a manifest: linting it would judge placeholders, and skipping it silently "
     "would let the rendered objects through unchecked. An image named `$IMAGE_URL` cannot be pulled, and no "
     "image rule can check what it will be.",
@@ -45,34 +50,107 @@ input_rule(
         "https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/",
     ),
 )
-def unrendered_template(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    for _, container in workload.containers():
-        image = _image_placeholder(container, ctx)
+def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    handled: set[JsonPath] = set()
+    workload = workload_of(resource)
+    for _, container in workload.containers() if workload is not None else ():
+        image = _image_placeholder(container, ctx, workload)
         if image is not None:
             yield image
-        for index, item in enumerate(as_list(container.spec.get("env"))):
-            item = as_mapping(item)
-            name, value = str(item.get("name", "")), item.get("value")
-            placeholder = whole(value) if isinstance(value, str) else None
-            if placeholder is not None and credential_name_kind(name) is None:
+        yield from _env_placeholders(container)
+        # Judged above, or the program's own text (shell scripts, Katib's ${trialParameters.x}).
+        handled.update(container.field(key) for key in PROGRAM_KEYS)
+    yield from _field_placeholders(resource, handled)
+
+
+# Container fields that hold a program's text, or that GP004 judges on their own.
+PROGRAM_KEYS = (
+    "image",
+    "env",
+    "command",
+    "args",
+    "lifecycle",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+)
+# Keys whose values are text for a program or a controller, not literal fields of the object.
+# (RayService serveConfigV2 and RayJob entrypoint/runtimeEnvYAML are read by Ray, which expands
+# `${HOME}` itself.)
+FREE_TEXT_KEYS = frozenset(
+    {"command", "args", "data", "binaryData", "annotations", "script", "source", "query", "serveConfigV2",
+     "entrypoint", "runtimeEnvYAML"}
+)  # fmt: skip
+MAX_FIELDS = 20_000  # string fields read per object (a bound on hostile input)
+
+
+def _env_placeholders(container: Container) -> Iterator[Violation]:
+    for index, item in enumerate(as_list(container.spec.get("env"))):
+        item = as_mapping(item)
+        name, value = str(item.get("name", "")), item.get("value")
+        placeholder = whole(value) if isinstance(value, str) else None
+        if placeholder is not None and credential_name_kind(name) is None:
+            yield Violation(
+                container.field("env", index, "value"),
+                f"{container.label} env {excerpt(name)} is the placeholder {excerpt(placeholder)!r}: {RENDER}; "
+                "the container would get it as its literal value",
+                container=container.name,
+            )
+
+
+def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[Violation]:
+    """Every other field the API server takes literally (names, namespaces, service accounts,
+    volume sources, quantities, selectors, a Secret's stringData): a value that is a placeholder
+    as a whole, or that holds a `${VAR}`."""
+    stack: list[tuple[JsonPath, Any]] = [((), resource.obj)]
+    budget = MAX_FIELDS
+    secret = resource.kind == "Secret"  # a Secret's data is base64: a placeholder there was never encoded
+    while stack and budget > 0:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(
+                ((*path, str(key)), item)
+                for key, item in value.items()
+                if (key not in FREE_TEXT_KEYS or (key == "data" and secret and not path))
+                and (*path, str(key)) not in handled
+            )
+        elif isinstance(value, list):
+            stack.extend(((*path, index), item) for index, item in enumerate(value))
+        elif isinstance(value, str):
+            budget -= 1
+            found = whole(value) or _braced(value)
+            if found is not None:
+                field = ".".join(str(step) for step in path)
                 yield Violation(
-                    container.field("env", index, "value"),
-                    f"{container.label} env {excerpt(name)} is the placeholder {excerpt(placeholder)!r}: {RENDER}; "
-                    "the container would get it as its literal value",
-                    container=container.name,
+                    path, f"{excerpt(field, 60)} holds the placeholder {excerpt(found)!r}: {RENDER}"
                 )
+
+
+def _braced(value: str) -> str | None:
+    """The first `${VAR}` in a value (the form envsubst fills in); None when there is none."""
+    if "${" not in value:
+        return None
+    for text in scan(value, strict=False).texts(value):
+        if text.startswith("${"):
+            return text
+    return None
 
 
 RENDER = "render the manifest (envsubst, kustomize or helm) before it is applied"
 
 
-def _image_placeholder(container: Container, ctx: Context) -> Violation | None:
+def _image_placeholder(
+    container: Container, ctx: Context, workload: Workload | None = None
+) -> Violation | None:
     image = container.image.strip()
     found = scan(image)
-    if not found.spans:
+    # An all-capitals name is a placeholder, except in the GPU stack's own pods, whose operator
+    # fills such fields in itself (`image: FILLED_BY_THE_VALIDATOR`).
+    symbolic = symbolic_name(image) and not (workload is not None and ctx.role(workload).role is Role.AGENT)
+    texts = found.texts(image) if found.spans else [image] if symbolic else []
+    if not texts:
         return None
     ref = parse_image(image, placeholders=True)
-    texts = found.texts(image)
     entire = texts == [image]
     what = (
         f"image is the placeholder {excerpt(image)!r}"

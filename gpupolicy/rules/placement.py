@@ -221,7 +221,9 @@ def non_gpu_pod_tolerates_gpu_taint(workload: Workload, ctx: Context) -> Iterato
     declared = gpu_taints(ctx)
     taints = declared if declared is not None else [WELL_KNOWN_GPU_TAINT]
     for template in workload.templates:
-        if ctx.gpu.uses_gpus(template):
+        if ctx.gpu.uses_gpus(template) or not all(c.image for c in template.main_containers()):
+            # A container without an image is a fragment a controller completes (Spark's executor
+            # pod template): the GPUs may come with it.
             continue
         tolerations = as_list(template.spec.get("tolerations"))
         for taint in taints:
