@@ -27,6 +27,7 @@ from tests.webhook.server_process import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+JSON_HEADERS = {"content-type": "application/json"}
 
 
 def broken(obj: dict[str, object] | None = None) -> dict[str, object]:
@@ -146,7 +147,7 @@ def test_delete_and_subresources_are_allowed_at_once(client: httpx.Client) -> No
 def test_malformed_bodies_get_400_and_the_worker_lives(
     client: httpx.Client, content: bytes, status: int, words: str
 ) -> None:
-    response = client.post("/validate", content=content, headers={"content-type": "application/json"})
+    response = client.post("/validate", content=content, headers=JSON_HEADERS)
     assert response.status_code == status
     assert words in response.json()["error"]
     assert validate(client, admission_review(gpu_deployment()))["allowed"] is True
@@ -154,14 +155,14 @@ def test_malformed_bodies_get_400_and_the_worker_lives(
 
 def test_oversized_bodies_get_413_declared_or_chunked(client: httpx.Client) -> None:
     huge = b'{"apiVersion": "' + b"x" * (8 * 1024 * 1024) + b'"}'
-    response = client.post("/validate", content=huge)
+    response = client.post("/validate", content=huge, headers=JSON_HEADERS)
     assert response.status_code == 413 and "larger than the limit" in response.json()["error"]
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: counted while reading
         for _ in range(9):
             yield b" " * (1024 * 1024)
 
-    response = client.post("/validate", content=chunks())
+    response = client.post("/validate", content=chunks(), headers=JSON_HEADERS)
     assert response.status_code == 413
     assert validate(client, admission_review(gpu_deployment()))["allowed"] is True
 
@@ -176,7 +177,7 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
     assert detail["inventory"]["kinds"]["PriorityClass"]["state"] == "no-client"
     assert detail["provenance"]["backend"] == "sqlite"
     validate(client, admission_review(broken(), dry_run=True))
-    client.post("/validate", content=b"nope")
+    client.post("/validate", content=b"nope", headers=JSON_HEADERS)
     metrics = client.get("/metrics").text
     assert (
         'gpupolicy_admission_requests_total{decision="denied",dry_run="true",kind="Deployment",mode="enforce"}'
