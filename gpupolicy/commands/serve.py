@@ -54,6 +54,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="longest wait for the provenance database before a record goes to the durable spool "
         "instead (default 2; keep it below the webhook's timeoutSeconds)",
     )
+    serve.add_argument(
+        "--read-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="longest time a client may take to send a request's headers and body; the connection "
+        "is closed past it (default 10: the API server sends at once, a slowloris trickles)",
+    )
     serve.add_argument("--no-provenance", action="store_true", help="do not record provenance")
     serve.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig outside a cluster (default: in-cluster)"
@@ -78,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.db_timeout > 0:
         raise UsageError(f"--db-timeout must be a positive number of seconds, got {args.db_timeout}")
+    if not args.read_timeout > 0:
+        raise UsageError(f"--read-timeout must be a positive number of seconds, got {args.read_timeout}")
     for path in (args.tls_cert, args.tls_key, *args.policy):
         if path is not None and not path.is_file():
             raise UsageError(f"{path}: no such file")

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import ClientDisconnect
 
 from gpupolicy.inventory import Inventory
 from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
@@ -135,7 +136,11 @@ def create_app(state: WebhookState) -> FastAPI:
             metrics.requests.labels("unsupported-media-type", "none", "unknown", "").inc()
             log(_log, logging.WARNING, "admission request is not JSON", content_type=excerpt(content_type))
             return _error(415, f"the AdmissionReview must be sent as {JSON}")
-        body = await _read_body(request, limit)
+        try:
+            body = await _read_body(request, limit)
+        except ClientDisconnect:  # gone, or cut off by the read deadline: nobody to answer
+            log(_log, logging.INFO, "admission request abandoned by the client while sending it")
+            return _error(408, "the AdmissionReview was not received")
         if body is None:
             metrics.requests.labels("too-large", "none", "unknown", "").inc()
             log(_log, logging.WARNING, "admission request body too large", limit=limit)

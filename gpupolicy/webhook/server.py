@@ -15,6 +15,7 @@ import uvicorn
 from gpupolicy.webhook.app import Provenance, WebhookState, create_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.logs import LOGGER, configure_logging, log
+from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlineProtocol
 from gpupolicy.webhook.review import ReviewEngine, review
 from gpupolicy.webhook.settings import Mode
 from gpupolicy.webhook.tls import ReloadingCertificate
@@ -146,6 +147,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         host=args.host,
         port=args.port,
         ssl_context_factory=(lambda _config, _default: certificate.context) if certificate else None,
+        http=ReadDeadlineProtocol.with_timeout(getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)),
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
