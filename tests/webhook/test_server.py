@@ -15,6 +15,7 @@ import pytest
 import trustme
 
 from gpupolicy.cli import main
+from gpupolicy.provenance.locations import DB_ENV
 from tests.webhook.fake_apiserver import FakeApiServer
 from tests.webhook.reviews import admission_review, gpu_deployment
 from tests.webhook.server_process import (
@@ -309,6 +310,45 @@ def test_insecure_dev_serves_plain_http(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(15)
+
+
+@pytest.mark.parametrize("source", ["file", "environment"])
+def test_the_database_url_comes_from_a_file_or_the_environment_not_the_arguments(
+    tmp_path: Path, source: str
+) -> None:
+    secret = "s3cret-in-url"
+    port = free_port()  # nothing listens there: the store spools, which is all this test needs
+    url = f"postgresql://gpupolicy:{secret}@127.0.0.1:{port}/gpupolicy"
+    url_file = tmp_path / "db-url"
+    url_file.write_text(url + "\n", encoding="utf-8")
+    if source == "file":
+        process = start_server(tmp_path, "--no-cluster", "--db-url-file", str(url_file))
+    else:
+        process = start_server(tmp_path, "--no-cluster", env={DB_ENV: url})
+    try:
+        with process.client() as client:
+            store = client.get("/readyz").json()["provenance"]
+        assert store["backend"] == "postgresql" and store["reachable"] is False
+        assert store["database"] == f"postgresql+psycopg://gpupolicy:***@127.0.0.1:{port}/gpupolicy"
+        arguments = Path(f"/proc/{process.process.pid}/cmdline").read_bytes()
+        assert secret.encode() not in arguments
+    finally:
+        process.stop()
+    assert secret not in process.logs()
+
+
+def test_a_database_url_file_must_hold_one_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n", encoding="utf-8")
+    base = ["serve", "--insecure-dev", "--no-cluster", "--port", "1", "--data-dir", str(tmp_path)]
+    assert main([*base, "--db-url-file", str(empty)]) == 2
+    assert "expected one line holding the database URL" in capsys.readouterr().err
+    assert main([*base, "--db-url-file", str(tmp_path / "missing")]) == 2
+    assert "--db-url-file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main([*base, "--db", "sqlite:///x.db", "--db-url-file", str(empty)])
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

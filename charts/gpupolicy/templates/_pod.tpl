@@ -93,9 +93,8 @@ spec:
         {{- fail (printf "provenance.timeoutSeconds (%v) must be below webhook.timeoutSeconds (%v): the API server stops waiting first" .Values.provenance.timeoutSeconds .Values.webhook.timeoutSeconds) }}
         {{- end }}
         - --db-timeout={{ .Values.provenance.timeoutSeconds }}
-        {{- if include "gpupolicy.dbEnabled" . }}
-        - --db=$(GPUPOLICY_PROVENANCE_DB)
-        {{- end }}
+        {{- /* The database URL (it holds a password) is read from GPUPOLICY_PROVENANCE_DB below,
+               never passed as an argument: arguments are visible to anyone who lists processes. */}}
         {{- end }}
         - --log-level={{ .Values.logLevel }}
       env:
