@@ -82,6 +82,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     serve.add_argument("--no-provenance", action="store_true", help="do not record provenance")
     serve.add_argument(
+        "--provenance-api-port",
+        type=int,
+        metavar="PORT",
+        help="serve GET /provenance on this port (default: not served). Never on the admission "
+        "port: every record is readable there, without authentication",
+    )
+    serve.add_argument(
+        "--provenance-api-host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="address of --provenance-api-port (default 127.0.0.1: inside the pod, or through "
+        "kubectl port-forward)",
+    )
+    serve.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig outside a cluster (default: in-cluster)"
     )
     serve.add_argument(
@@ -104,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.db_timeout > 0:
         raise UsageError(f"--db-timeout must be a positive number of seconds, got {args.db_timeout}")
+    if args.provenance_api_port is not None and args.no_provenance:
+        raise UsageError("--provenance-api-port serves the provenance records: not with --no-provenance")
+    if args.provenance_api_port is not None and args.provenance_api_port == args.port:
+        raise UsageError("--provenance-api-port must not be the admission port (--port)")
     if not args.read_timeout > 0:
         raise UsageError(f"--read-timeout must be a positive number of seconds, got {args.read_timeout}")
     for path in (args.tls_cert, args.tls_key, *args.policy):

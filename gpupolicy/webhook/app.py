@@ -1,8 +1,9 @@
 """The HTTP shell around `review()`: FastAPI routes, nothing that decides.
 
-`POST /validate` reads the body (HTTP 413 past the policy's limit), parses JSON (HTTP 400 when
-it is not JSON or not an AdmissionReview), calls `review()`, records provenance for admitted
-GPU workloads before answering, and sends the response. `/healthz` says the process serves,
+`POST /validate` takes JSON only (HTTP 415 for another Content-Type), reads the body (HTTP 413
+past the policy's limit), parses JSON (HTTP 400 when it is not JSON or not an AdmissionReview),
+calls `review()`, records provenance for admitted GPU workloads before answering, and sends the
+response. `/healthz` says the process serves,
 `/readyz` whether the policy is loaded and every inventory cache has synced (with the detail
 of each), `/metrics` is Prometheus' text format.
 """
@@ -75,7 +76,7 @@ class Provenance:
     store: ProvenanceStore
     build_record: Callable[..., Any]  # (request, obj, report, policy, *, experiment_config, workload)
     not_recordable: type[Exception] = ValueError
-    router: Any = None  # a fastapi.APIRouter serving GET /provenance
+    router: Any = None  # a fastapi.APIRouter serving GET /provenance (on its own port: see server.py)
 
 
 @dataclass(slots=True)
@@ -187,8 +188,17 @@ def create_app(state: WebhookState) -> FastAPI:
     async def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    if state.provenance is not None and state.provenance.router is not None:
-        app.include_router(state.provenance.router)
+    # GET /provenance is not served here: see create_provenance_app.
+    return app
+
+
+def create_provenance_app(router: Any) -> FastAPI:
+    """`GET /provenance` on a port of its own (`--provenance-api-port`, off by default). Every
+    admitted record can be read there, and the admission port is open to anyone who can reach
+    the Service; this one listens on 127.0.0.1 unless told otherwise (reach it with
+    `kubectl port-forward`, which needs RBAC on pods/portforward)."""
+    app = FastAPI(title="gpupolicy provenance", docs_url=None, redoc_url=None, openapi_url=None)
+    app.include_router(router)
     return app
 
 

@@ -4,6 +4,7 @@ with httpx the way the API server calls it."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -14,13 +15,14 @@ import httpx
 import pytest
 import trustme
 
-from gpupolicy.cli import main
+from gpupolicy.cli import build_parser, main
 from gpupolicy.provenance.locations import DB_ENV
 from tests.webhook.fake_apiserver import FakeApiServer
 from tests.webhook.reviews import admission_review, gpu_deployment
 from tests.webhook.server_process import (
     REPO,
     ServerProcess,
+    client_context,
     free_port,
     start_server,
     write_certificate,
@@ -39,10 +41,16 @@ def broken(obj: dict[str, object] | None = None) -> dict[str, object]:
     return obj
 
 
+PROVENANCE_API_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """No Kubernetes API (a laptop): the inventory is unavailable; SQLite provenance store."""
-    process = start_server(tmp_path_factory.mktemp("server"), "--no-cluster")
+    """No Kubernetes API (a laptop): the inventory is unavailable; SQLite provenance store, its
+    API on a port of its own."""
+    process = start_server(
+        tmp_path_factory.mktemp("server"), "--no-cluster", "--provenance-api-port", str(PROVENANCE_API_PORT)
+    )
     try:
         yield process
     finally:
@@ -101,10 +109,34 @@ def test_admits_creates_updates_and_dry_runs_over_tls(server: ServerProcess, cli
     assert isinstance(status, dict) and status["code"] == 403
     assert "GP102" in status["message"] and "GP601" in status["message"]
 
-    recorded = client.get("/provenance", params={"limit": 100}).json()
+    with httpx.Client(
+        base_url=f"https://127.0.0.1:{PROVENANCE_API_PORT}", verify=client_context(server.ca), timeout=10
+    ) as provenance_api:
+        recorded = provenance_api.get("/provenance", params={"limit": 100}).json()
     uids = {item["uid"] for item in recorded["items"]}
     assert create["request"]["uid"] in uids and update["request"]["uid"] in uids
     assert dry["request"]["uid"] not in uids  # sideEffects: NoneOnDryRun
+
+
+def test_the_admission_port_does_not_serve_the_provenance_records(client: httpx.Client) -> None:
+    validate(client, admission_review(gpu_deployment()))
+    assert client.get("/provenance").status_code == 404
+    assert client.get("/provenance/anything").status_code == 404
+
+
+def test_the_provenance_api_is_off_unless_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert build_parser().parse_args(["serve"]).provenance_api_port is None
+    base = ["serve", "--insecure-dev", "--no-cluster", "--port", "1", "--data-dir", str(tmp_path)]
+    assert main([*base, "--no-provenance", "--provenance-api-port", "2"]) == 2
+    assert "not with --no-provenance" in capsys.readouterr().err
+    assert main([*base, "--provenance-api-port", "1"]) == 2
+    assert "must not be the admission port" in capsys.readouterr().err
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main([*base, "--provenance-api-port", str(port)]) == 2
+    assert "cannot listen on --provenance-api-port" in capsys.readouterr().err
 
 
 def test_delete_and_subresources_are_allowed_at_once(client: httpx.Client) -> None:
