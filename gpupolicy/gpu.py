@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from gpupolicy.bounded_cache import BoundedCache
 from gpupolicy.pod_spec import Container, PodTemplate, as_list, as_mapping
 from gpupolicy.quantities import quantity_or_none
 
@@ -66,6 +67,11 @@ class GpuDemand:
         return "limits" if self.limit is not None else "requests"
 
 
+# What `GpuCatalog.classify` remembers, per catalogue: a cluster's resource names fit many times.
+CLASSIFY_CACHE_BYTES = 1 << 20
+_UNSEEN: Any = object()
+
+
 class GpuCatalog:
     """Built once per policy from its `gpu` section."""
 
@@ -79,7 +85,8 @@ class GpuCatalog:
         self.fraction_annotations = frozenset(
             str(item) for item in as_list(config.get("fractionAnnotations"))
         )
-        self._cache: dict[str, GpuResource | None] = {}
+        # Resource names come from the objects (any string an API client sends): bounded in bytes.
+        self._classified: BoundedCache[str, GpuResource | None] = BoundedCache(max_bytes=CLASSIFY_CACHE_BYTES)
         self._cache_key = f"gpu:{id(self)}"
         self._count_key = self._cache_key + ":count"
         self._uses_key = self._cache_key + ":uses"
@@ -103,8 +110,9 @@ class GpuCatalog:
 
     def classify(self, resource_name: str) -> GpuResource | None:
         """The GPU meaning of a resource name, or None for cpu, memory and other vendors' resources."""
-        if resource_name in self._cache:
-            return self._cache[resource_name]
+        known = self._classified.get(resource_name, _UNSEEN)
+        if known is not _UNSEEN:
+            return known  # type: ignore[no-any-return]
         found = self._exact.get(resource_name)
         if found is None:
             for pattern, template in self._patterns:
@@ -115,8 +123,7 @@ class GpuCatalog:
             vendor = self._domains.get(resource_name.split("/", 1)[0])
             if vendor is not None:
                 found = GpuResource(resource_name, vendor, GpuKind.UNKNOWN)
-        self._cache[resource_name] = found
-        return found
+        return self._classified.put(resource_name, found)
 
     def container_demands(self, container: Container) -> list[GpuDemand]:
         """GPU-vendor resources a container names (memoised on the container, per catalogue)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import jsonschema_rs
 
+from gpupolicy.bounded_cache import bounded_memo
 from gpupolicy.findings import JsonPath
 
 _REF_PREFIX = "/api/_definitions.json#/$defs/"
@@ -65,7 +66,9 @@ def _definitions(version: str) -> dict[str, Any]:
     return loaded
 
 
-@functools.lru_cache(maxsize=1024)  # the bundled files do not change while running
+# The bundled files do not change while running; apiVersion and kind are whatever an object
+# says, so what is remembered is bounded in bytes.
+@bounded_memo(max_bytes=256 << 10)
 def _schema_file(version: str, api_version: str, kind: str) -> Path | None:
     group, _, ver = api_version.rpartition("/")
     if group and "." in group and not group.endswith(".k8s.io"):
@@ -76,12 +79,14 @@ def _schema_file(version: str, api_version: str, kind: str) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-@functools.cache
 def compiled_validator(version: str, api_version: str, kind: str) -> Any | None:
     """A compiled validator for the kind, or None when it is not a built-in kind."""
     schema_file = _schema_file(version, api_version, kind)
-    if schema_file is None:
-        return None
+    return None if schema_file is None else _compiled_validator(version, schema_file)
+
+
+@functools.cache  # keyed by the bundled file: at most one entry per built-in kind and version
+def _compiled_validator(version: str, schema_file: Path) -> Any:
     text = schema_file.read_text(encoding="utf-8")
     definitions = _definitions(version)
     needed: set[str] = set()

@@ -7,9 +7,10 @@ int or float. https://kubernetes.io/docs/reference/kubernetes-api/common-definit
 
 from __future__ import annotations
 
-import functools
 import re
 from decimal import Decimal, InvalidOperation
+
+from gpupolicy.bounded_cache import bounded_memo
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -49,9 +50,10 @@ def parse_quantity(value: object) -> Decimal:
     return _parse_text(value)
 
 
-@functools.lru_cache(maxsize=4096)
+@bounded_memo(max_bytes=1 << 20)
 def _parse_text(value: str) -> Decimal:
-    """Memoised: rules parse the same few quantities many times per object (Decimal is immutable)."""
+    """Memoised: rules parse the same few quantities many times per object (Decimal is immutable);
+    bounded in bytes, since the text is whatever a request holds."""
     match = _QUANTITY.match(value.strip())
     if match is None or value != value.strip():
         raise QuantityError(f"{value!r} is not a quantity")

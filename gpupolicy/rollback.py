@@ -32,6 +32,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from gpupolicy.bounded_cache import bounded_memo
 from gpupolicy.documents import Resource
 from gpupolicy.findings import JsonPath
 from gpupolicy.inventory import Coverage, Inventory, namespace_of
@@ -83,7 +84,7 @@ def parse_criteria(text: Any) -> tuple[list[Criterion], list[str]]:
     return list(criteria), list(errors)
 
 
-@functools.lru_cache(maxsize=1024)
+@bounded_memo(max_bytes=2 << 20)  # the annotation's text (and its errors): bounded in bytes
 def _parse_criteria_text(text: str) -> tuple[tuple[Criterion, ...], tuple[str, ...]]:
     try:
         data = yaml.load(text, Loader=_YAML_LOADER)

@@ -17,10 +17,10 @@ https://api.slack.com/authentication/token-types, https://datatracker.ietf.org/d
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
+from gpupolicy.bounded_cache import bounded_memo
 from gpupolicy.placeholders import whole
 
 
@@ -113,7 +113,9 @@ def name_words(name: str) -> list[str]:
     return [word.lower() for word in _WORD_SEPARATORS.split(_CAMEL.sub("_", name)) if word]
 
 
-@functools.lru_cache(maxsize=4096)  # env names repeat across workloads and admissions (HF_TOKEN, CUDA_…)
+# Env names repeat across workloads and admissions (HF_TOKEN, CUDA_…); they are also whatever a
+# request holds, so what is remembered is bounded in bytes.
+@bounded_memo(max_bytes=1 << 20)
 def credential_name_kind(name: str) -> str | None:
     """What a variable named `name` holds when it is named like a credential, else None."""
     words = name_words(name)

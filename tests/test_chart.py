@@ -69,6 +69,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "postgres": {"provenance": {"db": {"url": "postgresql://gp:secret@pg.db.svc:5432/gpupolicy"}}},
     "db-secret": {"provenance": {"db": {"existingSecret": "gpupolicy-db", "secretKey": "dsn"}}},
     "no-provenance": {"provenance": {"enabled": False}},
+    "provenance-api": {"provenance": {"apiPort": 8444}},
     "modes": {
         "mode": "warn",
         "namespaceModes": [{"namespaces": ["sandbox-*"], "mode": "audit"}],
@@ -186,6 +187,8 @@ def test_helm_template_renders(variant: str) -> None:
             {"provenance": {"timeoutSeconds": 5}},
             "provenance.timeoutSeconds (5) must be below webhook.timeoutSeconds (3)",
         ),
+        ({"provenance": {"apiPort": 8443}}, "provenance.apiPort must not be the containerPort"),
+        ({"provenance": {"apiPort": 70000}}, "apiPort"),
     ],
 )
 def test_bad_values_are_refused(values: dict[str, Any], message: str, tmp_path: Path) -> None:
@@ -512,7 +515,7 @@ def _serve_args(docs: list[dict[str, Any]]) -> list[str]:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_container_args_are_gpupolicy_serve_flags(variant: str) -> None:
     docs = render(VARIANTS[variant])
-    args = [arg.replace("$(GPUPOLICY_PROVENANCE_DB)", "postgresql://x@db/gp") for arg in _serve_args(docs)]
+    args = _serve_args(docs)
     parsed = build_parser().parse_args(["serve", *args])  # exits 2 on an unknown flag
     assert str(parsed.tls_cert) == "/tls/tls.crt" and str(parsed.tls_key) == "/tls/tls.key"
     assert [str(p) for p in parsed.policy] == ["/etc/gpupolicy/policy.yaml"]
@@ -525,10 +528,15 @@ def test_container_args_are_gpupolicy_serve_flags(variant: str) -> None:
     provenance = VARIANTS[variant].get("provenance", {})
     assert parsed.no_provenance is (provenance.get("enabled") is False)
     assert parsed.db_timeout == 2.0  # below the webhook's timeoutSeconds (3)
+    # The records are served only when asked for, on 127.0.0.1 of another port.
+    assert parsed.provenance_api_port == provenance.get("apiPort")
+    assert parsed.provenance_api_host == "127.0.0.1"
     assert ("--db-timeout=2" in args) is not parsed.no_provenance
     env = {e["name"]: e for e in container(docs).get("env", [])}
+    # The database URL holds a password: from the Secret through the environment, never an argument.
+    assert parsed.db is None and parsed.db_url_file is None
+    assert not any("GPUPOLICY_PROVENANCE_DB" in arg or "postgresql" in arg for arg in args)
     if provenance.get("db"):
-        assert parsed.db == "postgresql://x@db/gp"
         reference = env["GPUPOLICY_PROVENANCE_DB"]["valueFrom"]["secretKeyRef"]
         secrets = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Secret"}
         if provenance["db"].get("existingSecret"):
@@ -537,7 +545,7 @@ def test_container_args_are_gpupolicy_serve_flags(variant: str) -> None:
         else:
             assert secrets[reference["name"]]["stringData"][reference["key"]] == provenance["db"]["url"]
     else:
-        assert parsed.db is None and "GPUPOLICY_PROVENANCE_DB" not in env
+        assert "GPUPOLICY_PROVENANCE_DB" not in env
 
 
 def _policy_file(docs: list[dict[str, Any]], folder: Path) -> Path:

@@ -10,7 +10,12 @@ imported in `run()` only: the linter never loads them.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from gpupolicy.provenance.locations import DB_ENV
 
 MODES = ("enforce", "warn", "audit")
 
@@ -39,7 +44,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="serve plain HTTP (development only; the API server needs TLS)",
     )
-    serve.add_argument("--db", metavar="URL", help="provenance database URL (default: SQLite in --data-dir)")
+    database = serve.add_mutually_exclusive_group()
+    database.add_argument(
+        "--db",
+        metavar="URL",
+        help=f"provenance database URL (default: ${DB_ENV}, else SQLite in --data-dir). Process "
+        "arguments are visible to anyone on the host: give a URL with a password as "
+        f"--db-url-file or ${DB_ENV}",
+    )
+    database.add_argument(
+        "--db-url-file",
+        type=Path,
+        metavar="FILE",
+        help="read the provenance database URL from FILE (a mounted Secret)",
+    )
     serve.add_argument(
         "--data-dir",
         type=Path,
@@ -54,7 +72,29 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="longest wait for the provenance database before a record goes to the durable spool "
         "instead (default 2; keep it below the webhook's timeoutSeconds)",
     )
+    serve.add_argument(
+        "--read-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="longest time a client may take to send a request's headers and body; the connection "
+        "is closed past it (default 10: the API server sends at once, a slowloris trickles)",
+    )
     serve.add_argument("--no-provenance", action="store_true", help="do not record provenance")
+    serve.add_argument(
+        "--provenance-api-port",
+        type=int,
+        metavar="PORT",
+        help="serve GET /provenance on this port (default: not served). Never on the admission "
+        "port: every record is readable there, without authentication",
+    )
+    serve.add_argument(
+        "--provenance-api-host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="address of --provenance-api-port (default 127.0.0.1: inside the pod, or through "
+        "kubectl port-forward)",
+    )
     serve.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig outside a cluster (default: in-cluster)"
     )
@@ -78,9 +118,16 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.db_timeout > 0:
         raise UsageError(f"--db-timeout must be a positive number of seconds, got {args.db_timeout}")
+    if args.provenance_api_port is not None and args.no_provenance:
+        raise UsageError("--provenance-api-port serves the provenance records: not with --no-provenance")
+    if args.provenance_api_port is not None and args.provenance_api_port == args.port:
+        raise UsageError("--provenance-api-port must not be the admission port (--port)")
+    if not args.read_timeout > 0:
+        raise UsageError(f"--read-timeout must be a positive number of seconds, got {args.read_timeout}")
     for path in (args.tls_cert, args.tls_key, *args.policy):
         if path is not None and not path.is_file():
             raise UsageError(f"{path}: no such file")
+    args.db = database_url(args)
     try:
         import uvicorn
 
@@ -97,3 +144,34 @@ def run(args: argparse.Namespace) -> int:
     finally:
         cleanup()
     return 0
+
+
+def database_url(args: argparse.Namespace) -> str | None:
+    """The provenance database URL: `--db`, `--db-url-file`, else `$GPUPOLICY_PROVENANCE_DB`,
+    else None (SQLite in --data-dir)."""
+    from gpupolicy.cli import UsageError
+
+    if args.db_url_file is not None:
+        try:
+            url: str = args.db_url_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--db-url-file {args.db_url_file}: {exc}") from exc
+        if not url or "\n" in url:
+            raise UsageError(f"--db-url-file {args.db_url_file}: expected one line holding the database URL")
+        return url
+    if args.db:
+        if _has_password(args.db):
+            print(
+                f"gpupolicy serve: warning: the --db URL holds a password, which anyone who can list "
+                f"processes sees: use --db-url-file or ${DB_ENV}",
+                file=sys.stderr,
+            )
+        return str(args.db)
+    return os.environ.get(DB_ENV) or None
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return bool(urlsplit(url).password)
+    except ValueError:  # not a URL at all: the store says so
+        return False

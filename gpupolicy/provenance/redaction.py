@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpupolicy.bounded_cache import BoundedCache
+
 REDACTED = "<redacted>"
 
 # Keys whose string values are secrets whatever they look like.
@@ -73,34 +75,29 @@ _MIN_SECRET_LENGTH = 6
 
 
 # Strings known to hold none of those literals (image names, label values, node selectors come
-# back with every admission): a set lookup instead of a search. Only clean strings, never one
-# that was (or might have been) redacted; bounded in count and length, emptied when full.
-_CLEAN: set[str] = set()
-# is_secret_key's answers for the keys seen: a dict, so that redact's loop tests a key with one
-# lookup; bounded like _CLEAN, since keys come from objects (label keys, CRD fields).
-_KEY_IS_SECRET: dict[str, bool] = {}
-_CLEAN_MAX_ENTRIES = 8192
+# back with every admission): a lookup instead of a search. Only clean strings of at most
+# _CLEAN_MAX_LENGTH characters, never one that was (or might have been) redacted.
+_CLEAN: BoundedCache[str, bool] = BoundedCache(max_bytes=2 << 20)
 _CLEAN_MAX_LENGTH = 256
+# is_secret_key's answers for the keys seen, so that redact's loop tests a key with one lookup.
+# Both are bounded in bytes: keys and values come from objects (label keys, CRD fields).
+_KEY_IS_SECRET: BoundedCache[str, bool] = BoundedCache(max_bytes=2 << 20)
 
 
 def is_secret_key(key: str) -> bool:
     secret = _KEY_IS_SECRET.get(key)
     if secret is None:
-        if len(_KEY_IS_SECRET) >= _CLEAN_MAX_ENTRIES:
-            _KEY_IS_SECRET.clear()
-        secret = _KEY_IS_SECRET[key] = bool(_SECRET_KEY.search(key)) and not _REFERENCE_KEY.search(key)
+        secret = _KEY_IS_SECRET.put(key, bool(_SECRET_KEY.search(key)) and not _REFERENCE_KEY.search(key))
     return secret
 
 
 def redact_text(text: str) -> str:
     """`text` with every credential-looking part replaced by `<redacted>`."""
-    if len(text) < _MIN_SECRET_LENGTH or text in _CLEAN:
+    if len(text) < _MIN_SECRET_LENGTH or _CLEAN.get(text):
         return text
     if _MAYBE_SECRET.search(text) is None:  # no pattern can match: none of their literals is there
         if len(text) <= _CLEAN_MAX_LENGTH:
-            if len(_CLEAN) >= _CLEAN_MAX_ENTRIES:
-                _CLEAN.clear()
-            _CLEAN.add(text)
+            _CLEAN.put(text, True)
         return text
     return _redact_text_fully(text)
 
@@ -143,19 +140,19 @@ def _redact_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
     """`redact` of a mapping, with the string values (most of a record) decided in the loop:
     the same tests as `redact` and `redact_text`, without two calls per value."""
     result: dict[str, Any] = {}
-    known_keys = _KEY_IS_SECRET
-    clean = _CLEAN
+    known_key = _KEY_IS_SECRET.get
+    clean = _CLEAN.get
     for child_key, child in mapping.items():
         name = child_key if isinstance(child_key, str) else str(child_key)
         if isinstance(child, str):
             if child and child != REDACTED:
-                secret = known_keys.get(name)
+                secret = known_key(name)
                 if secret is None:
                     secret = is_secret_key(name)
                 if secret:
                     result[name] = REDACTED
                     continue
-            result[name] = child if len(child) < _MIN_SECRET_LENGTH or child in clean else redact_text(child)
+            result[name] = child if len(child) < _MIN_SECRET_LENGTH or clean(child) else redact_text(child)
             continue
         if name == "env" and isinstance(child, list):
             child = redact_env(child)

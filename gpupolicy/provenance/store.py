@@ -6,9 +6,14 @@ durable: committed to the database (SQLite in WAL mode with `synchronous=FULL`; 
 commit), or — when the database cannot be reached — appended and fsync'ed to the spool
 (`spool.py`). The writer takes everything queued (at most `max_batch` records) and writes it in
 one transaction, so concurrent admissions share one commit and one fsync; when the database
-fails, the whole batch goes to the spool with one write and one fsync. `record(record)` is the
-synchronous form (`submit(record).result()`). If the writer thread dies (a bug), every waiting
-future fails with `WriterStopped` and so does every later `submit`: loudly, never silently.
+fails — whichever way: refused, reset, a role that may not log in, a read-only database, a full
+disk, an error the driver raises outside SQLAlchemy's wrapping, even a bug in the batch's
+handling — the whole batch goes to the spool with one write and one fsync, its futures
+resolve, and the writer carries on with the next batch. After a failure no pooled connection
+is used again (one opened during the outage may stay read-only or point at a server that is
+gone). `record(record)` is the synchronous form (`submit(record).result()`). Only if the
+writer thread itself is stopped (a `BaseException`), every waiting future fails with
+`WriterStopped` and so does every later `submit`: loudly, never silently.
 
 A background replayer (and `open_store`, at startup) moves spooled records into the database.
 Inserts are idempotent by the admission request uid (primary key + `ON CONFLICT DO NOTHING`),
@@ -52,7 +57,7 @@ from gpupolicy.provenance.record import (
     STATUSES,
     ProvenanceRecord,
 )
-from gpupolicy.provenance.schema import LATEST, SchemaTooNew, current_version, migrate, records
+from gpupolicy.provenance.schema import LATEST, current_version, migrate, records
 from gpupolicy.provenance.spool import Spool
 
 log = logging.getLogger("gpupolicy.provenance")
@@ -242,7 +247,12 @@ class DbapiInsert:
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> None:
         dialect = self._engine.dialect
-        connection = self._engine.raw_connection()
+        try:
+            # The pool connects (or reconnects after its ping found the session gone) here, and
+            # raises the DBAPI's own error: a refused connection, a role that may not log in.
+            connection = self._engine.raw_connection()
+        except dialect.loaded_dbapi.Error as exc:
+            raise DBAPIError.instance(None, None, exc, dialect.loaded_dbapi.Error, dialect=dialect) from exc
         try:
             cursor = connection.cursor()
             try:
@@ -367,6 +377,11 @@ class ProvenanceStore:
             self.counters.last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             self._down_until = time.monotonic() + self.retry_seconds
         log.warning("provenance database unavailable: %s", self.counters.last_error)
+        # No pooled session outlives a failure: one opened during it may stay unusable when the
+        # database is back (read-only: a primary demoted to a standby, SQLite opened on a
+        # read-only file system; or connected to a server that is gone). Connections in use
+        # (a writer stuck on a hanging server) are left to their holder.
+        self.engine.dispose()
 
     def _mark_up(self) -> None:
         with self._state_lock:
@@ -448,11 +463,14 @@ class ProvenanceStore:
                 for item in batch:
                     # RUNNING: no longer cancellable (a cancelled one is still written, unanswered)
                     _start(item.future)
-                self._write_batch(batch)
+                try:
+                    self._write_batch(batch)
+                except Exception as exc:  # whatever failed, the batch is spooled and answered
+                    self._batch_failed(batch, exc)
                 with self._queue_changed:
                     self._in_flight, self._in_flight_since = [], None
                 batch = []
-        except BaseException as exc:  # a bug: fail loudly, never leave a caller waiting
+        except BaseException as exc:  # not an Exception (interpreter exit): never leave a caller waiting
             self._writer_died(exc, batch)
 
     def _watch_writer(self) -> None:
@@ -477,22 +495,40 @@ class ProvenanceStore:
         self._mark_down(StoreStalled(f"a write has waited {stalled_for:.1f} s for the database"))
         for item in waiting:
             _start(item.future)
-        records = [item.record for item in waiting]
-        assert self.spool is not None
+        if self._spool_and_settle(waiting):
+            with self._state_lock:
+                self.counters.rescued += len(waiting)
+
+    def _batch_failed(self, batch: list[_Pending], exc: Exception) -> None:
+        """A batch failed in a way `_write_batch` did not foresee (a driver raising an error of its
+        own, a bug): its records still go to the spool and its callers are answered; the writer
+        carries on with the next batch."""
+        log.error("provenance: writing a batch failed; its records go to the spool", exc_info=exc)
+        self._mark_down(exc)
+        self._spool_and_settle([item for item in batch if not item.future.done()])
+
+    def _spool_and_settle(self, items: list[_Pending]) -> bool:
+        """Append `items` to the spool with one fsync and resolve their futures to the record
+        ids; when that fails too (no spool, its disk failed), fail them with StoreUnavailable.
+        True when they were spooled."""
+        if not items:
+            return True
         try:
-            self.spool.append_many([record.to_dict() for record in records])
-        except OSError as exc:
-            log.error("provenance: %d records could not be spooled: %s", len(records), exc)
-            for item in waiting:
+            if self.spool is None:
+                raise StoreUnavailable(f"provenance database unavailable: {self.counters.last_error}")
+            self.spool.append_many([item.record.to_dict() for item in items])
+        except Exception as exc:  # OSError, or no spool: the caller decides (the webhook admits)
+            log.error("provenance: %d records could not be stored: %s", len(items), exc)
+            for item in items:
                 error = StoreUnavailable(f"provenance record {item.record.uid} not stored: {exc}")
                 error.__cause__ = exc
                 _settle(item.future, error=error)
-            return
+            return False
         with self._state_lock:
-            self.counters.spooled += len(records)
-            self.counters.rescued += len(records)
-        for item in waiting:
+            self.counters.spooled += len(items)
+        for item in items:
             _settle(item.future, result=item.record.uid)
+        return True
 
     def _writer_died(self, exc: BaseException, batch: list[_Pending]) -> None:
         log.critical("provenance writer died; records can no longer be stored", exc_info=exc)
@@ -514,28 +550,10 @@ class ProvenanceStore:
         its futures: never before."""
         with self._state_lock:
             self.counters.batches += 1
-        records = [item.record for item in batch]
-        leftover = self._commit(records)
-        failure: Exception | None = None
-        if leftover:
-            try:
-                if self.spool is None:
-                    raise StoreUnavailable(f"provenance database unavailable: {self.counters.last_error}")
-                self.spool.append_many([record.to_dict() for record in leftover])
-            except (OSError, StoreUnavailable) as exc:
-                failure = exc
-                log.error("provenance: %d records could not be stored: %s", len(leftover), exc)
-            else:
-                with self._state_lock:
-                    self.counters.spooled += len(leftover)
-        lost = {id(record) for record in leftover} if failure is not None else set()
+        leftover = {id(record) for record in self._commit([item.record for item in batch])}
+        self._spool_and_settle([item for item in batch if id(item.record) in leftover])
         for item in batch:
-            if id(item.record) in lost:
-                assert failure is not None
-                error = StoreUnavailable(f"provenance record {item.record.uid} not stored: {failure}")
-                error.__cause__ = failure
-                _settle(item.future, error=error)
-            else:
+            if id(item.record) not in leftover:
                 _settle(item.future, result=item.record.uid)
 
     def _commit(self, records: list[ProvenanceRecord]) -> list[ProvenanceRecord]:
@@ -551,7 +569,7 @@ class ProvenanceStore:
                 self._refused(records[0], exc)
                 return records
             return self._commit_one_by_one(records)
-        except (SQLAlchemyError, SchemaTooNew) as exc:
+        except Exception as exc:  # the database failed, whichever way: the batch goes to the spool
             self._mark_down(exc)
             return records
         self._mark_up()
@@ -568,7 +586,7 @@ class ProvenanceStore:
             except (DataError, IntegrityError) as exc:
                 self._refused(record, exc)
                 leftover.append(record)
-            except SQLAlchemyError as exc:
+            except Exception as exc:
                 self._mark_down(exc)
                 return leftover + records[index:]
             else:

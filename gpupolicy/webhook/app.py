@@ -1,8 +1,9 @@
 """The HTTP shell around `review()`: FastAPI routes, nothing that decides.
 
-`POST /validate` reads the body (HTTP 413 past the policy's limit), parses JSON (HTTP 400 when
-it is not JSON or not an AdmissionReview), calls `review()`, records provenance for admitted
-GPU workloads before answering, and sends the response. `/healthz` says the process serves,
+`POST /validate` takes JSON only (HTTP 415 for another Content-Type), reads the body (HTTP 413
+past the policy's limit), parses JSON (HTTP 400 when it is not JSON or not an AdmissionReview),
+calls `review()`, records provenance for admitted GPU workloads before answering, and sends the
+response. `/healthz` says the process serves,
 `/readyz` whether the policy is loaded and every inventory cache has synced (with the detail
 of each), `/metrics` is Prometheus' text format.
 """
@@ -23,9 +24,10 @@ from typing import Any, Protocol
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import ClientDisconnect
 
 from gpupolicy.inventory import Inventory
-from gpupolicy.webhook.logs import LOGGER, log
+from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
 from gpupolicy.webhook.metrics import WebhookMetrics
 from gpupolicy.webhook.review import Decision, MalformedReview, ReviewEngine, review
 from gpupolicy.webhook.tls import ReloadingCertificate
@@ -74,7 +76,7 @@ class Provenance:
     store: ProvenanceStore
     build_record: Callable[..., Any]  # (request, obj, report, policy, *, experiment_config, workload)
     not_recordable: type[Exception] = ValueError
-    router: Any = None  # a fastapi.APIRouter serving GET /provenance
+    router: Any = None  # a fastapi.APIRouter serving GET /provenance (on its own port: see server.py)
 
 
 @dataclass(slots=True)
@@ -130,7 +132,16 @@ def create_app(state: WebhookState) -> FastAPI:
     @app.post("/validate")
     async def validate(request: Request) -> Response:
         started = time.perf_counter()
-        body = await _read_body(request, limit)
+        content_type = request.headers.get("content-type")
+        if not _is_json(content_type):
+            metrics.requests.labels("unsupported-media-type", "none", "unknown", "").inc()
+            log(_log, logging.WARNING, "admission request is not JSON", content_type=excerpt(content_type))
+            return _error(415, f"the AdmissionReview must be sent as {JSON}")
+        try:
+            body = await _read_body(request, limit)
+        except ClientDisconnect:  # gone, or cut off by the read deadline: nobody to answer
+            log(_log, logging.INFO, "admission request abandoned by the client while sending it")
+            return _error(408, "the AdmissionReview was not received")
         if body is None:
             metrics.requests.labels("too-large", "none", "unknown", "").inc()
             log(_log, logging.WARNING, "admission request body too large", limit=limit)
@@ -147,7 +158,7 @@ def create_app(state: WebhookState) -> FastAPI:
         except MalformedReview as exc:
             return _invalid(state, str(exc), parsed)
         except Exception:  # a bug must answer (the API server applies failurePolicy), not kill the worker
-            uid = _uid_of(parsed)
+            uid = excerpt(_uid_of(parsed))
             _log.exception("review failed", extra={"fields": {"uid": uid}})
             metrics.requests.labels("error", "none", "unknown", "").inc()
             return _error(
@@ -177,8 +188,17 @@ def create_app(state: WebhookState) -> FastAPI:
     async def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    if state.provenance is not None and state.provenance.router is not None:
-        app.include_router(state.provenance.router)
+    # GET /provenance is not served here: see create_provenance_app.
+    return app
+
+
+def create_provenance_app(router: Any) -> FastAPI:
+    """`GET /provenance` on a port of its own (`--provenance-api-port`, off by default). Every
+    admitted record can be read there, and the admission port is open to anyone who can reach
+    the Service; this one listens on 127.0.0.1 unless told otherwise (reach it with
+    `kubectl port-forward`, which needs RBAC on pods/portforward)."""
+    app = FastAPI(title="gpupolicy provenance", docs_url=None, redoc_url=None, openapi_url=None)
+    app.include_router(router)
     return app
 
 
@@ -197,6 +217,14 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _is_json(content_type: str | None) -> bool:
+    """`application/json`, with or without parameters (`; charset=utf-8`): what the API server
+    sends (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#request)."""
+    if content_type is None:
+        return False
+    return content_type.partition(";")[0].strip().lower() == JSON
+
+
 def _uid_of(parsed: Any) -> str | None:
     request = parsed.get("request") if isinstance(parsed, dict) else None
     uid = request.get("uid") if isinstance(request, dict) else None
@@ -205,7 +233,13 @@ def _uid_of(parsed: Any) -> str | None:
 
 def _invalid(state: WebhookState, message: str, parsed: Any = None) -> Response:
     state.metrics.requests.labels("invalid", "none", "unknown", "").inc()
-    log(_log, logging.WARNING, "malformed admission request", uid=_uid_of(parsed), error=message)
+    log(
+        _log,
+        logging.WARNING,
+        "malformed admission request",
+        uid=excerpt(_uid_of(parsed)),
+        error=excerpt(message),
+    )
     return _error(400, message)
 
 
@@ -230,7 +264,7 @@ async def _record_provenance(state: WebhookState, decision: Decision) -> str:
         else:
             await run_in_threadpool(provenance.store.record, record)
     except Exception:  # disk and database both failing: admit (never block the cluster), say so loudly
-        _log.exception("provenance record lost", extra={"fields": {"uid": decision.uid}})
+        _log.exception("provenance record lost", extra={"fields": {"uid": excerpt(decision.uid)}})
         return "failed"
     return "recorded"
 
@@ -261,7 +295,7 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
     metrics = state.metrics
     mode = decision.mode.value if decision.mode is not None else "none"
     dry_run = "true" if decision.dry_run else "false"
-    metrics.requests.labels(decision.decision, mode, dry_run, decision.kind).inc()
+    metrics.requests.labels(decision.decision, mode, dry_run, metrics.kind_label(decision.kind)).inc()
     metrics.duration.observe(elapsed)
     for finding in decision.findings:
         metrics.findings.labels(finding.rule_id, finding.severity.label).inc()
@@ -270,35 +304,45 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
     if not _log.isEnabledFor(logging.INFO):
         return  # the log line's fields cost more than the review's bookkeeping: build them only when logged
     report = decision.report
+    suppressed = report.suppressed if report is not None else []
+    errors = report.errors if report is not None else []
+    # Every value that comes from the request is an excerpt, and the lists are capped: one line
+    # stays a few kilobytes whatever the object holds (the counts say what was left out).
     log(
         _log,
         logging.INFO,
         "admission reviewed",
-        uid=decision.uid,
-        operation=decision.operation,
-        kind=decision.kind,
-        namespace=decision.namespace,
-        name=decision.name,
+        uid=excerpt(decision.uid),
+        operation=excerpt(decision.operation),
+        kind=excerpt(decision.kind),
+        namespace=excerpt(decision.namespace),
+        name=excerpt(decision.name),
         dry_run=decision.dry_run,
         decision=decision.decision,
         mode=mode,
         skipped=decision.skipped,
         duration_ms=round(elapsed * 1000, 3),
         provenance=provenance,
+        findings_total=len(decision.findings),
         findings=[
             {
                 "rule": finding.rule_id,
                 "severity": finding.severity.label,
-                "path": finding.json_path,
-                "container": finding.container,
-                "message": finding.message,
+                "path": excerpt(finding.json_path),
+                "container": excerpt(finding.container),
+                "message": excerpt(finding.message),
             }
-            for finding in decision.findings
+            for finding in decision.findings[:MAX_LOGGED_FINDINGS]
         ],
-        suppressed=[{"rule": finding.rule_id, "reason": reason} for finding, reason in report.suppressed]
-        if report is not None
-        else [],
-        internal_errors=[f"{error.rule_id}: {error.message}" for error in report.errors] if report else [],
+        suppressed_total=len(suppressed),
+        suppressed=[
+            {"rule": finding.rule_id, "reason": excerpt(reason)}
+            for finding, reason in suppressed[:MAX_LOGGED_FINDINGS]
+        ],
+        internal_errors_total=len(errors),
+        internal_errors=[
+            excerpt(f"{error.rule_id}: {error.message}") for error in errors[:MAX_LOGGED_FINDINGS]
+        ],
     )
 
 

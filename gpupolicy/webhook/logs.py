@@ -10,6 +10,20 @@ from typing import Any
 
 LOGGER = "gpupolicy.webhook"
 
+# What one value of a request may put into a log line: requests are whatever an API client sends
+# (a 3 MB label key comes back in a finding's message and path), logs are read by people and
+# shipped to collectors that cut or drop long lines.
+EXCERPT_CHARS = 200
+# Findings (and suppressions, internal errors) listed in one admission line; the rest counted.
+MAX_LOGGED_FINDINGS = 20
+
+
+def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str | None:
+    """`text` cut to at most `limit` characters, ending in "…" when it was cut."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
 
 def _stdlib_dumps(entry: dict[str, Any]) -> str:
     return json.dumps(entry, ensure_ascii=False, default=str)

@@ -3,6 +3,7 @@ several apps in one process never collide)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -11,6 +12,13 @@ from prometheus_client.registry import Collector
 
 # The API server's timeout is at most 30 s and the chart's 3 s; buckets go past both ends.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 3.0, 5.0, 10.0)
+
+# The `kind` label comes from the request: every distinct value is a time series kept for the
+# life of the process. Kinds are names of at most 63 characters (a DNS label, CamelCase:
+# https://kubernetes.io/docs/reference/using-api/api-concepts/); past MAX_KINDS distinct ones,
+# or for anything else, the label is "other".
+MAX_KINDS = 100
+_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
 
 
 class _InventoryCollector(Collector):
@@ -35,7 +43,8 @@ class WebhookMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "gpupolicy_admission_requests",
-            "Admission requests by decision (allowed, denied, invalid, too-large, error), mode, dry run and kind.",
+            "Admission requests by decision (allowed, denied, invalid, too-large, unsupported-media-type,"
+            " error), mode, dry run and kind.",
             ["decision", "mode", "dry_run", "kind"],
             registry=self.registry,
         )
@@ -59,3 +68,13 @@ class WebhookMetrics:
         )
         if inventory_synced is not None:
             self.registry.register(_InventoryCollector(inventory_synced))
+        self._kinds: set[str] = set()
+
+    def kind_label(self, kind: str) -> str:
+        """`kind`, or "other" (see MAX_KINDS)."""
+        if kind in self._kinds:
+            return kind
+        if len(self._kinds) >= MAX_KINDS or not _KIND.fullmatch(kind):
+            return "other"
+        self._kinds.add(kind)
+        return kind

@@ -1,20 +1,25 @@
 """Assemble the webhook from `gpupolicy serve`'s arguments: policy, engine, cluster inventory,
-provenance store, TLS, and the uvicorn server that runs the app."""
+provenance store, TLS, and the uvicorn server that runs the app (and, with
+`--provenance-api-port`, the provenance API on a port of its own, in the same event loop)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import gc
 import logging
+import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import uvicorn
 
-from gpupolicy.webhook.app import Provenance, WebhookState, create_app
+from gpupolicy.webhook.app import Provenance, WebhookState, create_app, create_provenance_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.logs import LOGGER, configure_logging, log
+from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlineProtocol
 from gpupolicy.webhook.review import ReviewEngine, review
 from gpupolicy.webhook.settings import Mode
 from gpupolicy.webhook.tls import ReloadingCertificate
@@ -95,6 +100,69 @@ def warm_up(engine: ReviewEngine, inventory: ClusterInventory) -> None:
     )
 
 
+class _Companion(uvicorn.Server):
+    """A server that runs beside the admission server in its event loop: it leaves the signals
+    to the admission server, which stops it when it stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class WebhookServer(uvicorn.Server):
+    """The admission server; `companions` (servers with the socket each listens on) start
+    before it and stop after it."""
+
+    def __init__(
+        self, config: uvicorn.Config, *, companions: list[tuple[uvicorn.Server, socket.socket]]
+    ) -> None:
+        super().__init__(config)
+        self.companions = companions
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        tasks = [asyncio.create_task(server.serve(sockets=[sock])) for server, sock in self.companions]
+        try:
+            await super().serve(sockets)
+        finally:
+            for server, _sock in self.companions:
+                server.should_exit = True
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def provenance_api_socket(args: argparse.Namespace) -> socket.socket | None:
+    """The socket of `--provenance-api-port`, bound before anything else starts: a port in use
+    is a usage error, not a server that runs without its API."""
+    from gpupolicy.cli import UsageError
+
+    port = getattr(args, "provenance_api_port", None)
+    if port is None or getattr(args, "no_provenance", False):
+        return None
+    host = getattr(args, "provenance_api_host", "127.0.0.1")
+    try:
+        return socket.create_server((host, port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on --provenance-api-port {host}:{port}: {exc}") from exc
+
+
+def provenance_api(
+    sock: socket.socket | None, provenance: Provenance | None, base: uvicorn.Config
+) -> list[tuple[uvicorn.Server, socket.socket]]:
+    """The provenance API's server on `sock` (none without a socket or a store)."""
+    if sock is None or provenance is None or provenance.router is None:
+        return []
+    config = uvicorn.Config(
+        create_provenance_app(provenance.router),
+        ssl_context_factory=base.ssl_context_factory,
+        http=base.http,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        server_header=False,
+    )
+    return [(_Companion(config), sock)]
+
+
 def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[], None]]:
     from gpupolicy.cli import UsageError
     from gpupolicy.policy import PolicyError, load_policy
@@ -107,6 +175,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
     except PolicyError as exc:
         raise UsageError(str(exc)) from exc
     engine = ReviewEngine.from_policy(policy, mode=Mode.parse(args.mode) if args.mode else None)
+    api_socket = provenance_api_socket(args)
     if args.no_cluster:
         inventory = ClusterInventory(
             None, no_client_reason="the cluster inventory is switched off (--no-cluster)"
@@ -146,11 +215,13 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         host=args.host,
         port=args.port,
         ssl_context_factory=(lambda _config, _default: certificate.context) if certificate else None,
+        http=ReadDeadlineProtocol.with_timeout(getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)),
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
         server_header=False,
     )
+    companions = provenance_api(api_socket, provenance, config)
     inventory.start()
     stop_reconciler = start_reconciler(provenance, inventory)
     log(
@@ -164,6 +235,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         policy_version=policy.version,
         policy_digest=f"sha256:{policy.digest}",
         provenance=provenance is not None,
+        provenance_api="{}:{}".format(*companions[0][1].getsockname()[:2]) if companions else None,
     )
 
     def cleanup() -> None:
@@ -173,4 +245,4 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         if provenance is not None:
             provenance.store.close()
 
-    return uvicorn.Server(config), cleanup
+    return WebhookServer(config, companions=companions), cleanup

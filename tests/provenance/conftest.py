@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from gpupolicy.policy import Policy, default_policy
 from gpupolicy.provenance import ProvenanceRecord, build_record
+from tests.provenance.relay import DatabaseRelay
 from tests.provenance.samples import (
     POSTGRES,
     POSTGRES_SKIP,
@@ -58,6 +60,17 @@ def pg_schema(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     schema = f"gpupolicy_test_{RUN_ID}_{uuid.uuid4().hex[:8]}"
     yield POSTGRES, schema
     drop_schema(POSTGRES, schema)
+
+
+@pytest.fixture
+def relayed_path(pg_schema: tuple[str, str]) -> Iterator[tuple[str, str, DatabaseRelay]]:
+    """(url, schema, relay): the test server reached through a `DatabaseRelay` that scripts
+    network faults (freeze, refuse, reset)."""
+    url, schema = pg_schema
+    parts = urlsplit(url)
+    with DatabaseRelay((parts.hostname or "127.0.0.1", parts.port or 5432)) as relay:
+        user = f"{parts.username}@" if parts.username else ""
+        yield urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{relay.port}")), schema, relay
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -364,7 +364,48 @@ def test_a_record_the_database_refuses_does_not_take_its_batch_with_it(
         store.close()
 
 
-def test_a_dead_writer_fails_every_waiting_and_later_record_loudly(
+def test_a_batch_that_fails_unexpectedly_is_spooled_and_the_writer_carries_on(
+    tmp_path: Path, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = Backend("sqlite", f"sqlite:///{tmp_path / 'provenance.db'}", None, tmp_path / "spool")
+    store = backend.open(retry_seconds=0)
+    try:
+        entered, opened = threading.Event(), threading.Event()
+        real_write_batch = store._write_batch
+
+        def broken_once(batch: list[Any]) -> None:
+            if not entered.is_set():
+                entered.set()
+                assert opened.wait(WAIT)
+                raise RuntimeError("a bug in the writer")
+            real_write_batch(batch)
+
+        monkeypatch.setattr(store, "_write_batch", broken_once)
+        first = store.submit(make_record("uid-first"))
+        assert entered.wait(WAIT)
+        queued = [store.submit(make_record(f"uid-{index}")) for index in range(3)]
+        opened.set()
+        assert first.result(WAIT) == "uid-first"  # spooled, not lost
+        assert [future.result(WAIT) for future in queued] == ["uid-0", "uid-1", "uid-2"]
+        assert store.record(make_record("uid-later")) == "uid-later"
+        health = store.health()
+        assert health["writer"] == {"running": True, "error": None, "queued": 0, "closed": False}
+        assert [item["uid"] for item in Spool(backend.spool_dir).waiting()] == ["uid-first"]
+        assert any(
+            item.levelname == "ERROR" and "writing a batch failed" in item.message and item.exc_info
+            for item in caplog.records
+        )
+        assert store.try_replay() == 1
+    finally:
+        store.close()
+    assert db_uids(backend) == ["uid-0", "uid-1", "uid-2", "uid-first", "uid-later"]
+
+
+class Halt(BaseException):
+    """Not an Exception: what ends a thread rather than a batch (SystemExit, KeyboardInterrupt)."""
+
+
+def test_a_stopped_writer_fails_every_waiting_and_later_record_loudly(
     tmp_path: Path, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     backend = Backend("sqlite", f"sqlite:///{tmp_path / 'provenance.db'}", None, tmp_path / "spool")
@@ -372,18 +413,18 @@ def test_a_dead_writer_fails_every_waiting_and_later_record_loudly(
     try:
         entered, opened = threading.Event(), threading.Event()
 
-        def broken(_batch: object) -> None:
+        def halted(_batch: object) -> None:
             entered.set()
             assert opened.wait(WAIT)
-            raise RuntimeError("a bug in the writer")
+            raise Halt("the writer thread was stopped")
 
-        monkeypatch.setattr(store, "_write_batch", broken)
+        monkeypatch.setattr(store, "_write_batch", halted)
         first = store.submit(make_record("uid-first"))
         assert entered.wait(WAIT)
         queued = [store.submit(make_record(f"uid-{index}")) for index in range(3)]
         opened.set()
         for future in [first, *queued]:
-            with pytest.raises(WriterStopped, match="RuntimeError: a bug in the writer"):
+            with pytest.raises(WriterStopped, match="Halt: the writer thread was stopped"):
                 future.result(WAIT)
         with pytest.raises(WriterStopped, match="writer died"):
             store.submit(make_record("uid-later"))
@@ -391,7 +432,7 @@ def test_a_dead_writer_fails_every_waiting_and_later_record_loudly(
             store.record(make_record("uid-later"))
         health = store.health()
         assert health["writer"]["running"] is False
-        assert "a bug in the writer" in str(health["writer"]["error"])
+        assert "the writer thread was stopped" in str(health["writer"]["error"])
         assert any(item.levelname == "CRITICAL" and "writer died" in item.message for item in caplog.records)
     finally:
         store.close()

@@ -4,16 +4,10 @@ on a server that stopped answering. Nothing is lost, nothing is written twice.""
 
 from __future__ import annotations
 
-import contextlib
-import selectors
-import socket
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import wait
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -23,6 +17,7 @@ from gpupolicy.provenance import open_store
 from gpupolicy.provenance.schema import records
 from gpupolicy.provenance.spool import Spool
 from gpupolicy.provenance.store import ProvenanceStore, _postgres_connect_args
+from tests.provenance.relay import DatabaseRelay
 from tests.provenance.samples import MakeRecord
 
 # Liveness bounds (a hang fails the test instead of blocking the suite), not performance figures.
@@ -77,83 +72,10 @@ def test_a_write_waiting_on_a_lock_is_cancelled_spooled_and_replayed_once(
         assert spooled(spool_dir) == set()
 
 
-class FreezableProxy:
-    """A TCP relay to the database that can stop relaying in both directions while keeping its
-    connections open: the client's kernel still acknowledges every packet, so only a timeout of
-    the client itself can notice (a server process that hangs, a stuck load balancer)."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self.listener.getsockname()[1])
-        self.relaying = threading.Event()
-        self.relaying.set()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._sockets: list[socket.socket] = []
-        self.accepted = 0  # client connections relayed so far
-
-    def __enter__(self) -> FreezableProxy:
-        self._spawn(self._accept)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self.relaying.set()
-        self.listener.close()
-        for sock in self._sockets:
-            with contextlib.suppress(OSError):
-                sock.close()
-        for thread in self._threads:
-            thread.join(5)
-
-    def _spawn(self, target: Any, *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            upstream = socket.create_connection(self.target)
-            self._sockets += [client, upstream]
-            self._spawn(self._relay, client, upstream)
-
-    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
-        peers = {client: upstream, upstream: client}
-        with selectors.DefaultSelector() as selector:
-            for sock in peers:
-                selector.register(sock, selectors.EVENT_READ)
-            while not self._stop.is_set():
-                if not self.relaying.wait(0.05):
-                    continue
-                for key, _ in selector.select(0.05):
-                    try:
-                        data = key.fileobj.recv(65536)  # type: ignore[union-attr]
-                        if not data:
-                            return
-                        peers[key.fileobj].sendall(data)  # type: ignore[index]
-                    except OSError:
-                        return
-
-
-@pytest.fixture
-def frozen_path(pg_schema: tuple[str, str]) -> Iterator[tuple[str, str, FreezableProxy]]:
-    url, schema = pg_schema
-    parts = urlsplit(url)
-    with FreezableProxy((parts.hostname or "127.0.0.1", parts.port or 5432)) as proxy:
-        user = f"{parts.username}@" if parts.username else ""
-        yield urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}")), schema, proxy
-
-
 def test_a_database_that_stops_answering_does_not_hold_admissions(
-    frozen_path: tuple[str, str, FreezableProxy], tmp_path: Path, make_record: MakeRecord
+    relayed_path: tuple[str, str, DatabaseRelay], tmp_path: Path, make_record: MakeRecord
 ) -> None:
-    url, schema, proxy = frozen_path
+    url, schema, proxy = relayed_path
     spool_dir = tmp_path / "spool"
     store = open_store(
         url, spool_dir=spool_dir, schema=schema, start_replayer=False, retry_seconds=3600, write_timeout=0.5
@@ -182,9 +104,9 @@ def test_a_database_that_stops_answering_does_not_hold_admissions(
 
 
 def test_health_checks_never_pile_up_on_a_database_that_stopped_answering(
-    frozen_path: tuple[str, str, FreezableProxy], tmp_path: Path, make_record: MakeRecord
+    relayed_path: tuple[str, str, DatabaseRelay], tmp_path: Path, make_record: MakeRecord
 ) -> None:
-    url, schema, proxy = frozen_path
+    url, schema, proxy = relayed_path
     store = open_store(
         url, spool_dir=tmp_path / "spool", schema=schema, start_replayer=False, retry_seconds=0
     )

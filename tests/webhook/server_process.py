@@ -106,8 +106,13 @@ def start_server(
         "--data-dir", str(data_dir),
         *args,
     ]  # fmt: skip
-    environment = {**os.environ, **(env or {})}
-    environment.pop("KUBERNETES_SERVICE_HOST", None)
+    # Only what the test gives: not a cluster or a provenance database of the machine's.
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("KUBERNETES_SERVICE_HOST", "GPUPOLICY_PROVENANCE_DB")
+    }
+    environment.update(env or {})
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=environment)
     server = ServerProcess(process, f"https://127.0.0.1:{port}", ca, log_path, data_dir)

@@ -4,6 +4,8 @@ webhook's dependencies."""
 
 from __future__ import annotations
 
+import json
+import logging
 import ssl
 import subprocess
 import sys
@@ -24,6 +26,8 @@ with warnings.catch_warnings():  # starlette's notice about httpx2; the client s
 
 from gpupolicy.policy import default_policy
 from gpupolicy.webhook.app import Provenance, WebhookState, create_app
+from gpupolicy.webhook.logs import EXCERPT_CHARS, LOGGER, MAX_LOGGED_FINDINGS, JsonFormatter
+from gpupolicy.webhook.metrics import MAX_KINDS
 from gpupolicy.webhook.review import ReviewEngine
 from gpupolicy.webhook.tls import ReloadingCertificate
 from tests.webhook.reviews import admission_review, gpu_deployment
@@ -160,8 +164,11 @@ def test_a_dead_provenance_writer_admits_and_counts_every_loss(
 
     store = open_store(None, spool_dir=tmp_path / "spool", start_replayer=False)
 
+    class Halt(BaseException):
+        """Stops the writer thread (a batch's own errors are spooled, not fatal)."""
+
     def broken(_batch: object) -> None:
-        raise RuntimeError("a bug in the writer")
+        raise Halt("the writer thread was stopped")
 
     monkeypatch.setattr(store, "_write_batch", broken)
     state = WebhookState(
@@ -206,6 +213,93 @@ def test_internal_errors_answer_500_and_the_app_keeps_serving(
     assert response.status_code == 500 and "internal error" in response.json()["error"]
     monkeypatch.undo()
     assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "text/plain", "application/x-www-form-urlencoded", "application/jsonx", "application/yaml"],
+)
+def test_a_body_that_is_not_declared_json_gets_415(client: TestClient, content_type: str | None) -> None:
+    headers = {"content-type": content_type} if content_type is not None else {}
+    body = json.dumps(admission_review(gpu_deployment())).encode()
+    response = client.post("/validate", content=body, headers=headers)
+    assert response.status_code == 415, response.text
+    assert "application/json" in response.json()["error"]
+    metrics = client.get("/metrics").text
+    assert 'gpupolicy_admission_requests_total{decision="unsupported-media-type"' in metrics
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/json; charset=utf-8", "Application/JSON"]
+)
+def test_json_with_or_without_parameters_is_reviewed(client: TestClient, content_type: str) -> None:
+    body = json.dumps(admission_review(gpu_deployment())).encode()
+    response = client.post("/validate", content=body, headers={"content-type": content_type})
+    assert response.status_code == 200 and response.json()["response"]["allowed"] is True
+
+
+def admission_log_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        JsonFormatter().format(record)
+        for record in caplog.records
+        if record.getMessage() == "admission reviewed"
+    ]
+
+
+def test_a_huge_key_is_an_excerpt_in_the_log_not_a_3_mb_line(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    obj = gpu_deployment()
+    huge_key = "node.example.com/" + "k" * 3_000_000
+    obj["spec"]["template"]["spec"]["nodeSelector"][huge_key] = "x"
+    body = admission_review(obj)
+    body["request"]["uid"] = "u" * 100_000  # a client other than the API server may send anything
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert client.post("/validate", json=body).status_code == 200
+    [line] = admission_log_lines(caplog)
+    assert len(line) < 16_000, len(line)
+    entry = json.loads(line)
+    assert len(entry["uid"]) == EXCERPT_CHARS and entry["uid"].endswith("…")
+    about_key = [finding for finding in entry["findings"] if "kkkk" in finding["message"]]
+    assert about_key, entry["findings"]
+    for finding in about_key:
+        assert len(finding["message"]) <= EXCERPT_CHARS and len(finding["path"]) <= EXCERPT_CHARS
+
+
+def test_one_log_line_lists_at_most_the_first_findings_and_counts_the_rest(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    obj = gpu_deployment()
+    template = obj["spec"]["template"]["spec"]
+    first = template["containers"][0]
+    template["containers"] = [
+        {**first, "name": f"c{index}", "securityContext": {"privileged": True}} for index in range(40)
+    ]
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        client.post("/validate", json=admission_review(obj))
+    entry = json.loads(admission_log_lines(caplog)[0])
+    assert entry["findings_total"] > MAX_LOGGED_FINDINGS
+    assert len(entry["findings"]) == MAX_LOGGED_FINDINGS
+
+
+def test_request_kinds_are_bounded_as_metric_labels(client: TestClient) -> None:
+    for index in range(MAX_KINDS + 20):
+        obj = {
+            "apiVersion": "example.com/v1",
+            "kind": f"Kind{index}",
+            "metadata": {"name": "x", "namespace": "a"},
+        }
+        client.post("/validate", json=admission_review(obj))
+    odd = {"apiVersion": "v1", "kind": "x" * 10_000, "metadata": {"name": "x", "namespace": "a"}}
+    client.post("/validate", json=admission_review(odd))
+    metrics = client.get("/metrics").text
+    kinds = {
+        line.split('kind="')[1].split('"')[0]
+        for line in metrics.splitlines()
+        if line.startswith("gpupolicy_admission_requests_total{")
+    }
+    assert len(kinds) <= MAX_KINDS + 1 and "other" in kinds
+    assert all(len(kind) <= 63 for kind in kinds)
 
 
 def _peer_issuer(context: ssl.SSLContext, ca: trustme.CA) -> bool:

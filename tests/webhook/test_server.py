@@ -4,6 +4,7 @@ with httpx the way the API server calls it."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -14,12 +15,14 @@ import httpx
 import pytest
 import trustme
 
-from gpupolicy.cli import main
+from gpupolicy.cli import build_parser, main
+from gpupolicy.provenance.locations import DB_ENV
 from tests.webhook.fake_apiserver import FakeApiServer
 from tests.webhook.reviews import admission_review, gpu_deployment
 from tests.webhook.server_process import (
     REPO,
     ServerProcess,
+    client_context,
     free_port,
     start_server,
     write_certificate,
@@ -27,6 +30,7 @@ from tests.webhook.server_process import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+JSON_HEADERS = {"content-type": "application/json"}
 
 
 def broken(obj: dict[str, object] | None = None) -> dict[str, object]:
@@ -37,10 +41,16 @@ def broken(obj: dict[str, object] | None = None) -> dict[str, object]:
     return obj
 
 
+PROVENANCE_API_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """No Kubernetes API (a laptop): the inventory is unavailable; SQLite provenance store."""
-    process = start_server(tmp_path_factory.mktemp("server"), "--no-cluster")
+    """No Kubernetes API (a laptop): the inventory is unavailable; SQLite provenance store, its
+    API on a port of its own."""
+    process = start_server(
+        tmp_path_factory.mktemp("server"), "--no-cluster", "--provenance-api-port", str(PROVENANCE_API_PORT)
+    )
     try:
         yield process
     finally:
@@ -99,10 +109,34 @@ def test_admits_creates_updates_and_dry_runs_over_tls(server: ServerProcess, cli
     assert isinstance(status, dict) and status["code"] == 403
     assert "GP102" in status["message"] and "GP601" in status["message"]
 
-    recorded = client.get("/provenance", params={"limit": 100}).json()
+    with httpx.Client(
+        base_url=f"https://127.0.0.1:{PROVENANCE_API_PORT}", verify=client_context(server.ca), timeout=10
+    ) as provenance_api:
+        recorded = provenance_api.get("/provenance", params={"limit": 100}).json()
     uids = {item["uid"] for item in recorded["items"]}
     assert create["request"]["uid"] in uids and update["request"]["uid"] in uids
     assert dry["request"]["uid"] not in uids  # sideEffects: NoneOnDryRun
+
+
+def test_the_admission_port_does_not_serve_the_provenance_records(client: httpx.Client) -> None:
+    validate(client, admission_review(gpu_deployment()))
+    assert client.get("/provenance").status_code == 404
+    assert client.get("/provenance/anything").status_code == 404
+
+
+def test_the_provenance_api_is_off_unless_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert build_parser().parse_args(["serve"]).provenance_api_port is None
+    base = ["serve", "--insecure-dev", "--no-cluster", "--port", "1", "--data-dir", str(tmp_path)]
+    assert main([*base, "--no-provenance", "--provenance-api-port", "2"]) == 2
+    assert "not with --no-provenance" in capsys.readouterr().err
+    assert main([*base, "--provenance-api-port", "1"]) == 2
+    assert "must not be the admission port" in capsys.readouterr().err
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main([*base, "--provenance-api-port", str(port)]) == 2
+    assert "cannot listen on --provenance-api-port" in capsys.readouterr().err
 
 
 def test_delete_and_subresources_are_allowed_at_once(client: httpx.Client) -> None:
@@ -146,7 +180,7 @@ def test_delete_and_subresources_are_allowed_at_once(client: httpx.Client) -> No
 def test_malformed_bodies_get_400_and_the_worker_lives(
     client: httpx.Client, content: bytes, status: int, words: str
 ) -> None:
-    response = client.post("/validate", content=content, headers={"content-type": "application/json"})
+    response = client.post("/validate", content=content, headers=JSON_HEADERS)
     assert response.status_code == status
     assert words in response.json()["error"]
     assert validate(client, admission_review(gpu_deployment()))["allowed"] is True
@@ -154,14 +188,14 @@ def test_malformed_bodies_get_400_and_the_worker_lives(
 
 def test_oversized_bodies_get_413_declared_or_chunked(client: httpx.Client) -> None:
     huge = b'{"apiVersion": "' + b"x" * (8 * 1024 * 1024) + b'"}'
-    response = client.post("/validate", content=huge)
+    response = client.post("/validate", content=huge, headers=JSON_HEADERS)
     assert response.status_code == 413 and "larger than the limit" in response.json()["error"]
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: counted while reading
         for _ in range(9):
             yield b" " * (1024 * 1024)
 
-    response = client.post("/validate", content=chunks())
+    response = client.post("/validate", content=chunks(), headers=JSON_HEADERS)
     assert response.status_code == 413
     assert validate(client, admission_review(gpu_deployment()))["allowed"] is True
 
@@ -176,7 +210,7 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
     assert detail["inventory"]["kinds"]["PriorityClass"]["state"] == "no-client"
     assert detail["provenance"]["backend"] == "sqlite"
     validate(client, admission_review(broken(), dry_run=True))
-    client.post("/validate", content=b"nope")
+    client.post("/validate", content=b"nope", headers=JSON_HEADERS)
     metrics = client.get("/metrics").text
     assert (
         'gpupolicy_admission_requests_total{decision="denied",dry_run="true",kind="Deployment",mode="enforce"}'
@@ -308,6 +342,45 @@ def test_insecure_dev_serves_plain_http(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(15)
+
+
+@pytest.mark.parametrize("source", ["file", "environment"])
+def test_the_database_url_comes_from_a_file_or_the_environment_not_the_arguments(
+    tmp_path: Path, source: str
+) -> None:
+    secret = "s3cret-in-url"
+    port = free_port()  # nothing listens there: the store spools, which is all this test needs
+    url = f"postgresql://gpupolicy:{secret}@127.0.0.1:{port}/gpupolicy"
+    url_file = tmp_path / "db-url"
+    url_file.write_text(url + "\n", encoding="utf-8")
+    if source == "file":
+        process = start_server(tmp_path, "--no-cluster", "--db-url-file", str(url_file))
+    else:
+        process = start_server(tmp_path, "--no-cluster", env={DB_ENV: url})
+    try:
+        with process.client() as client:
+            store = client.get("/readyz").json()["provenance"]
+        assert store["backend"] == "postgresql" and store["reachable"] is False
+        assert store["database"] == f"postgresql+psycopg://gpupolicy:***@127.0.0.1:{port}/gpupolicy"
+        arguments = Path(f"/proc/{process.process.pid}/cmdline").read_bytes()
+        assert secret.encode() not in arguments
+    finally:
+        process.stop()
+    assert secret not in process.logs()
+
+
+def test_a_database_url_file_must_hold_one_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n", encoding="utf-8")
+    base = ["serve", "--insecure-dev", "--no-cluster", "--port", "1", "--data-dir", str(tmp_path)]
+    assert main([*base, "--db-url-file", str(empty)]) == 2
+    assert "expected one line holding the database URL" in capsys.readouterr().err
+    assert main([*base, "--db-url-file", str(tmp_path / "missing")]) == 2
+    assert "--db-url-file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main([*base, "--db", "sqlite:///x.db", "--db-url-file", str(empty)])
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -93,9 +93,14 @@ spec:
         {{- fail (printf "provenance.timeoutSeconds (%v) must be below webhook.timeoutSeconds (%v): the API server stops waiting first" .Values.provenance.timeoutSeconds .Values.webhook.timeoutSeconds) }}
         {{- end }}
         - --db-timeout={{ .Values.provenance.timeoutSeconds }}
-        {{- if include "gpupolicy.dbEnabled" . }}
-        - --db=$(GPUPOLICY_PROVENANCE_DB)
+        {{- with .Values.provenance.apiPort }}
+        {{- if eq (int .) (int $.Values.containerPort) }}
+        {{- fail "provenance.apiPort must not be the containerPort: the records are never served on the admission port" }}
         {{- end }}
+        - --provenance-api-port={{ . }}
+        {{- end }}
+        {{- /* The database URL (it holds a password) is read from GPUPOLICY_PROVENANCE_DB below,
+               never passed as an argument: arguments are visible to anyone who lists processes. */}}
         {{- end }}
         - --log-level={{ .Values.logLevel }}
       env:

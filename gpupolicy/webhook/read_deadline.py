@@ -1,0 +1,89 @@
+"""A deadline for reading each request: a client that sends its headers or body slowly (slowloris)
+is disconnected, instead of holding a connection for as long as it trickles bytes.
+
+uvicorn bounds only the idle time between requests (`timeout_keep_alive`, armed after a
+response and cancelled by any byte received), so a client that sends one byte every few seconds
+keeps its connection forever; thousands of them exhaust the server's file descriptors and
+memory. `ReadDeadlineProtocol` is uvicorn's httptools protocol with one more timer: armed when
+the connection is made (after the TLS handshake, which asyncio bounds at 60 s) and after each
+response, cancelled once the whole request (headers and body) has arrived. When it fires, the
+connection is closed; a route still waiting for the body sees the client gone.
+
+The API server sends each AdmissionReview at once (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#request),
+so a deadline of a few seconds costs it nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gpupolicy.webhook.logs import LOGGER, log
+
+DEFAULT_READ_TIMEOUT = 10.0  # seconds, for the headers and the body of one request
+
+_log = logging.getLogger(LOGGER)
+
+
+class ReadDeadlineProtocol(HttpToolsProtocol):
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._read_deadline: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def with_timeout(cls, seconds: float) -> type[ReadDeadlineProtocol]:
+        """The protocol class to give uvicorn (`Config(http=...)`), with its deadline set."""
+        if not seconds > 0:
+            raise ValueError(f"the read timeout must be positive, got {seconds}")
+        return type(cls.__name__, (cls,), {"read_timeout": seconds})
+
+    def _arm(self) -> None:
+        if self._read_deadline is None:
+            self._read_deadline = self.loop.call_later(self.read_timeout, self._read_timed_out)
+
+    def _disarm(self) -> None:
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+            self._read_deadline = None
+
+    def _read_timed_out(self) -> None:
+        self._read_deadline = None
+        if not self.transport.is_closing():
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else None
+            log(
+                _log,
+                logging.WARNING,
+                "request not received in time: connection closed",
+                client=client,
+                timeout_seconds=self.read_timeout,
+            )
+            self.transport.close()
+
+    # -- uvicorn's protocol callbacks --------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm()  # a request on a kept-alive connection whose wait was not timed (see below)
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # Waiting for the next request on this connection. (Bytes of it cancel uvicorn's own
+        # keep-alive timer, so only this deadline bounds a next request sent slowly.)
+        if not self.transport.is_closing() and not self.pipeline:
+            self._arm()
