@@ -31,7 +31,8 @@ NODE_POOLS = ClusterFact(
 )
 PRIORITY_CLASSES = ClusterFact(
     "whether the cluster schedules GPU pods by PriorityClass",
-    f"list the cluster's classes in priority.clusterClasses, or keep the PriorityClasses in the repository; {SNAPSHOT}",
+    f"list the cluster's classes in priority.clusterClasses (or add PriorityClass to inventory.completeKinds "
+    f"when the repository holds them all); {SNAPSHOT}",
 )
 NETWORK_POLICIES = ClusterFact(
     "the cluster's NetworkPolicies",

@@ -78,7 +78,9 @@ def test_did_you_mean_for_misspelt_known_keys() -> None:
     labels = registry()
     assert labels.lookup("nvidia.com/gpu.prodcut") is None
     assert labels.suggest("nvidia.com/gpu.prodcut") == "nvidia.com/gpu.product"
-    assert labels.suggest("beta.kubernetes.io/instance-type") == "node.kubernetes.io/instance-type"
+    assert labels.suggest("node.kubernetes.io/instance-typ") == "node.kubernetes.io/instance-type"
+    # The deprecated beta form is still set by kubelets and cloud providers: known, not a typo.
+    assert labels.lookup("beta.kubernetes.io/instance-type") is not None
     assert labels.suggest("completely-different") is None
 
 

@@ -74,9 +74,14 @@ def gpu_pod_without_priority_class(workload: Workload, ctx: Context) -> Iterator
 
 def _cluster_uses_priority(ctx: Context) -> bool:
     """Whether the cluster is known to schedule by PriorityClass: the policy lists its classes or
-    tiers, or the inventory holds PriorityClasses (a repository that defines them uses them)."""
+    tiers, or an inventory that holds every PriorityClass (the webhook's, a cluster snapshot, or
+    inventory.completeKinds) has one besides the built-in system classes. PriorityClasses in a
+    repository do not say it: one repository may hold a scheduler's classes and another team's
+    workloads (the unknown finding names them, for the policy)."""
     if _policy_list(ctx, "priority.clusterClasses") or as_mapping(ctx.policy.get("priority.tiers", {})):
         return True
+    if ctx.inventory.coverage("PriorityClass") is not Coverage.COMPLETE:
+        return False
     return any(not found.name.startswith("system-") for found in ctx.inventory.list("PriorityClass"))
 
 

@@ -250,8 +250,8 @@ def test_a_huge_key_is_an_excerpt_in_the_log_not_a_3_mb_line(
     client: TestClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     obj = gpu_deployment()
-    huge_key = "node.example.com/" + "k" * 3_000_000
-    obj["spec"]["template"]["spec"]["nodeSelector"][huge_key] = "x"
+    huge_name = "HF_TOKEN_" + "k" * 3_000_000  # a credential-shaped env name: GP612 names it
+    obj["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": huge_name, "value": "hf_" + "x" * 34}]
     body = admission_review(obj)
     body["request"]["uid"] = "u" * 100_000  # a client other than the API server may send anything
     with caplog.at_level(logging.INFO, logger=LOGGER):
