@@ -5,7 +5,7 @@ never as an error and never silently. Given the fact, the rule works at full str
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import NamedTuple
 
 from gpupolicy.engine import Context, Violation
@@ -50,13 +50,12 @@ def first_time(ctx: Context, key: Hashable) -> bool:
     return True
 
 
-def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: str) -> Violation | None:
-    """One info finding per evaluation for a missing cluster fact (None once it has been said)."""
-    if not first_time(ctx, ("cluster-fact", fact.what)):
-        return None
-    return Violation(
-        path,
-        f"unknown: {fact.what}, so {consequence} was not checked; {fact.supply}",
-        unknown=True,
-        cluster_fact=fact.what,
-    )
+def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: str) -> Iterator[Violation]:
+    """One info finding per evaluation for a missing cluster fact (nothing once it has been said)."""
+    if first_time(ctx, ("cluster-fact", fact.what)):
+        yield Violation(
+            path,
+            f"unknown: {fact.what}, so {consequence} was not checked; {fact.supply}",
+            unknown=True,
+            cluster_fact=fact.what,
+        )

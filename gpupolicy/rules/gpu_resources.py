@@ -269,11 +269,9 @@ def gpu_count_exceeds_node(workload: Workload, ctx: Context) -> Iterator[Violati
     for template in workload.templates:
         for name, total in ctx.gpu.pod_totals(template).items():
             if not known and total > 1:
-                found = unknown_fact(
+                yield from unknown_fact(
                     ctx, NODE_POOLS, template.path, "whether multi-GPU pods fit a node (GP108)"
                 )
-                if found is not None:
-                    yield found
                 continue
             node = largest_node(ctx.policy, name)
             if node is None or total <= node[0]:

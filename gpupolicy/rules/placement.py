@@ -127,11 +127,9 @@ def gpu_pod_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
             continue
         kinds = _pool_kinds(ctx, template)
         if kinds is None:
-            found = unknown_fact(
+            yield from unknown_fact(
                 ctx, NODE_POOLS, _spec_path(template, "nodeSelector"), "GPU node targeting (GP201)"
             )
-            if found is not None:
-                yield found
             continue
         if len(kinds) < 2:
             continue  # one kind of GPU node for the resource: the scheduler cannot pick a wrong one
@@ -179,11 +177,9 @@ def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator
         if not ctx.gpu.uses_gpus(template):
             continue
         if taints is None:
-            found = unknown_fact(
+            yield from unknown_fact(
                 ctx, GPU_TAINTS, _spec_path(template, "tolerations"), "GPU tolerations (GP202)"
             )
-            if found is not None:
-                yield found
             continue
         demands = ctx.gpu.counted_demands(template)
         resources = {demand.resource.name for demand in demands}

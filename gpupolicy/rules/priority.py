@@ -65,9 +65,7 @@ def gpu_pod_without_priority_class(workload: Workload, ctx: Context) -> Iterator
         if _global_default(ctx) is not None:
             continue
         if not _cluster_uses_priority(ctx):
-            found = unknown_fact(ctx, PRIORITY_CLASSES, template.path, "the priority of GPU pods (GP301)")
-            if found is not None:
-                yield found
+            yield from unknown_fact(ctx, PRIORITY_CLASSES, template.path, "the priority of GPU pods (GP301)")
             continue
         yield Violation(template.path, f"{template.describe()} requests GPUs but sets no priorityClassName")
 

@@ -566,9 +566,7 @@ def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterat
         return
     if coverage is not Coverage.COMPLETE:
         # A repository seldom holds the cluster's NetworkPolicies: absence here proves nothing.
-        found = unknown_fact(ctx, NETWORK_POLICIES, where, "network isolation of GPU servers (GP614)")
-        if found is not None:
-            yield found
+        yield from unknown_fact(ctx, NETWORK_POLICIES, where, "network isolation of GPU servers (GP614)")
         return
     if first_time(ctx, ("GP614", namespace)):  # a namespace-level fact: once per namespace
         yield Violation(
