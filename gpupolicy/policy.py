@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 
-from gpupolicy.documents import Resource, parse_text
+from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits, Resource, parse_text
 from gpupolicy.findings import Severity
 from gpupolicy.gpu import GpuCatalog
 from gpupolicy.pod_spec import as_list, as_mapping
@@ -132,6 +132,15 @@ class Policy:
     @property
     def kubernetes_version(self) -> str:
         return str(self.data.get("kubernetesVersion", "1.34"))
+
+    @functools.cached_property
+    def limits(self) -> LoadLimits:
+        """What one YAML document may cost (`limits`), for the loader and the annotations parsed as YAML."""
+        section = self.section("limits")
+        return LoadLimits(
+            max_alias_expansion=int(section.get("maxAliasExpansion", DEFAULT_LIMITS.max_alias_expansion)),
+            max_depth=int(section.get("maxDepth", DEFAULT_LIMITS.max_depth)),
+        )
 
     @property
     def exclude(self) -> list[str]:
