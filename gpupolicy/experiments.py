@@ -393,7 +393,7 @@ def parse_experiment(
             )
         )
     repeats = text("repeats").strip()
-    config.repeats = int(repeats) if repeats.isdigit() else None
+    config.repeats = int(repeats) if repeats.isascii() and repeats.isdigit() else None
     for word in split_words(text("variable")):
         dimension = normalise_dimension_word(word)
         if dimension is None:

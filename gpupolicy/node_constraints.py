@@ -19,6 +19,7 @@ from typing import Any
 from gpupolicy.findings import JsonPath
 from gpupolicy.node_pools import NodePool
 from gpupolicy.pod_spec import PodTemplate, as_list, as_mapping
+from gpupolicy.quantities import parse_int64
 from gpupolicy.scheduling import REQUIRED_TERMS_PATH, required_terms, required_values
 
 
@@ -42,10 +43,7 @@ class Contradiction:
 
 
 def _as_int(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
-        return None
+    return parse_int64(value)  # strconv.ParseInt, as the scheduler reads Gt/Lt values
 
 
 def _within(value: str, state: _KeyState) -> bool:

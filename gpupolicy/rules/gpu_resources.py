@@ -15,7 +15,7 @@ from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.gpu import GpuDemand, GpuKind
 from gpupolicy.node_pools import largest_node
 from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
-from gpupolicy.quantities import format_quantity, is_positive_integer, quantity_or_none
+from gpupolicy.quantities import format_quantity, is_positive_integer, quantity_or_none, quantity_problem
 
 SCHEDULING_GPUS = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"
 EXTENDED_RESOURCES = (
@@ -99,10 +99,11 @@ def gpu_quantity_invalid(workload: Workload, ctx: Context) -> Iterator[Violation
                 continue
             amount = quantity_or_none(raw)
             if amount is None or (amount != 0 and not is_positive_integer(amount)):
+                why = quantity_problem(raw) if amount is None else None
                 yield Violation(
                     container.resource_path(section, demand.resource.name),
-                    f"{container.label}: {demand.resource.name} {section} {format_quantity(raw)} "
-                    "is not a positive whole number of GPUs",
+                    f"{container.label}: {demand.resource.name} {section} "
+                    + (why or f"{format_quantity(raw)} is not a positive whole number of GPUs"),
                     container=container.name,
                 )
 

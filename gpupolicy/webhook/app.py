@@ -185,7 +185,7 @@ def create_app(state: WebhookState) -> FastAPI:
 async def _read_body(request: Request, limit: int) -> bytes | None:
     """The body, or None once it passes `limit` (declared or actual: chunked bodies are counted)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         return None
     chunks: list[bytes] = []
     size = 0
