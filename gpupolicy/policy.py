@@ -21,8 +21,9 @@ from typing import Any
 import jsonschema
 
 from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits, Resource, parse_text
-from gpupolicy.findings import Severity
+from gpupolicy.findings import Severity, excerpt
 from gpupolicy.gpu import GpuCatalog
+from gpupolicy.linear_regex import PatternError, check_pattern
 from gpupolicy.pod_spec import as_list, as_mapping
 
 REPO_POLICY_NAMES = (".gpupolicy.yaml", ".gpupolicy.yml")
@@ -174,8 +175,15 @@ def _load_layer(text: str, file: str) -> tuple[dict[str, Any], Resource | None]:
     return resource.obj, resource
 
 
+# `format: regex` in the schemas: checked (jsonschema checks no format unless given a checker),
+# and with the engine the patterns will run on (RE2, gpupolicy.linear_regex), so that a pattern
+# the policy loads is one that can run, in linear time, on every object.
+_FORMATS = jsonschema.FormatChecker()
+_FORMATS.checks("regex", raises=PatternError)(check_pattern)
+
+
 def validate_layer(data: dict[str, Any], resource: Resource | None, file: str) -> None:
-    validator = jsonschema.Draft202012Validator(policy_schema())
+    validator = jsonschema.Draft202012Validator(policy_schema(), format_checker=_FORMATS)
     errors = sorted(validator.iter_errors(data), key=lambda error: list(error.absolute_path))
     if not errors:
         return
@@ -193,6 +201,8 @@ def _located_errors(error: Any) -> list[tuple[tuple[str | int, ...], str]]:
     line), with the keys allowed there, rather than at the mapping that holds it."""
     path = tuple(error.absolute_path)
     instance, schema = error.instance, error.schema
+    if error.validator == "format" and error.validator_value == "regex" and error.cause is not None:
+        return [(path, f"{excerpt(instance)} is not a regular expression gpupolicy can run: {error.cause}")]
     if (
         error.validator != "additionalProperties"
         or not isinstance(instance, dict)
