@@ -186,6 +186,7 @@ def validate_layer(data: dict[str, Any], resource: Resource | None, file: str) -
     validator = jsonschema.Draft202012Validator(policy_schema(), format_checker=_FORMATS)
     errors = sorted(validator.iter_errors(data), key=lambda error: list(error.absolute_path))
     if not errors:
+        _check_kubernetes_version(data, resource, file)
         return
     messages = []
     for error in errors[:10]:
@@ -194,6 +195,22 @@ def validate_layer(data: dict[str, Any], resource: Resource | None, file: str) -
             line, column = resource.position(path) or (1, 1) if resource else (1, 1)
             messages.append(f"{file}:{line}:{column}: policy key {key}: {message}")
     raise PolicyError("\n".join(messages))
+
+
+def _check_kubernetes_version(data: dict[str, Any], resource: Resource | None, file: str) -> None:
+    """A version the schema's pattern allows may still have no bundled schemas (`1.0`): refused
+    here, once, rather than as an internal error of GP005 on every object."""
+    version = data.get("kubernetesVersion")
+    if not isinstance(version, str):
+        return
+    # imported here: it loads jsonschema-rs, which `gpupolicy --help` does without
+    from gpupolicy.kube_schemas import resolve_version
+
+    try:
+        resolve_version(version)
+    except ValueError as exc:
+        line, column = (resource.position(("kubernetesVersion",)) if resource else None) or (1, 1)
+        raise PolicyError(f"{file}:{line}:{column}: policy key kubernetesVersion: {exc}") from None
 
 
 def _located_errors(error: Any) -> list[tuple[tuple[str | int, ...], str]]:
