@@ -265,6 +265,9 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
     metrics.duration.observe(elapsed)
     for finding in decision.findings:
         metrics.findings.labels(finding.rule_id, finding.severity.label).inc()
+    if decision.report is not None:
+        for error in decision.report.errors:
+            metrics.rule_errors.labels(error.rule_id, decision.decision).inc()
     if provenance is not None:
         metrics.provenance_writes.labels(provenance).inc()
     if not _log.isEnabledFor(logging.INFO):
