@@ -59,14 +59,14 @@ def display_path(path: Path) -> str:
     """Paths relative to the current directory where possible (what people click on)."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
         return str(path)
 
 
 def is_excluded(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     try:
         relative = path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
         relative = path.as_posix()
     return any(
         fnmatch.fnmatch(relative, pattern)
@@ -83,21 +83,40 @@ def _values_file(name: str) -> bool:
 
 
 def iter_manifest_files(
-    root: Path, exclude: Iterable[str] = (), *, base: Path | None = None
+    root: Path,
+    exclude: Iterable[str] = (),
+    *,
+    base: Path | None = None,
+    unreadable: list[LoadProblem] | None = None,
 ) -> Iterator[Path]:
     """Manifest files and kustomize directories below `root`, in a stable order. Exclude globs
-    are matched against paths relative to `base` (the directory given on the command line)."""
+    are matched against paths relative to `base` (the directory given on the command line).
+
+    A folder that cannot be listed is skipped and, when `unreadable` is given, reported there;
+    a manifest-named symlink that leads nowhere (a loop, a dangling link) is yielded, so that
+    reading it gives a finding instead of silence."""
     patterns = list(exclude)
     base = root if base is None else base
     if any((root / name).is_file() for name in KUSTOMIZATION_FILES) or is_chart(root):
         yield root  # rendered as one unit (kubectl kustomize, helm template)
         return
-    for entry in sorted(root.iterdir()):
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as exc:
+        if unreadable is not None:
+            reason = exc.strerror or type(exc).__name__
+            unreadable.append(LoadProblem("GP001", f"cannot read directory: {reason}", display_path(root)))
+        return
+    for entry in entries:
         if entry.name.startswith(".") or is_excluded(entry, base, patterns):
             continue
         if entry.is_dir() and not entry.is_symlink():
-            yield from iter_manifest_files(entry, patterns, base=base)
-        elif entry.is_file() and entry.suffix in MANIFEST_SUFFIXES and not _values_file(entry.name):
+            yield from iter_manifest_files(entry, patterns, base=base, unreadable=unreadable)
+        elif (
+            entry.suffix in MANIFEST_SUFFIXES
+            and not _values_file(entry.name)
+            and (entry.is_file() or (entry.is_symlink() and not entry.exists()))
+        ):
             yield entry
 
 
@@ -256,7 +275,7 @@ def load_paths(
             continue
         path = Path(raw)
         if path.is_dir():
-            for item in iter_manifest_files(path, patterns):
+            for item in iter_manifest_files(path, patterns, unreadable=loaded.problems):
                 if item.is_dir():
                     loaded.extend(load_directory(item, limits), display_path(item))
                 else:
