@@ -30,6 +30,7 @@ REPO_POLICY_NAMES = (".gpupolicy.yaml", ".gpupolicy.yml")
 
 
 _ABSENT: Any = object()
+MESSAGE_MAX_CHARS = 300
 
 
 class PolicyError(Exception):
@@ -193,6 +194,8 @@ def validate_layer(data: dict[str, Any], resource: Resource | None, file: str) -
         for path, message in _located_errors(error):
             key = ".".join(str(step) for step in path) or "(top level)"
             line, column = resource.position(path) or (1, 1) if resource else (1, 1)
+            if len(message) > MESSAGE_MAX_CHARS:  # jsonschema's messages quote the whole value
+                message = message[:MESSAGE_MAX_CHARS] + "…"
             messages.append(f"{file}:{line}:{column}: policy key {key}: {message}")
     raise PolicyError("\n".join(messages))
 

@@ -189,6 +189,33 @@ def test_annotation_limits_follow_the_policy() -> None:
     assert "limits.maxAliasExpansion" in " ".join(f.message for f in lint(text, strict).findings)
 
 
+# -- huge values --------------------------------------------------------------------------------
+
+
+def test_huge_experiment_values_give_few_bounded_findings() -> None:
+    """GP801 once quoted each bad value whole and gave one finding per unknown word."""
+    words = ", ".join(f"word{index}" for index in range(20_000))
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x-experiment, namespace: ns}\ndata:\n"
+        "  change: a\n  fixed: image\n  metrics: P95\n  repeats: '3'\n"
+        f"  slo: {json.dumps('a' * 100_000)}\n  arms: {json.dumps('A' * 100_000)}\n"
+        f"  variable: {json.dumps(words)}\n  ? {json.dumps('k' * 50_000)}\n  : v\n"
+    )
+    report = lint(text)
+    gp801 = [finding for finding in report.findings if finding.rule_id == "GP801"]
+    assert 3 <= len(gp801) <= 5
+    assert any("and 19995 more are not a dimension" in finding.message for finding in gp801)
+    assert_bounded(report)
+
+
+def test_a_huge_value_in_a_policy_is_an_excerpt_in_the_error(tmp_path: Path) -> None:
+    policy_file = tmp_path / "big.gpupolicy.yaml"
+    policy_file.write_text(f"failOn: {json.dumps('x' * 1_000_000)}\n")
+    with pytest.raises(PolicyError) as caught:
+        load_policy(extra=[policy_file])
+    assert len(str(caught.value)) < len(str(policy_file)) + MESSAGE_BOUND
+
+
 # -- policy files ------------------------------------------------------------------------------
 
 
