@@ -188,12 +188,12 @@ def run_lint(args: argparse.Namespace) -> int:
     if context_root is None:
         from gpupolicy.inputs import load_paths
 
-        loaded = load_paths(args.paths, exclude=exclude)
+        loaded = load_paths(args.paths, exclude=exclude, limits=policy.limits)
         report = evaluate(loaded.resources, policy, problems=loaded.problems, directives=loaded.directives)
     else:
         from gpupolicy.inputs import load_with_context
 
-        loaded, context = load_with_context(args.paths, context_root, exclude=exclude)
+        loaded, context = load_with_context(args.paths, context_root, exclude=exclude, limits=policy.limits)
         chosen = {resource.file for resource in loaded.resources}
         report = evaluate(
             [*loaded.resources, *context],

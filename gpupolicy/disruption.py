@@ -30,7 +30,7 @@ from gpupolicy.selectors import selector_matches
 
 PDB = "PodDisruptionBudget"
 HPA = "HorizontalPodAutoscaler"
-_PERCENT = re.compile(r"^(\d+)%$")
+_PERCENT = re.compile(r"^([0-9]+)%$")  # ASCII digits, as strconv.Atoi reads them (\d takes "١")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from gpupolicy.findings import JsonPath, ObjectRef
+from gpupolicy.findings import JsonPath, ObjectRef, excerpt
 
 try:  # pragma: no cover - depends on how PyYAML was built
     from yaml import CSafeLoader as _Loader
@@ -258,105 +258,145 @@ def path_to_node(root: yaml.Node, target: yaml.Node) -> JsonPath | None:
 # -- construction -----------------------------------------------------------------
 
 
+class UnreadableValue(ValueError):
+    """A value the loader refuses, with the node it is about (for the finding's line)."""
+
+    def __init__(self, message: str, node: yaml.Node) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class ExcessiveAliasing(UnreadableValue):
+    """A document whose aliases expand beyond the limits (billion laughs, or nesting hidden in
+    aliases): refused before anything walks the expansion."""
+
+
+_SCALAR_KINDS = {_TAG_INT: "integer", _TAG_BOOL: "boolean", _TAG_FLOAT: "number"}
+
+
 def _scalar_value(node: yaml.ScalarNode) -> Any:
     tag = node.tag
     if tag == _TAG_STR:
         return node.value
-    if tag == _TAG_INT:
-        return _SCALAR_CONSTRUCTOR.construct_yaml_int(node)
-    if tag == _TAG_BOOL:
-        return _SCALAR_CONSTRUCTOR.construct_yaml_bool(node)
     if tag == _TAG_NULL:
         return None
-    if tag == _TAG_FLOAT:
+    kind = _SCALAR_KINDS.get(tag)
+    if kind is None:
+        # timestamps, binary and custom tags (`!Ref`) stay text: Kubernetes treats them as strings.
+        return node.value
+    try:
+        if tag == _TAG_INT:
+            return _SCALAR_CONSTRUCTOR.construct_yaml_int(node)
+        if tag == _TAG_BOOL:
+            return _SCALAR_CONSTRUCTOR.construct_yaml_bool(node)
         return _SCALAR_CONSTRUCTOR.construct_yaml_float(node)
-    # timestamps, binary and custom tags (`!Ref`) stay text: Kubernetes treats them as strings.
-    return node.value
+    except (ValueError, KeyError, TypeError):
+        # `!!bool maybe` (PyYAML raises KeyError), `!!int x`, and integers longer than Python
+        # converts (4,300 digits): a finding at the value, never an exception out of the loader.
+        digits = sum(character.isdigit() for character in node.value[:5000])
+        if tag == _TAG_INT and digits >= 4000:
+            message = f"an integer of {len(node.value):,} characters (no Kubernetes field holds one)"
+        else:
+            message = f"{excerpt(node.value)} is not a valid {kind} (tagged {tag.rpartition(':')[2]})"
+        raise UnreadableValue(message, node) from None
 
 
-# Aliases share values instead of copying them, but anything that walks the value (rules, the
-# schema validator, JSON output) sees the expansion. go-yaml rejects "excessive aliasing" for
-# the same reason; so do we, with a finding instead of an exponential walk.
-MAX_EXPANDED_VALUES = 1_000_000
+@dataclass(frozen=True, slots=True)
+class LoadLimits:
+    """What one YAML document may cost, from the policy's `limits` section, the same in the
+    linter and the webhook.
+
+    Aliases share their anchor's value instead of copying it, but whatever walks the value (the
+    rules, the schema validator, a JSON dump) sees the expansion: each alias counts as a copy of
+    its anchor's whole value. go-yaml refuses "excessive aliasing" for the same reason
+    (https://github.com/go-yaml/yaml/blob/v3.0.1/decode.go, allowedAliasRatio); so do we, with a
+    finding. Depth is counted through aliases too: a chain of anchors each holding the previous
+    one nests as deep as the chain is long, however flat the text looks."""
+
+    max_alias_expansion: int = 100_000
+    max_depth: int = 200
 
 
-class ExcessiveAliasing(ValueError):
-    """A document whose aliases expand to more values than any manifest needs (billion laughs)."""
+DEFAULT_LIMITS = LoadLimits()
+_EXTENT_CAP = 1 << 62  # sizes of a billion-laughs anchor grow as 10^n: capped, only the comparison matters
 
 
-def _expanded_size(root: yaml.Node, limit: int) -> int:
-    """How many nodes the tree has once every alias is expanded (stops counting past `limit`)."""
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()
-
-    def size(node: yaml.Node) -> int:
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        if id(node) in open_nodes:
-            line = node.start_mark.line + 1
-            raise ExcessiveAliasing(
-                f"an anchor's value contains an alias of itself (the value at line {line})"
-            )
-        open_nodes.add(id(node))
-        total = 1
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                total += size(key_node) + size(value_node)
-                if total > limit:
-                    break
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                total += size(item)
-                if total > limit:
-                    break
-        open_nodes.discard(id(node))
-        sizes[id(node)] = total
-        return total
-
-    return size(root)
-
-
-# No Kubernetes object nests anywhere near this deep; deeper documents would exhaust Python's
-# recursion limit in the walkers that read them (construction, rules, schema validation).
-MAX_DEPTH = 200
-
-
-def _alias_cycle(root: yaml.Node) -> yaml.Node | None:
-    """A node that contains itself through an alias (`&a [*a]`), found without recursion."""
-    open_nodes: set[int] = set()
-    done: set[int] = set()
+def _extent(root: yaml.Node, extents: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(values, levels) of `root` once every alias below it is expanded, memoised per node in
+    `extents` and found without recursion; an anchor whose value holds an alias of itself is
+    refused (it would expand forever)."""
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_nodes: set[int] = set()
     while stack:
         node, leaving = stack.pop()
+        key = id(node)
+        children = _children(node)
         if leaving:
-            open_nodes.discard(id(node))
-            done.add(id(node))
+            open_nodes.discard(key)
+            size, height = 1, 1
+            for child in children:
+                child_size, child_height = extents[id(child)]
+                size += child_size
+                height = max(height, child_height + 1)
+            extents[key] = (min(size, _EXTENT_CAP), height)
             continue
-        if id(node) in open_nodes:
-            return node
-        if id(node) in done or isinstance(node, yaml.ScalarNode):
+        if key in extents:
             continue
-        open_nodes.add(id(node))
+        if key in open_nodes:
+            raise ExcessiveAliasing(
+                f"the anchor at line {node.start_mark.line + 1} holds an alias of itself "
+                "(its value would expand forever)",
+                node,
+            )
+        if not children:  # a scalar is no level of nesting; an empty collection is one
+            extents[key] = (1, 0 if isinstance(node, yaml.ScalarNode) else 1)
+            continue
+        open_nodes.add(key)
         stack.append((node, True))
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                stack.extend(((key_node, False), (value_node, False)))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, False) for item in node.value)
-    return None
+        stack.extend((child, False) for child in children if id(child) not in extents)
+    return extents[id(root)]
 
 
-def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [item for pair in node.value for item in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def construct(root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS) -> tuple[Any, list[DuplicateKey]]:
     """Build plain Python values from a node tree, noting repeated mapping keys.
 
-    Depth is tracked during the one walk (no second traversal on the hot path); the alias
-    checks run only for documents that use aliases."""
+    Depth is tracked during the one walk (no second traversal on the hot path). An alias is
+    charged where it is met: the expanded size of its anchor's value is added to a running count
+    and its expanded depth to the depth it is used at, so a bomb stops at its first excess,
+    before anything expands it."""
     duplicates: list[DuplicateKey] = []
     memo: dict[int, Any] = {}
-    aliased = False
+    extents: dict[int, tuple[int, int]] = {}
+    expanded = 0
+    max_depth, max_expansion = limits.max_depth, limits.max_alias_expansion
     scalar_node = yaml.ScalarNode
     mapping_node = yaml.MappingNode
+
+    def charge_alias(node: yaml.Node, depth: int) -> None:
+        nonlocal expanded
+        size, height = _extent(node, extents)
+        expanded += size
+        anchor_line = node.start_mark.line + 1
+        if expanded > max_expansion:
+            raise ExcessiveAliasing(
+                f"the document's aliases expand to more than {max_expansion:,} values (the anchor at "
+                f"line {anchor_line} among them; policy limits.maxAliasExpansion)",
+                node,
+            )
+        if depth + height - 1 > max_depth:
+            raise ExcessiveAliasing(
+                f"the document nests deeper than {max_depth} levels through the alias of the anchor "
+                f"at line {anchor_line} (policy limits.maxDepth)",
+                node,
+            )
 
     def build(node: yaml.Node, depth: int) -> Any:
         if type(node) is scalar_node:
@@ -364,13 +404,13 @@ def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
             if tag == _TAG_STR:
                 return node.value
             return _scalar_value(node)
-        if depth > MAX_DEPTH:
-            line = node.start_mark.line + 1
-            raise ExcessiveAliasing(f"the document nests deeper than {MAX_DEPTH} levels (at line {line})")
+        if depth > max_depth:
+            raise ExcessiveAliasing(
+                f"the document nests deeper than {max_depth} levels (policy limits.maxDepth)", node
+            )
         known = memo.get(id(node))
         if known is not None:
-            nonlocal aliased
-            aliased = True
+            charge_alias(node, depth)
             return known  # an alias: share the value instead of expanding it again
         if type(node) is mapping_node:
             result: dict[Any, Any] = {}
@@ -390,19 +430,11 @@ def construct(root: yaml.Node) -> tuple[Any, list[DuplicateKey]]:
             return result
         items: list[Any] = []
         memo[id(node)] = items
-        items.extend(build(item, depth + 1) for item in node.value)
+        for item in node.value:  # a loop, not a generator: one stack frame per level
+            items.append(build(item, depth + 1))
         return items
 
-    value = build(root, 1)
-    if aliased and (cycle := _alias_cycle(root)) is not None:
-        line = cycle.start_mark.line + 1
-        raise ExcessiveAliasing(f"an anchor's value contains an alias of itself (the value at line {line})")
-    if aliased and _expanded_size(root, MAX_EXPANDED_VALUES) > MAX_EXPANDED_VALUES:
-        raise ExcessiveAliasing(
-            f"the document's aliases expand to more than {MAX_EXPANDED_VALUES:,} values "
-            "(excessive aliasing, as in a 'billion laughs' document)"
-        )
-    return value, duplicates
+    return build(root, 1), duplicates
 
 
 def _merge_into(target: dict[Any, Any], merged: Any) -> None:
@@ -655,13 +687,15 @@ def _compose_stream(text: str) -> list[yaml.Node] | None:
         return None
 
 
-def parse_text(text: str, file: str, *, rendered_from: str | None = None) -> LoadedText:
+def parse_text(
+    text: str, file: str, *, rendered_from: str | None = None, limits: LoadLimits = DEFAULT_LIMITS
+) -> LoadedText:
     """Parse a YAML/JSON stream. A broken document is reported and the others still load."""
     loaded = LoadedText()
     nodes = _compose_stream(text)
     if nodes is not None:
         for index, node in enumerate(nodes):
-            _add_document(loaded, node, file, index, rendered_from)
+            _add_document(loaded, node, file, index, rendered_from, limits=limits)
         return loaded
     # Slow path, only for streams with an error: parse document by document so that
     # one broken document does not take the others with it.
@@ -677,7 +711,7 @@ def parse_text(text: str, file: str, *, rendered_from: str | None = None) -> Loa
         for node in chunk_nodes:
             if node is None:
                 continue
-            _add_document(loaded, node, file, index, rendered_from, line_offset)
+            _add_document(loaded, node, file, index, rendered_from, line_offset, limits=limits)
             index += 1
     return loaded
 
@@ -689,21 +723,15 @@ def _add_document(
     index: int,
     rendered_from: str | None,
     line_offset: int = 0,
+    *,
+    limits: LoadLimits = DEFAULT_LIMITS,
 ) -> None:
     try:
-        obj, duplicates = construct(node)
-    except (yaml.YAMLError, ValueError, TypeError) as exc:  # e.g. an int that is not one
-        mark = node.start_mark
-        loaded.problems.append(
-            LoadProblem(
-                "GP001",
-                f"cannot read value: {exc}",
-                file,
-                mark.line + 1 + line_offset,
-                mark.column + 1,
-                index,
-            )
-        )
+        obj, duplicates = construct(node, limits)
+    except (ValueError, TypeError) as exc:  # `!!bool maybe`, a 5,000-digit integer, an alias bomb
+        mark = exc.node.start_mark if isinstance(exc, UnreadableValue) else node.start_mark
+        line, column = mark.line + 1 + line_offset, mark.column + 1
+        loaded.problems.append(LoadProblem("GP001", f"cannot read value: {exc}", file, line, column, index))
         return
     if obj is None:
         return  # an empty document between separators: kubectl skips it too

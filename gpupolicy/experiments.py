@@ -28,7 +28,7 @@ import jsonschema
 
 from gpupolicy.dimensions import DIMENSION_NAMES, DimensionDiff, diff_workloads
 from gpupolicy.documents import Resource
-from gpupolicy.findings import JsonPath
+from gpupolicy.findings import EXCERPT_CHARS, JsonPath, excerpt
 from gpupolicy.gpu import GpuCatalog
 from gpupolicy.pod_spec import Workload, as_mapping
 from gpupolicy.policy import policies_dir
@@ -332,9 +332,10 @@ def _schema_problems(data: Any) -> list[ConfigProblem]:
             for key in sorted(set(data) - set(allowed)):
                 close = difflib.get_close_matches(str(key), allowed, n=1)
                 hint = f"did you mean {close[0]}?" if close else ", ".join(allowed)
+                shown = str(key) if len(str(key)) <= EXCERPT_CHARS else excerpt(str(key))
                 problems.append(
                     ConfigProblem(
-                        str(key), ("data", str(key)), f"data.{key} is not an experiment key ({hint})"
+                        str(key), ("data", str(key)), f"data.{shown} is not an experiment key ({hint})"
                     )
                 )
         else:
@@ -343,16 +344,31 @@ def _schema_problems(data: Any) -> list[ConfigProblem]:
     return problems
 
 
+def _words(words: list[str], shown: int = 5) -> str:
+    """`'a'`, `'a', 'b'`, `'a', … 'e' and 7 more`: excerpts of a few words and a count, so that
+    a value of 100,000 words is one bounded message (not one finding per word)."""
+    listed = ", ".join(excerpt(word) for word in words[:shown])
+    return f"{listed} and {len(words) - shown} more" if len(words) > shown else listed
+
+
+def _are(words: list[str]) -> str:
+    return "is" if len(words) == 1 else "are"
+
+
 def _explain(key: str, error: Any) -> str:
+    """What is wrong with one data value, quoting an excerpt of it (never a 3 MB value whole)."""
+    value = excerpt(error.instance)
     if error.validator == "type":
-        return f"must be a string (ConfigMap data are strings; quote it), not {error.instance!r}"
+        return f"must be a string (ConfigMap data are strings; quote it), not {value}"
     if key == "repeats":
-        return f"{error.instance!r} is not a whole number"
+        return f"{value} is not a whole number"
     if key == "arms":
-        return f"{error.instance!r} is not a list of arm names (lower-case label values)"
+        return f"{value} is not a list of arm names (lower-case label values)"
     if key == "slo":
-        return f"{error.instance!r} is not a list of `metric<=number` objectives"
-    return str(error.message)
+        return f"{value} is not a list of `metric<=number` objectives"
+    if error.validator in ("pattern", "minLength"):
+        return f"{value} is not a valid {key}"
+    return str(error.message) if len(str(error.message)) <= 200 else f"{value} is not a valid {key}"
 
 
 def parse_experiment(
@@ -368,18 +384,22 @@ def parse_experiment(
         return value if isinstance(value, str) else ""
 
     config.change = text("change").strip()
+    not_dimensions = []
     for word in split_words(text("fixed")):
         dimension = normalise_dimension_word(word)
         if dimension is None:
-            config.problems.append(
-                ConfigProblem(
-                    "fixed",
-                    ("data", "fixed"),
-                    f"data.fixed: {word!r} is not a dimension ({', '.join(DIMENSION_NAMES[:-1])})",
-                )
-            )
+            not_dimensions.append(word)
         elif dimension not in config.fixed:
             config.fixed.append(dimension)
+    if not_dimensions:
+        config.problems.append(
+            ConfigProblem(
+                "fixed",
+                ("data", "fixed"),
+                f"data.fixed: {_words(not_dimensions)} {_are(not_dimensions)} not a dimension "
+                f"({', '.join(DIMENSION_NAMES[:-1])})",
+            )
+        )
     config.metrics = vocabulary.parse(text("metrics"))
     unknown = [term.raw for term in config.metrics if term.category is None]
     if unknown:
@@ -387,20 +407,26 @@ def parse_experiment(
             ConfigProblem(
                 "metrics",
                 ("data", "metrics"),
-                f"data.metrics: unknown metric word(s) {', '.join(repr(word) for word in unknown)} "
+                f"data.metrics: unknown metric word(s) {_words(unknown)} "
                 "(add them to experiments.metricWords in the policy with a category)",
                 severity="warning",
             )
         )
     repeats = text("repeats").strip()
-    config.repeats = int(repeats) if repeats.isdigit() else None
+    config.repeats = int(repeats) if repeats.isascii() and repeats.isdigit() else None
+    not_dimensions = []
     for word in split_words(text("variable")):
         dimension = normalise_dimension_word(word)
         if dimension is None:
-            message = f"data.variable: {word!r} is not a dimension ({', '.join(DIMENSION_NAMES[:-1])})"
-            config.problems.append(ConfigProblem("variable", ("data", "variable"), message))
+            not_dimensions.append(word)
         elif dimension not in config.variables:
             config.variables.append(dimension)
+    if not_dimensions:
+        message = (
+            f"data.variable: {_words(not_dimensions)} {_are(not_dimensions)} not a dimension "
+            f"({', '.join(DIMENSION_NAMES[:-1])})"
+        )
+        config.problems.append(ConfigProblem("variable", ("data", "variable"), message))
     config.arms = split_words(text("arms"))
     config.slo = split_words(text("slo"))
     clash = sorted(set(config.fixed) & set(config.variables))

@@ -84,3 +84,22 @@ class Finding:
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.file or "", self.line or 0, self.column or 0, self.rule_id)
+
+
+EXCERPT_CHARS = 60
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """`repr(value)` cut to about `limit` characters: what a message may echo of the input (a 3 MB
+    string or an expanded alias must never become a 3 MB message). Strings are cut before
+    `repr`, so a huge one costs no more than a short one."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return repr(value[:limit]) + f"… ({len(value):,} characters)"
+    if isinstance(value, int | float | bool) or value is None:
+        text = (
+            repr(value) if not isinstance(value, int) or value.bit_length() < 4 * limit else "a huge integer"
+        )
+        return text if len(text) <= limit else text[:limit] + "…"
+    return type(value).__name__  # containers: their type, never their (possibly expanded) contents

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpupolicy.bounded_cache import BoundedCache
+from gpupolicy.linear_regex import LinearPattern, compile_linear
 from gpupolicy.pod_spec import Container, PodTemplate, as_list, as_mapping
 from gpupolicy.quantities import quantity_or_none
 
@@ -77,7 +78,7 @@ class GpuCatalog:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._exact: dict[str, GpuResource] = {}
-        self._patterns: list[tuple[re.Pattern[str], GpuResource]] = []
+        self._patterns: list[tuple[LinearPattern, GpuResource]] = []
         self._domains: dict[str, str] = {}
         for vendor in as_list(config.get("vendors")):
             self._add_vendor(as_mapping(vendor))
@@ -106,7 +107,8 @@ class GpuCatalog:
             for resource in as_list(vendor.get(key)):
                 self._exact[str(resource)] = GpuResource(str(resource), name, kind)
         for pattern in as_list(vendor.get("migResourcePatterns")):
-            self._patterns.append((re.compile(str(pattern)), GpuResource("", name, GpuKind.MIG)))
+            # RE2: resource names come from objects, the patterns from the policy (linear_regex.py)
+            self._patterns.append((compile_linear(str(pattern)), GpuResource("", name, GpuKind.MIG)))
 
     def classify(self, resource_name: str) -> GpuResource | None:
         """The GPU meaning of a resource name, or None for cpu, memory and other vendors' resources."""

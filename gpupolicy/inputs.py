@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpupolicy.documents import (
+    DEFAULT_LIMITS,
     LoadedText,
+    LoadLimits,
     LoadProblem,
     Resource,
     find_helm_action,
@@ -56,14 +58,14 @@ def display_path(path: Path) -> str:
     """Paths relative to the current directory where possible (what people click on)."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
         return str(path)
 
 
 def is_excluded(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     try:
         relative = path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
         relative = path.as_posix()
     return any(
         fnmatch.fnmatch(relative, pattern)
@@ -80,21 +82,40 @@ def _values_file(name: str) -> bool:
 
 
 def iter_manifest_files(
-    root: Path, exclude: Iterable[str] = (), *, base: Path | None = None
+    root: Path,
+    exclude: Iterable[str] = (),
+    *,
+    base: Path | None = None,
+    unreadable: list[LoadProblem] | None = None,
 ) -> Iterator[Path]:
     """Manifest files and kustomize directories below `root`, in a stable order. Exclude globs
-    are matched against paths relative to `base` (the directory given on the command line)."""
+    are matched against paths relative to `base` (the directory given on the command line).
+
+    A folder that cannot be listed is skipped and, when `unreadable` is given, reported there;
+    a manifest-named symlink that leads nowhere (a loop, a dangling link) is yielded, so that
+    reading it gives a finding instead of silence."""
     patterns = list(exclude)
     base = root if base is None else base
     if any((root / name).is_file() for name in KUSTOMIZATION_FILES) or is_chart(root):
         yield root  # rendered as one unit (kubectl kustomize, helm template)
         return
-    for entry in sorted(root.iterdir()):
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as exc:
+        if unreadable is not None:
+            reason = exc.strerror or type(exc).__name__
+            unreadable.append(LoadProblem("GP001", f"cannot read directory: {reason}", display_path(root)))
+        return
+    for entry in entries:
         if entry.name.startswith(".") or is_excluded(entry, base, patterns):
             continue
         if entry.is_dir() and not entry.is_symlink():
-            yield from iter_manifest_files(entry, patterns, base=base)
-        elif entry.is_file() and entry.suffix in MANIFEST_SUFFIXES and not _values_file(entry.name):
+            yield from iter_manifest_files(entry, patterns, base=base, unreadable=unreadable)
+        elif (
+            entry.suffix in MANIFEST_SUFFIXES
+            and not _values_file(entry.name)
+            and (entry.is_file() or (entry.is_symlink() and not entry.exists()))
+        ):
             yield entry
 
 
@@ -121,7 +142,12 @@ def render_hint(path: Path, *, helm: bool = False) -> str:
 
 
 def load_text(
-    text: str, file: str, *, hint_path: Path | None = None, rendered_from: str | None = None
+    text: str,
+    file: str,
+    *,
+    hint_path: Path | None = None,
+    rendered_from: str | None = None,
+    limits: LoadLimits = DEFAULT_LIMITS,
 ) -> LoadedText:
     """Parse one file's text, reporting templates (GP004) and empty files (GP003)."""
     helm = find_helm_action(text)
@@ -131,7 +157,7 @@ def load_text(
             "GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm
         )
         return LoadedText(problems=[problem])
-    loaded = parse_text(text, file, rendered_from=rendered_from)
+    loaded = parse_text(text, file, rendered_from=rendered_from, limits=limits)
     loaded.directives = scan_comments(text, file)
     if not loaded.resources and not loaded.problems:
         loaded.problems.append(
@@ -142,7 +168,7 @@ def load_text(
     return loaded
 
 
-def load_file(path: Path) -> LoadedText:
+def load_file(path: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
     file = display_path(path)
     try:
         data = path.read_bytes()
@@ -151,7 +177,7 @@ def load_file(path: Path) -> LoadedText:
     text, problem = _decode(data, file)
     if text is None:
         return LoadedText(problems=[problem] if problem else [])
-    return load_text(text, file, hint_path=path)
+    return load_text(text, file, hint_path=path, limits=limits)
 
 
 RENDER_TIMEOUT_SECONDS = KUSTOMIZE_TIMEOUT_SECONDS
@@ -165,24 +191,27 @@ def is_chart(folder: Path) -> bool:
     return (folder / CHART_FILE).is_file() and (folder / "templates").is_dir()
 
 
-def load_directory(folder: Path) -> LoadedText:
+def load_directory(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
     """A directory that is one unit: a Helm chart, or a kustomization."""
-    return load_chart(folder) if is_chart(folder) else load_kustomization(folder)
+    return load_chart(folder, limits) if is_chart(folder) else load_kustomization(folder, limits)
 
 
-def load_kustomization(folder: Path) -> LoadedText:
+def load_kustomization(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
     shown = display_path(folder)
-    return _render(["kubectl", "kustomize", str(folder)], shown, f"kubectl kustomize {shown}", "kustomize")
+    command = f"kubectl kustomize {shown}"
+    return _render(["kubectl", "kustomize", str(folder)], shown, command, "kustomize", limits)
 
 
-def load_chart(folder: Path) -> LoadedText:
+def load_chart(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
     """A Helm chart is linted as `helm template` renders it with its default values."""
     shown = display_path(folder)
     command = ["helm", "template", CHART_RELEASE, str(folder)]
-    return _render(command, shown, f"helm template {CHART_RELEASE} {shown}", "helm")
+    return _render(command, shown, f"helm template {CHART_RELEASE} {shown}", "helm", limits)
 
 
-def _render(argv: list[str], shown: str, command: str, rendered_from: str) -> LoadedText:
+def _render(
+    argv: list[str], shown: str, command: str, rendered_from: str, limits: LoadLimits = DEFAULT_LIMITS
+) -> LoadedText:
     """Run a renderer (kubectl kustomize, helm template) and lint its output; positions refer to
     the rendered stream, and the directory is named as the file."""
     tool = shutil.which(argv[0])
@@ -199,11 +228,14 @@ def _render(argv: list[str], shown: str, command: str, rendered_from: str) -> Lo
         reason = completed.stderr.decode("utf-8", "replace").strip().splitlines()
         detail = reason[-1] if reason else f"exit code {completed.returncode}"
         return LoadedText(problems=[LoadProblem("GP004", f"{command} failed: {detail}", shown)])
-    return load_text(completed.stdout.decode("utf-8", "replace"), shown, rendered_from=rendered_from)
+    text = completed.stdout.decode("utf-8", "replace")
+    return load_text(text, shown, rendered_from=rendered_from, limits=limits)
 
 
-def load_paths(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Loaded:
-    """Load every path given on the command line (`-` is stdin)."""
+def load_paths(
+    paths: Iterable[str], *, exclude: Iterable[str] = (), limits: LoadLimits = DEFAULT_LIMITS
+) -> Loaded:
+    """Load every path given on the command line (`-` is stdin). `limits` are the policy's."""
     loaded = Loaded()
     patterns = list(exclude)
     for raw in paths:
@@ -213,17 +245,17 @@ def load_paths(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Loaded:
             if text is None:
                 loaded.problems.extend([problem] if problem else [])
                 continue
-            loaded.extend(load_text(text, "<stdin>"), "<stdin>")
+            loaded.extend(load_text(text, "<stdin>", limits=limits), "<stdin>")
             continue
         path = Path(raw)
         if path.is_dir():
-            for item in iter_manifest_files(path, patterns):
+            for item in iter_manifest_files(path, patterns, unreadable=loaded.problems):
                 if item.is_dir():
-                    loaded.extend(load_directory(item), display_path(item))
+                    loaded.extend(load_directory(item, limits), display_path(item))
                 else:
-                    loaded.extend(load_file(item), display_path(item))
+                    loaded.extend(load_file(item, limits), display_path(item))
         else:
-            loaded.extend(load_file(path), display_path(path))
+            loaded.extend(load_file(path, limits), display_path(path))
     return loaded
 
 
@@ -233,7 +265,7 @@ def is_manifest_name(name: str) -> bool:
 
 
 def load_with_context(
-    paths: Iterable[str], root: Path, *, exclude: Iterable[str] = ()
+    paths: Iterable[str], root: Path, *, exclude: Iterable[str] = (), limits: LoadLimits = DEFAULT_LIMITS
 ) -> tuple[Loaded, list[Resource]]:
     """The given paths (to report on) and the other objects below `root` (context only).
 
@@ -244,7 +276,7 @@ def load_with_context(
     """
     patterns = list(exclude)
     chosen = [raw for raw in paths if raw == "-" or Path(raw).is_dir() or is_manifest_name(Path(raw).name)]
-    loaded = load_paths(chosen, exclude=patterns)
+    loaded = load_paths(chosen, exclude=patterns, limits=limits)
     given = set(loaded.files) | {resource.file for resource in loaded.resources}
-    context = load_paths([str(root)], exclude=patterns)
+    context = load_paths([str(root)], exclude=patterns, limits=limits)
     return loaded, [resource for resource in context.resources if resource.file not in given]

@@ -18,7 +18,6 @@ from typing import Any
 
 import jsonschema_rs
 
-from gpupolicy.bounded_cache import bounded_memo
 from gpupolicy.findings import JsonPath
 
 _REF_PREFIX = "/api/_definitions.json#/$defs/"
@@ -48,9 +47,13 @@ def available_versions() -> tuple[str, ...]:
     return tuple(sorted(set(found), key=lambda version: tuple(int(part) for part in version.split("."))))
 
 
+@functools.lru_cache(maxsize=64)  # policy values only (kubernetesVersion)
 def resolve_version(requested: str) -> str:
     """The newest bundled minor version not newer than `requested` (as kubernetes-validate does)."""
-    wanted = tuple(int(part) for part in requested.lstrip("v").split(".")[:2])
+    parts = requested.lstrip("v").split(".")[:2]
+    if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
+        raise ValueError(f"{requested!r} is not a Kubernetes minor version such as 1.34")
+    wanted = (int(parts[0]), int(parts[1]))
     usable = [version for version in available_versions() if tuple(map(int, version.split("."))) <= wanted]
     if not usable:
         raise ValueError(
@@ -66,39 +69,68 @@ def _definitions(version: str) -> dict[str, Any]:
     return loaded
 
 
-# The bundled files do not change while running; apiVersion and kind are whatever an object
-# says, so what is remembered is bounded in bytes.
-@bounded_memo(max_bytes=256 << 10)
-def _schema_file(version: str, api_version: str, kind: str) -> Path | None:
-    group, _, ver = api_version.rpartition("/")
+# What the API server accepts as a kind and an apiVersion (a group is a DNS subdomain, a version
+# v<N>[alpha|beta<M>]): https://kubernetes.io/docs/reference/using-api/#api-versioning and
+# k8s.io/apimachinery/pkg/util/validation (IsDNS1123Subdomain). Anything else names no built-in
+# schema; the schema's file name is then looked up among the shipped ones, never opened from a
+# path built out of the object (`kind: ../../x` once compiled any *-v1.json on disk as a schema).
+_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
+_VERSION = re.compile(r"v[0-9]{1,4}(?:(?:alpha|beta)[0-9]{1,4})?")
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_GROUP = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+_GROUP_MAX_CHARS = 253
+
+
+def schema_name(api_version: str, kind: str) -> str | None:
+    """The bundled schema file name for a built-in kind (`deployment-apps-v1.json`), or None when
+    the object's kind or apiVersion is not of the form Kubernetes allows, or names a CRD group."""
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    group, _, version = api_version.rpartition("/")
+    if len(group) > _GROUP_MAX_CHARS or not _KIND.fullmatch(kind) or not _VERSION.fullmatch(version):
+        return None
+    if group and not _GROUP.fullmatch(group):
+        return None
     if group and "." in group and not group.endswith(".k8s.io"):
         return None  # a CRD group: no bundled schema, and a same-named built-in kind must not match
     prefix = group.split(".", 1)[0] if group else ""
-    name = f"{kind.lower()}-{prefix + '-' if prefix else ''}{ver}.json"
-    candidate = _schemas_root() / f"v{version}.0-local-strict" / name
-    return candidate if candidate.is_file() else None
+    return f"{kind.lower()}-{prefix + '-' if prefix else ''}{version}.json"
+
+
+@functools.cache
+def shipped_schemas(version: str) -> frozenset[str]:
+    """The schema file names kubernetes-validate ships for a Kubernetes minor version (the index
+    every lookup goes through), read once."""
+    folder = _schemas_root() / f"v{version}.0-local-strict"
+    return frozenset(entry.name for entry in folder.iterdir() if entry.name.endswith(".json"))
+
+
+def _schema_file(version: str, api_version: str, kind: str) -> str | None:
+    name = schema_name(api_version, kind)
+    return name if name is not None and name in shipped_schemas(version) else None
 
 
 def compiled_validator(version: str, api_version: str, kind: str) -> Any | None:
     """A compiled validator for the kind, or None when it is not a built-in kind."""
-    schema_file = _schema_file(version, api_version, kind)
-    return None if schema_file is None else _compiled_validator(version, schema_file)
+    name = _schema_file(version, api_version, kind)
+    return _compiled(version, name) if name is not None else None
 
 
-@functools.cache  # keyed by the bundled file: at most one entry per built-in kind and version
-def _compiled_validator(version: str, schema_file: Path) -> Any:
-    text = schema_file.read_text(encoding="utf-8")
+@functools.cache  # keyed by shipped names only: bounded, whatever objects come in
+def _compiled(version: str, name: str) -> Any:
+    folder = _schemas_root() / f"v{version}.0-local-strict"
+    text = (folder / name).read_text(encoding="utf-8")
     definitions = _definitions(version)
     needed: set[str] = set()
     pending = set(_REF.findall(text))
     while pending:
-        name = pending.pop()
-        if name in needed or name not in definitions:
+        ref = pending.pop()
+        if ref in needed or ref not in definitions:
             continue
-        needed.add(name)
-        pending.update(_REF.findall(json.dumps(definitions[name])))
+        needed.add(ref)
+        pending.update(_REF.findall(json.dumps(definitions[ref])))
     schema = json.loads(text.replace(_REF_PREFIX, "#/$defs/"))
-    schema["$defs"] = {name: definitions[name] for name in needed}
+    schema["$defs"] = {ref: definitions[ref] for ref in needed}
     return jsonschema_rs.Draft202012Validator(schema)
 
 
@@ -118,7 +150,12 @@ def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
 
 
 def has_schema(api_version: str, kind: str, version: str) -> bool:
-    return _schema_file(version, api_version, kind) is not None
+    """Whether a built-in schema exists; `version` as the policy writes it (resolved here)."""
+    try:
+        resolved = resolve_version(version)
+    except ValueError:
+        return False
+    return _schema_file(resolved, api_version, kind) is not None
 
 
 def _near(path: JsonPath) -> str:

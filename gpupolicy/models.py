@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from gpupolicy.documents import UnreadableValue, construct
 from gpupolicy.findings import JsonPath
 from gpupolicy.images import parse_image
 from gpupolicy.pod_spec import Container, as_list, as_mapping
@@ -204,9 +205,10 @@ def workload_models(kind: str, obj: Any) -> list[ModelRef]:
 
 def _serve_config_models(text: str) -> list[ModelRef]:
     path: JsonPath = ("spec", "serveConfigV2")
-    try:
-        config = yaml.load(text[:SERVE_CONFIG_LIMIT], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
+    try:  # built as documents are: alias expansion and depth within the loader's limits
+        root = yaml.compose(text[:SERVE_CONFIG_LIMIT], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        config = construct(root)[0] if root is not None else None
+    except (yaml.YAMLError, UnreadableValue, RecursionError):
         return []
     found: list[ModelRef] = []
     budget = [SERVE_CONFIG_VISITS]

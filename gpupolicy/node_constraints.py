@@ -20,6 +20,7 @@ from typing import Any
 from gpupolicy.findings import JsonPath
 from gpupolicy.node_pools import NodePool
 from gpupolicy.pod_spec import PodTemplate, as_list, as_mapping
+from gpupolicy.quantities import parse_int64
 from gpupolicy.scheduling import REQUIRED_TERMS_PATH, node_selector, required_terms, required_values
 
 
@@ -49,10 +50,7 @@ POSITIVE_OPERATORS = ("In", "Exists", "Gt", "Lt")
 
 
 def _as_int(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
-        return None
+    return parse_int64(value)  # strconv.ParseInt, as the scheduler reads Gt/Lt values
 
 
 def _within(value: str, state: _KeyState) -> bool:

@@ -20,15 +20,17 @@ from typing import Any
 
 import jsonschema
 
-from gpupolicy.documents import Resource, parse_text
-from gpupolicy.findings import Severity
+from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits, Resource, parse_text
+from gpupolicy.findings import Severity, excerpt
 from gpupolicy.gpu import GpuCatalog
+from gpupolicy.linear_regex import PatternError, check_pattern
 from gpupolicy.pod_spec import as_list, as_mapping
 
 REPO_POLICY_NAMES = (".gpupolicy.yaml", ".gpupolicy.yml")
 
 
 _ABSENT: Any = object()
+MESSAGE_MAX_CHARS = 300
 
 
 class PolicyError(Exception):
@@ -133,6 +135,15 @@ class Policy:
     def kubernetes_version(self) -> str:
         return str(self.data.get("kubernetesVersion", "1.34"))
 
+    @functools.cached_property
+    def limits(self) -> LoadLimits:
+        """What one YAML document may cost (`limits`), for the loader and the annotations parsed as YAML."""
+        section = self.section("limits")
+        return LoadLimits(
+            max_alias_expansion=int(section.get("maxAliasExpansion", DEFAULT_LIMITS.max_alias_expansion)),
+            max_depth=int(section.get("maxDepth", DEFAULT_LIMITS.max_depth)),
+        )
+
     @property
     def exclude(self) -> list[str]:
         return [str(item) for item in as_list(self.data.get("exclude"))]
@@ -165,18 +176,44 @@ def _load_layer(text: str, file: str) -> tuple[dict[str, Any], Resource | None]:
     return resource.obj, resource
 
 
+# `format: regex` in the schemas: checked (jsonschema checks no format unless given a checker),
+# and with the engine the patterns will run on (RE2, gpupolicy.linear_regex), so that a pattern
+# the policy loads is one that can run, in linear time, on every object.
+_FORMATS = jsonschema.FormatChecker()
+_FORMATS.checks("regex", raises=PatternError)(check_pattern)
+
+
 def validate_layer(data: dict[str, Any], resource: Resource | None, file: str) -> None:
-    validator = jsonschema.Draft202012Validator(policy_schema())
+    validator = jsonschema.Draft202012Validator(policy_schema(), format_checker=_FORMATS)
     errors = sorted(validator.iter_errors(data), key=lambda error: list(error.absolute_path))
     if not errors:
+        _check_kubernetes_version(data, resource, file)
         return
     messages = []
     for error in errors[:10]:
         for path, message in _located_errors(error):
             key = ".".join(str(step) for step in path) or "(top level)"
             line, column = resource.position(path) or (1, 1) if resource else (1, 1)
+            if len(message) > MESSAGE_MAX_CHARS:  # jsonschema's messages quote the whole value
+                message = message[:MESSAGE_MAX_CHARS] + "…"
             messages.append(f"{file}:{line}:{column}: policy key {key}: {message}")
     raise PolicyError("\n".join(messages))
+
+
+def _check_kubernetes_version(data: dict[str, Any], resource: Resource | None, file: str) -> None:
+    """A version the schema's pattern allows may still have no bundled schemas (`1.0`): refused
+    here, once, rather than as an internal error of GP005 on every object."""
+    version = data.get("kubernetesVersion")
+    if not isinstance(version, str):
+        return
+    # imported here: it loads jsonschema-rs, which `gpupolicy --help` does without
+    from gpupolicy.kube_schemas import resolve_version
+
+    try:
+        resolve_version(version)
+    except ValueError as exc:
+        line, column = (resource.position(("kubernetesVersion",)) if resource else None) or (1, 1)
+        raise PolicyError(f"{file}:{line}:{column}: policy key kubernetesVersion: {exc}") from None
 
 
 def _located_errors(error: Any) -> list[tuple[tuple[str | int, ...], str]]:
@@ -184,6 +221,8 @@ def _located_errors(error: Any) -> list[tuple[tuple[str | int, ...], str]]:
     line), with the keys allowed there, rather than at the mapping that holds it."""
     path = tuple(error.absolute_path)
     instance, schema = error.instance, error.schema
+    if error.validator == "format" and error.validator_value == "regex" and error.cause is not None:
+        return [(path, f"{excerpt(instance)} is not a regular expression gpupolicy can run: {error.cause}")]
     if (
         error.validator != "additionalProperties"
         or not isinstance(instance, dict)

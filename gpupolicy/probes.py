@@ -100,7 +100,7 @@ def parse_seconds(raw: Any) -> int | None:
         return raw if raw >= 0 else None
     if isinstance(raw, str):
         text = raw.strip().removesuffix("s")
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # str.isdigit() alone takes "²", which int() refuses
             return int(text)
     return None
 
@@ -143,7 +143,7 @@ def resolve_port(value: Any, container: Container) -> PortStatus:
 def _resolve(value: Any, names: set[str], numbers: set[int]) -> PortStatus:
     if isinstance(value, bool) or value is None:
         return PortStatus.INVALID
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit():  # not "²": a (bad) port name
         value = int(value)
     if isinstance(value, int):
         return PortStatus.NUMBER_DECLARED if value in numbers else PortStatus.NUMBER_UNDECLARED

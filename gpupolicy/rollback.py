@@ -33,8 +33,8 @@ import jsonschema
 import yaml
 
 from gpupolicy.bounded_cache import bounded_memo
-from gpupolicy.documents import Resource
-from gpupolicy.findings import JsonPath
+from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits, Resource, UnreadableValue, construct
+from gpupolicy.findings import JsonPath, excerpt
 from gpupolicy.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.pod_spec import as_list, as_mapping, int_or_default
 from gpupolicy.policy import policies_dir
@@ -72,41 +72,57 @@ def _rollback_validator() -> jsonschema.Draft202012Validator:
 
 # PyYAML's C loader when it was built with libyaml (about 10x faster than the pure-Python one).
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Real criteria are a few lines; only those are memoised (a cache keyed by 256 KiB annotations
+# would hold hundreds of MB). Longer texts are parsed each time, in bounded time.
+_CACHED_TEXT_CHARS = 4096
+# Each schema error is a finding line: a list of 100,000 bad items gives a handful, and a count.
+MAX_ERRORS = 5
 
 
-def parse_criteria(text: Any) -> tuple[list[Criterion], list[str]]:
+def parse_criteria(text: Any, limits: LoadLimits = DEFAULT_LIMITS) -> tuple[list[Criterion], list[str]]:
     """The annotation's criteria and, when it breaks the schema, one message per error naming
-    the item and key (`[1].window: ...`)."""
+    the item and key (`[1].window: ...`). The text is read with the manifest loader's own
+    construction, under the policy's `limits` (aliases, depth), so that a value the loader
+    refuses is an error here too, never an exception or an expansion."""
     if not isinstance(text, str):
         return [], [f"the annotation must be a string holding a YAML list, not {type(text).__name__}"]
-    # Memoised by text: the webhook sees the same annotation on every admission of a workload.
-    criteria, errors = _parse_criteria_text(text)
+    if len(text) <= _CACHED_TEXT_CHARS:  # the webhook sees the same annotation on every admission
+        criteria, errors = _parse_cached(text, limits)
+    else:
+        criteria, errors = _parse_criteria_text(text, limits)
     return list(criteria), list(errors)
 
 
-@bounded_memo(max_bytes=2 << 20)  # the annotation's text (and its errors): bounded in bytes
-def _parse_criteria_text(text: str) -> tuple[tuple[Criterion, ...], tuple[str, ...]]:
+@bounded_memo(max_bytes=2 << 20)  # keyed by the annotation's text: bounded in bytes
+def _parse_cached(text: str, limits: LoadLimits) -> tuple[tuple[Criterion, ...], tuple[str, ...]]:
+    return _parse_criteria_text(text, limits)
+
+
+def _parse_criteria_text(text: str, limits: LoadLimits) -> tuple[tuple[Criterion, ...], tuple[str, ...]]:
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)
+        root = yaml.compose(text, Loader=_YAML_LOADER)
+        data: Any = construct(root, limits)[0] if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1} of the annotation)" if mark is not None else ""
-        return (), (f"not valid YAML{where}: {getattr(exc, 'problem', exc)}",)
-    validator = _rollback_validator()
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        return (), (f"not valid YAML{where}: {problem}",)
+    except UnreadableValue as exc:
+        return (), (f"(line {exc.node.start_mark.line + 1} of the annotation): {exc}",)
+    most = rollback_schema()["maxItems"]
+    if isinstance(data, list) and len(data) > most:  # before validating each: 50,000 items took 6 s
+        return (), (f"(list): {len(data):,} criteria; at most {most} are read",)
     errors = []
-    root: yaml.Node | None = None
-    for error in sorted(validator.iter_errors(data), key=lambda item: [str(step) for step in item.path]):
+    found = sorted(
+        _rollback_validator().iter_errors(data), key=lambda item: [str(step) for step in item.path]
+    )
+    for error in found[:MAX_ERRORS]:
         where = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in error.path)
         if error.path:
-            root = root or yaml.compose(text, Loader=_YAML_LOADER)
             where += f" (line {_inner_line(root, tuple(error.path))} of the annotation)"
-        if error.validator == "anyOf":
-            message = "needs a threshold: min or max"
-        elif error.validator == "additionalProperties":
-            message = f"{error.message} (keys: metric, min, max, window, comparator)"
-        else:
-            message = error.message
-        errors.append(f"{where or '(list)'}: {message}".lstrip("."))
+        errors.append(f"{where or '(list)'}: {_schema_message(error)}".lstrip("."))
+    if len(found) > MAX_ERRORS:
+        errors.append(f"(list): {len(found) - MAX_ERRORS} more errors")
     if errors:
         return (), tuple(errors)
     return tuple(
@@ -119,6 +135,28 @@ def _parse_criteria_text(text: str) -> tuple[tuple[Criterion, ...], tuple[str, .
         )
         for item in data
     ), ()
+
+
+def _schema_message(error: Any) -> str:
+    """jsonschema's message with the offending value cut to an excerpt: its messages quote the
+    whole instance (an aliased list, a 3 MB string), ours never more than a few dozen characters."""
+    instance = error.instance
+    if error.validator == "anyOf":
+        return "needs a threshold: min or max"
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        allowed = error.schema.get("properties", {})
+        unknown = [excerpt(key) for key in instance if key not in allowed]
+        return f"unknown key {', '.join(unknown[:3])} (keys: metric, min, max, window, comparator)"
+    if error.validator == "required":
+        return str(error.message)  # names a key of the schema
+    if error.validator in ("type", "pattern", "enum"):
+        verb = {"type": "is not of type", "pattern": "does not match", "enum": "is not one of"}[
+            error.validator
+        ]
+        return f"{excerpt(instance)} {verb} {error.validator_value!r}"
+    if error.validator == "minItems" and instance == []:
+        return "[] should be non-empty"
+    return f"{excerpt(instance)} breaks {error.validator} {error.validator_value!r}"
 
 
 def _inner_line(root: yaml.Node | None, path: tuple[Any, ...]) -> int:
@@ -431,11 +469,16 @@ class RollbackForms:
         return names
 
 
-def rollback_forms(workload: Resource, inventory: Inventory) -> RollbackForms:
+def rollback_forms(
+    workload: Resource, inventory: Inventory, limits: LoadLimits = DEFAULT_LIMITS
+) -> RollbackForms:
+    """`limits` (the policy's) bound the annotation's YAML as they bound a manifest's."""
     forms = RollbackForms()
     if ROLLBACK_ANNOTATION in workload.annotations:
         forms.annotation_path = ("metadata", "annotations", ROLLBACK_ANNOTATION)
-        forms.criteria, forms.annotation_errors = parse_criteria(workload.annotations[ROLLBACK_ANNOTATION])
+        forms.criteria, forms.annotation_errors = parse_criteria(
+            workload.annotations[ROLLBACK_ANNOTATION], limits
+        )
     for kind in ("Rollout", "Canary"):
         if inventory.coverage(kind) is Coverage.UNAVAILABLE:
             forms.unknown.append(kind)

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from gpupolicy.bounded_cache import bounded_memo
+from gpupolicy.linear_regex import LinearPattern, compile_linear
 from gpupolicy.placeholders import whole
 
 
@@ -33,8 +34,10 @@ class Credential:
         return self.kind if self.evidence == "value" else f"{self.kind} (by its name)"
 
 
-# Value shapes, most specific first.
-VALUE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+# Value shapes, most specific first. Those that can start anywhere in a long run of their own
+# characters are RE2 (linear time: gpupolicy/linear_regex.py): with Python's re, `-eyJ-eyJ…` or
+# `aaaa… ://` took time quadratic in the value. RE2 has no lookbehind: `(?:^|[^…])` instead.
+VALUE_PATTERNS: tuple[tuple[str, re.Pattern[str] | LinearPattern], ...] = (
     ("private key", re.compile(r"-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----")),
     ("Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}")),
     ("Anthropic API key", re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{20,}")),
@@ -55,9 +58,9 @@ VALUE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Google API key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}")),
     (
         "JSON Web Token",
-        re.compile(r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        compile_linear(r"(?:^|[^A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     ),
-    ("URL with an embedded password", re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@$]{3,}@")),
+    ("URL with an embedded password", compile_linear(r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@$]{3,}@")),
 )
 
 # Names: the last word(s) of the variable name, split on `_`, `-`, `.` and camelCase.
@@ -89,10 +92,10 @@ _PLACEHOLDERS = frozenset(
      "xxx", "xxxx", "dummy", "example", "test", "secret", "password", "token", "your-token", "your_token",
      "yourtoken", "<token>", "redacted", "placeholder", "fake", "unused", "not-used", "n/a", "na", "-", "default"}
 )  # fmt: skip
-_PLACEHOLDER_SHAPES = (
+_PLACEHOLDER_SHAPES: tuple[re.Pattern[str] | LinearPattern, ...] = (
     re.compile(r"^<[^>]*>$"),  # <your token>
     re.compile(r"^\$\(?\{?[A-Za-z_][A-Za-z0-9_]*\}?\)?$"),  # $(VAR), ${VAR}, $VAR
-    re.compile(r"\{\{.*\}\}"),  # templates
+    compile_linear(r"\{\{.*\}\}"),  # templates (RE2: `{{{{…` is quadratic in Python's re)
     re.compile(r"^(x+|\*+|\.+|0+)$", re.IGNORECASE),
     re.compile(r"^(your|my|insert|replace|put|add|enter)[-_ ]", re.IGNORECASE),
     re.compile(r"(^|[-_])(here|placeholder|changeme)$", re.IGNORECASE),

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpupolicy.quantities import parse_int64
+
 
 def _as_str_map(value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
@@ -34,9 +36,9 @@ def _expression_matches(expression: Any, labels: Mapping[str, str]) -> bool:
     if operator in ("Gt", "Lt"):  # node selectors only: integer comparison
         if not present or len(values) != 1:
             return False
-        try:
-            label_value, bound = int(labels[key]), int(values[0])
-        except ValueError:
+        # strconv.ParseInt, as the scheduler reads them (int() would also take "١" and " 5")
+        label_value, bound = parse_int64(str(labels[key])), parse_int64(str(values[0]))
+        if label_value is None or bound is None:
             return False
         return label_value > bound if operator == "Gt" else label_value < bound
     return False

@@ -41,7 +41,9 @@ CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 _DIRECTIVE = re.compile(r"#[ \t]*gpupolicy:[ \t]*ignore\b")
 # one rule token: an id or a kebab-case name, optionally `[container]`
 _TOKEN = re.compile(r"^(?P<rule>[A-Za-z][A-Za-z0-9-]*)(?:\[(?P<container>[^\]\s]+)\])?$")
-_ENTRY_HEAD = re.compile(r"^\s*(?P<rules>[A-Za-z][A-Za-z0-9\-\[\]\s,.]*?)\s*:(?P<reason>.*)$", re.DOTALL)
+# Possessive `*+`: the rules end at the first `:` (which the class excludes). A lazy `*?` followed
+# by `\s*:` retried the spaces at every step: quadratic in a long annotation.
+_ENTRY_HEAD = re.compile(r"^\s*(?P<rules>[A-Za-z][A-Za-z0-9\-\[\]\s,.]*+):(?P<reason>.*)$", re.DOTALL)
 _LOOKS_LIKE_ID = re.compile(r"^GP\d{3}$", re.IGNORECASE)
 
 

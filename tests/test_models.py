@@ -117,3 +117,44 @@ def test_nim_image_is_the_model() -> None:
 
 def test_no_model() -> None:
     assert models_of(container_of({"image": "nginx:1.27", "args": ["--port", "80"]})) == []
+
+
+def test_models_named_by_serving_crds() -> None:
+    from gpupolicy.models import workload_models
+
+    llm = {"spec": {"model": {"uri": "hf://Qwen/Qwen2.5-7B-Instruct"}}}
+    [model] = workload_models("LLMInferenceService", llm)
+    assert (model.name, model.revision, model.path) == (
+        "Qwen/Qwen2.5-7B-Instruct",
+        None,
+        ("spec", "model", "uri"),
+    )
+    pinned = {"spec": {"predictor": {"model": {"storageUri": "hf://meta-llama/Llama-2-7b-chat-hf:01c7f73d"}}}}
+    [model] = workload_models("InferenceService", pinned)
+    assert model.pinned and model.path == ("spec", "predictor", "model", "storageUri")
+    serve = """\
+applications:
+  - args:
+      llm_configs:
+        - model_loading_config: {model_id: deepseek, model_source: deepseek-ai/DeepSeek-R1}
+          engine_kwargs: {tensor_parallel_size: 8}
+  - runtime_env:
+      env_vars: {MODEL_ID: meta-llama/Meta-Llama-3-8B-Instruct, REVISION: 5f0b02c7}
+"""
+    found = workload_models("RayService", {"spec": {"serveConfigV2": serve}})
+    assert [(m.name, m.pinned) for m in found] == [
+        ("deepseek-ai/DeepSeek-R1", False),
+        ("meta-llama/Meta-Llama-3-8B-Instruct", True),
+    ]
+    assert {m.path for m in found} == {("spec", "serveConfigV2")}
+
+
+def test_a_hostile_serve_config_is_read_within_the_loader_limits() -> None:
+    from gpupolicy.models import workload_models
+
+    levels = "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8)
+    )
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + levels + "applications: [*i]\n"
+    assert workload_models("RayService", {"spec": {"serveConfigV2": bomb}}) == []
+    assert workload_models("RayService", {"spec": {"serveConfigV2": "[" * 100_000}}) == []

@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from gpupolicy.bounded_cache import BoundedCache
+from gpupolicy.linear_regex import compile_linear
 
 REDACTED = "<redacted>"
 
@@ -35,37 +36,52 @@ _SECRET_KEY = re.compile(
 # Keys that hold references or names, never the secret itself (`secretName`, `tokenPath` …).
 _REFERENCE_KEY = re.compile(r"(name|ref|path|file|mount|key[-_.]?ref|secretRef|valueFrom)$", re.IGNORECASE)
 
+# The patterns below scan request content (arguments, annotations, any string of the object): they
+# run on RE2, in time linear in the text (gpupolicy/linear_regex.py). With Python's backtracking
+# `re`, a 100 KB argument of `--passpass…` or `-eyJ-eyJ…` took 55 s. RE2 has no lookbehind: where
+# a pattern needs "not preceded by", it matches the preceding character in a group and keeps it.
+
 # Credential formats: vendor prefixes, JWTs, PEM private keys, AWS access key ids.
-_TOKEN_PATTERNS = (
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.DOTALL),
-    re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b"),
-    re.compile(r"\bglpat-[A-Za-z0-9_-]{16,}\b"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
-    re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),
-    re.compile(r"(?<![/.:@-])\bsk-[A-Za-z0-9_-]{20,}\b"),  # not inside an image path or host name
-    re.compile(r"\bAIza[0-9A-Za-z_-]{30,}\b"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
+_TOKEN_PATTERNS = tuple(
+    compile_linear(pattern)
+    for pattern in (
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)(-----END [A-Z ]*PRIVATE KEY-----|$)",
+        r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b",
+        r"\bglpat-[A-Za-z0-9_-]{16,}\b",
+        r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b",
+        r"\b(AKIA|ASIA)[0-9A-Z]{16}\b",
+        r"\bhf_[A-Za-z0-9]{20,}\b",
+        # `sk-…` not inside an image path or host name: the character before it (`before`, kept
+        # by the replacement) is none of / . : @ -
+        r"(?P<before>^|[^/.:@-])\bsk-[A-Za-z0-9_-]{20,}\b",
+        r"\bAIza[0-9A-Za-z_-]{30,}\b",
+        r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b",
+        r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}",
+    )
 )
+_OPENAI_KEY = _TOKEN_PATTERNS[6]
+
+
 # user:password@ in a URL: keep the user and host, drop the password.
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]+):[^@/\s]+@")
+_URL_CREDENTIALS = compile_linear(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]+):[^@/\s]+@")
 # --token=x, --password x, -p=x … in arguments; `KEY=secret` in shell strings.
-_FLAG_VALUE = re.compile(
+_FLAG_VALUE = compile_linear(
     r"(?P<flag>--?[A-Za-z0-9-]*(pass(word)?|secret|token|api-?key|access-key|credentials?)[A-Za-z0-9-]*)"
     r"(?P<sep>=|\s+)(?P<value>[^\s\"']+)",
-    re.IGNORECASE,
+    ignore_case=True,
 )
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT = compile_linear(
     r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*(PASS(WORD)?|SECRET|TOKEN|API_?KEY|ACCESS_KEY|CREDENTIALS?)[A-Za-z0-9_]*)="
     r"(?P<value>[^\s\"';&|]+)",
-    re.IGNORECASE,
+    ignore_case=True,
 )
 
 
 # A literal every match of a pattern above contains (case-insensitive where the pattern is):
 # PEM header; GitHub, GitLab, Slack, AWS, Hugging Face, OpenAI, Google prefixes; JWT header;
 # `bearer`; `://` of a URL; the words of _FLAG_VALUE and _ASSIGNMENT.
+# (Python's re, like _SECRET_KEY and _REFERENCE_KEY: alternations of short literals, which try a
+# bounded set of bounded strings at each position, so linear in the text.)
 _MAYBE_SECRET = re.compile(
     r"-----BEGIN |gh[pousr]_|github_pat_|glpat-|xox[abprs]-|AKIA|ASIA|hf_|sk-|AIza|eyJ|://|"
     r"(?i:bearer|pass|secret|token|api[-_]?key|access[-_]key|credential)"
@@ -105,7 +121,10 @@ def redact_text(text: str) -> str:
 def _redact_text_fully(text: str) -> str:
     """The patterns, one after the other (later ones see earlier replacements)."""
     for pattern in _TOKEN_PATTERNS:
-        text = pattern.sub(REDACTED, text)
+        if pattern is _OPENAI_KEY:
+            text = pattern.sub(lambda match: f"{match['before']}{REDACTED}", text)
+        else:
+            text = pattern.sub(REDACTED, text)
     text = _URL_CREDENTIALS.sub(lambda match: f"{match['scheme']}{match['user']}:{REDACTED}@", text)
     text = _FLAG_VALUE.sub(lambda match: f"{match['flag']}{match['sep']}{REDACTED}", text)
     return _ASSIGNMENT.sub(lambda match: f"{match['name']}={REDACTED}", text)

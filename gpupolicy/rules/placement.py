@@ -393,7 +393,7 @@ def node_label_unregistered(workload: Workload, ctx: Context) -> Iterator[Violat
 
 def _gpu_memory_problem(ctx: Context, operator: str, values: tuple[str, ...]) -> str | None:
     pools = {pool.gpu_memory_mib for pool in node_pools(ctx.policy) if pool.gpu_memory_mib is not None}
-    bad = [value for value in values if not value.isdigit()]
+    bad = [value for value in values if not (value.isascii() and value.isdigit())]
     if bad:
         return (
             f"{operator} {', '.join(bad)} is not an integer number of MiB; use Gt/Lt with MiB (e.g. Gt 40000)"

@@ -54,7 +54,8 @@ def _serving_gpu(workload: Workload, ctx: Context) -> bool:
 
 def _forms(workload: Workload, ctx: Context) -> RollbackForms:
     forms: RollbackForms = ctx.memo(
-        ("rollback:forms", id(workload.resource)), lambda: rollback_forms(workload.resource, ctx.inventory)
+        ("rollback:forms", id(workload.resource)),
+        lambda: rollback_forms(workload.resource, ctx.inventory, ctx.policy.limits),
     )
     return forms
 

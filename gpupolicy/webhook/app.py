@@ -205,7 +205,7 @@ def create_provenance_app(router: Any) -> FastAPI:
 async def _read_body(request: Request, limit: int) -> bytes | None:
     """The body, or None once it passes `limit` (declared or actual: chunked bodies are counted)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         return None
     chunks: list[bytes] = []
     size = 0
@@ -299,6 +299,9 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
     metrics.duration.observe(elapsed)
     for finding in decision.findings:
         metrics.findings.labels(finding.rule_id, finding.severity.label).inc()
+    if decision.report is not None:
+        for error in decision.report.errors:
+            metrics.rule_errors.labels(error.rule_id, decision.decision).inc()
     if provenance is not None:
         metrics.provenance_writes.labels(provenance).inc()
     if not _log.isEnabledFor(logging.INFO):

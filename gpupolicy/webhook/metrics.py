@@ -60,6 +60,13 @@ class WebhookMetrics:
             ["rule", "severity"],
             registry=self.registry,
         )
+        self.rule_errors = Counter(
+            "gpupolicy_rule_errors",
+            "Rules that failed with an internal error on an admitted object, by rule and by what the "
+            "request was answered (denied or allowed; webhook.onRuleError decides in enforce mode).",
+            ["rule", "decision"],
+            registry=self.registry,
+        )
         self.provenance_writes = Counter(
             "gpupolicy_provenance_writes",
             "Provenance writes by outcome (recorded, skipped, failed).",

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.documents import Resource
-from gpupolicy.engine import REGISTRY, Report, Rule, evaluate
+from gpupolicy.engine import REGISTRY, InternalError, Report, Rule, evaluate
 from gpupolicy.findings import Finding, Severity
 from gpupolicy.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.pod_spec import Workload, as_mapping, workload_of
 from gpupolicy.policy import Policy
 from gpupolicy.webhook.kinds import EXPERIMENT_LABEL, is_cross_object, names_gpus
-from gpupolicy.webhook.settings import Mode, WebhookSettings
+from gpupolicy.webhook.settings import Mode, OnRuleError, WebhookSettings
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -256,7 +256,10 @@ def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | N
     findings = report.findings  # exemptions and allowed suppressions already applied
     mode = engine.settings.mode_for(namespace)
     errors = [finding for finding in findings if finding.severity is Severity.ERROR]
-    allowed = not (mode is Mode.ENFORCE and errors)
+    # A rule that raised did not say what it would have: in enforce mode the policy decides
+    # (webhook.onRuleError, deny by default), never the accident of which rule crashed.
+    unchecked = bool(report.errors) and engine.settings.on_rule_error is OnRuleError.DENY
+    allowed = not (mode is Mode.ENFORCE and (errors or unchecked))
     # Errors are in the deny message in enforce mode; what a cache could not answer (info
     # findings saying "unknown") is shown too, so that an unverified check is never silent.
     # Facts of the cluster the policy does not describe are said in the log, not on every admission.
@@ -273,7 +276,13 @@ def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | N
     if mode is Mode.AUDIT:
         warnings = []
     status = (
-        {"code": 403, "reason": "Forbidden", "message": deny_message(resource, errors, engine.policy)}
+        {
+            "code": 403,
+            "reason": "Forbidden",
+            "message": deny_message(
+                resource, errors, engine.policy, rule_errors=report.errors if unchecked else ()
+            ),
+        }
         if not allowed
         else None
     )
@@ -316,14 +325,27 @@ def _where(finding: Finding) -> str:
     return f"{finding.json_path}{container}"
 
 
-def deny_message(resource: Resource, errors: Sequence[Finding], policy: Policy) -> str:
-    """Every error finding, each with its rule, its path and what to change."""
+def deny_message(
+    resource: Resource,
+    errors: Sequence[Finding],
+    policy: Policy,
+    *,
+    rule_errors: Sequence[InternalError] = (),
+) -> str:
+    """Every error finding, each with its rule, its path and what to change; and the rules that
+    failed, when they are why the object is denied (webhook.onRuleError: deny)."""
     count = len(errors)
     lines = [
         f"gpupolicy denied {resource.ref}: {count} error{'s' if count != 1 else ''} "
         f"(policy {policy.version}, sha256:{policy.digest[:12]})"
     ]
-    size = len(lines[0])
+    failed = ", ".join(dict.fromkeys(error.rule_id for error in rule_errors))
+    if failed:
+        lines.append(
+            f"Not fully checked: {failed} failed with an internal error, and the policy's "
+            "webhook.onRuleError is deny (see the webhook log)"
+        )
+    size = sum(len(line) + 1 for line in lines)
     for index, finding in enumerate(errors, start=1):
         line = (
             f"{index}. {finding.rule_id} {finding.rule_name} at {_where(finding)}: "
@@ -335,7 +357,8 @@ def deny_message(resource: Resource, errors: Sequence[Finding], policy: Policy) 
         lines.append(line)
         size += len(line) + 1
     ids = ", ".join(dict.fromkeys(finding.rule_id for finding in errors))
-    lines.append(f"Details: gpupolicy explain <rule> ({ids})")
+    if ids:
+        lines.append(f"Details: gpupolicy explain <rule> ({ids})")
     return "\n".join(lines)
 
 

@@ -36,12 +36,20 @@ def _matches(value: str | None, patterns: Sequence[str]) -> bool:
     return any(pattern == text or fnmatch.fnmatchcase(text, pattern) for pattern in patterns)
 
 
+class OnRuleError(enum.StrEnum):
+    """Enforce mode's decision for an object a rule failed on (`webhook.onRuleError`)."""
+
+    DENY = "deny"
+    ALLOW = "allow"
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookSettings:
     default_mode: Mode = Mode.ENFORCE
     namespace_modes: tuple[tuple[tuple[str, ...], Mode], ...] = ()
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    on_rule_error: OnRuleError = OnRuleError.DENY
 
     @classmethod
     def from_policy(cls, policy: Policy, *, mode: Mode | None = None) -> WebhookSettings:
@@ -57,6 +65,7 @@ class WebhookSettings:
             namespace_modes=namespace_modes,
             excluded_namespaces=tuple(str(item) for item in as_list(section.get("excludedNamespaces"))),
             max_body_bytes=int(section.get("maxBodyBytes", DEFAULT_MAX_BODY_BYTES)),
+            on_rule_error=OnRuleError(str(section.get("onRuleError", OnRuleError.DENY.value))),
         )
 
     def mode_for(self, namespace: str | None) -> Mode:

@@ -44,8 +44,8 @@ def caches(engine: ReviewEngine) -> dict[str, BoundedCache[Any, Any]]:
     return {
         "gpu.classify": engine.policy.gpu._classified,
         "secrets_detect.credential_name_kind": secrets_detect.credential_name_kind.cache,  # type: ignore[attr-defined]
-        "quantities._parse_text": quantities._parse_text.cache,  # type: ignore[attr-defined]
-        "rollback._parse_criteria_text": rollback._parse_criteria_text.cache,  # type: ignore[attr-defined]
+        "quantities._parse_cached": quantities._parse_cached.cache,  # type: ignore[attr-defined]
+        "rollback._parse_cached": rollback._parse_cached.cache,  # type: ignore[attr-defined]
         "redaction._KEY_IS_SECRET": redaction._KEY_IS_SECRET,
         "redaction._CLEAN": redaction._CLEAN,
     }
