@@ -47,6 +47,10 @@ def available_versions() -> tuple[str, ...]:
     return tuple(sorted(set(found), key=lambda version: tuple(int(part) for part in version.split("."))))
 
 
+# The oldest release the deprecation table (GP006) and the Pod Security checks describe.
+OLDEST_SUPPORTED = (1, 16)
+
+
 @functools.lru_cache(maxsize=64)  # policy values only (kubernetesVersion)
 def resolve_version(requested: str) -> str:
     """The newest bundled minor version not newer than `requested` (as kubernetes-validate does)."""
@@ -54,12 +58,15 @@ def resolve_version(requested: str) -> str:
     if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
         raise ValueError(f"{requested!r} is not a Kubernetes minor version such as 1.34")
     wanted = (int(parts[0]), int(parts[1]))
-    usable = [version for version in available_versions() if tuple(map(int, version.split("."))) <= wanted]
-    if not usable:
+    if wanted < OLDEST_SUPPORTED:
         raise ValueError(
-            f"no bundled Kubernetes schemas for version {requested} (have {', '.join(available_versions())})"
+            f"Kubernetes {requested} is older than gpupolicy supports ({OLDEST_SUPPORTED[0]}.{OLDEST_SUPPORTED[1]})"
         )
-    return usable[-1]
+    versions = available_versions()
+    usable = [version for version in versions if tuple(map(int, version.split("."))) <= wanted]
+    # A cluster older than the oldest bundled schemas is judged against the oldest (GP005); the
+    # rules that know versions (GP006, Pod Security) use the policy's version itself.
+    return usable[-1] if usable else versions[0]
 
 
 @functools.cache

@@ -10,6 +10,7 @@ import importlib
 
 RULE_MODULES = (
     "gpupolicy.rules.input",
+    "gpupolicy.rules.api_versions",
     "gpupolicy.rules.suppression",
     "gpupolicy.rules.gpu_resources",
     "gpupolicy.rules.gpu_sharing",

@@ -93,7 +93,7 @@ def test_an_unreadable_subdirectory_is_a_finding(
             5,
             "missing ]",
         ),
-        ('kubernetesVersion: "1.0"\n', 1, "no bundled Kubernetes schemas for version 1.0"),
+        ('kubernetesVersion: "1.0"\n', 1, "Kubernetes 1.0 is older than gpupolicy supports (1.16)"),
         ("limits: {maxDepth: 100000}\n", 1, "100000 is greater than the maximum of 250"),
         ("webhook: {onRuleError: ignore}\n", 1, "'ignore' is not one of ['deny', 'allow']"),
     ],
