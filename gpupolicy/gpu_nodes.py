@@ -137,7 +137,10 @@ class GpuNode:
 
 def node_labels(node: Mapping[str, Any]) -> dict[str, str]:
     labels = as_mapping(as_mapping(node.get("metadata")).get("labels"))
-    return {str(key): str(value) for key, value in labels.items() if isinstance(key, str)}
+    # label keys and values are strings on the API server; anything else is not a label
+    return {
+        key: value for key, value in labels.items() if isinstance(key, str) and key and isinstance(value, str)
+    }
 
 
 def gpu_node(

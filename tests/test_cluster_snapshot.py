@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpupolicy.cli import main
 from gpupolicy.cluster_facts import SNAPSHOT_KINDS, facts_from_objects, read_cluster
@@ -658,3 +660,64 @@ def test_an_unreachable_cluster_is_exit_2(tmp_path: Path, capsys: pytest.Capture
         err.startswith("gpupolicy: cannot list Node from the cluster of kubeconfig context x")
         and "Traceback" not in err
     )
+
+
+# -- whatever a file holds ----------------------------------------------------------------------
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=12)
+    | st.sampled_from(["8", "0", "-1", "1.5", "1e3", "16Ki"])
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+_LABEL_KEYS = st.sampled_from(
+    [
+        "nvidia.com/gpu.product",
+        "nvidia.com/gpu.replicas",
+        "nvidia.com/gpu.sharing-strategy",
+        "nvidia.com/gpu.count",
+        "cloud.google.com/gke-accelerator",
+        "cloud.google.com/gke-accelerator-count",
+        "karpenter.sh/nodepool",
+        "amd.com/gpu.vram",
+        "x",
+    ]
+)
+
+
+@st.composite
+def hostile_nodes(draw: st.DrawFn) -> dict[str, Any]:
+    resources = st.sampled_from(
+        ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb", "amd.com/gpu", "cpu"]
+    )
+    return {
+        "kind": draw(st.sampled_from(["Node", "PriorityClass", "DeviceClass", "ResourceQuota"])),
+        "metadata": draw(
+            st.fixed_dictionaries(
+                {"name": _SCALARS, "labels": st.dictionaries(_LABEL_KEYS, _VALUES, max_size=5) | _VALUES}
+            )
+        ),
+        "spec": draw(
+            _VALUES
+            | st.fixed_dictionaries(
+                {"taints": st.lists(st.dictionaries(st.sampled_from(["key", "effect", "value"]), _VALUES))}
+            )
+        ),
+        "status": draw(
+            _VALUES | st.fixed_dictionaries({"capacity": st.dictionaries(resources, _VALUES, max_size=3)})
+        ),
+        "globalDefault": draw(_VALUES),
+    }
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(hostile_nodes(), max_size=6))
+def test_any_objects_give_a_fragment_in_the_schema(items: list[dict[str, Any]]) -> None:
+    facts = read_cluster(items, complete_kinds=[*SNAPSHOT_KINDS])
+    validate_layer(facts.fragment, None, "hostile")
