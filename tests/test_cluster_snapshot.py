@@ -721,3 +721,15 @@ def hostile_nodes(draw: st.DrawFn) -> dict[str, Any]:
 def test_any_objects_give_a_fragment_in_the_schema(items: list[dict[str, Any]]) -> None:
     facts = read_cluster(items, complete_kinds=[*SNAPSHOT_KINDS])
     validate_layer(facts.fragment, None, "hostile")
+
+
+def test_a_namespaced_kind_counts_as_listed_whole_when_it_spans_namespaces(tmp_path: Path) -> None:
+    listed = tmp_path / "list.yaml"
+    listed.write_text(
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: deny, namespace: ai-lab}}\n"
+        "- {apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: deny, namespace: serving}}\n"
+        "- {apiVersion: v1, kind: LimitRange, metadata: {name: defaults, namespace: ai-lab}}\n"
+    )
+    # kubectl lists one namespace without -A: one namespace proves nothing
+    assert read_file(str(listed), default_policy(), complete=[], partial=False).complete == {"NetworkPolicy"}

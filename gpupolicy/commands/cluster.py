@@ -14,8 +14,9 @@ RBAC on those kinds is all it needs, and the `kubernetes` client of the [webhook
 them from `--from FILE`: the output of `kubectl get nodes,priorityclasses,runtimeclasses,... -A
 -o yaml` (a v1 List, in YAML or JSON) or a stream of objects. It writes the facts
 (gpupolicy/cluster_facts.py) as a commented policy file. From a file, the cluster-scoped kinds
-inside a List are taken as listed whole (what `kubectl get KIND` prints without a selector);
-`--partial` takes nothing as whole, `--complete KIND` adds a kind.
+inside a List are taken as listed whole (what `kubectl get KIND` prints without a selector), and
+so are namespaced kinds spread over several namespaces (`-A`); `--partial` takes nothing as whole,
+`--complete KIND` adds a kind.
 
 Exit codes: 0 written; 2 usage errors, unreadable input, a cluster that cannot be reached, or no
 kubernetes client for a live snapshot.
@@ -160,16 +161,20 @@ def read_file(source: str, policy: Policy, *, complete: Sequence[str], partial: 
     resources = [item for item in loaded.resources if item.is_mapping and item.kind]
     if not resources:
         raise UsageError(f"{source}: holds no Kubernetes objects")
-    listed = set() if partial else {item.kind for item in resources if _listed_whole(item)}
-    return Read([item.obj for item in resources], listed | set(complete), f"the file {source}", [])
+    listed = set() if partial else _listed_whole(resources)
+    where = "stdin" if source == "-" else f"the file {source}"
+    return Read([item.obj for item in resources], listed | set(complete), where, [])
 
 
-def _listed_whole(resource: Resource) -> bool:
-    """An item of a List (nested in its `items`, where a document's own object starts at column 1)
-    of a cluster-scoped kind: what `kubectl get KIND -o yaml` prints, every object of the kind.
-    Namespaced kinds may have been listed in one namespace only."""
-    node = resource.node
-    return node is not None and node.start_mark.column > 0 and resource.kind in CLUSTER_SCOPED
+def _listed_whole(resources: Sequence[Resource]) -> set[str]:
+    """The kinds `kubectl get KIND -o yaml` listed: items of a List (nested in its `items`, where a
+    document's own object starts at column 1) of a cluster-scoped kind, or of a namespaced kind
+    spread over several namespaces (listed with -A; without it, kubectl lists one namespace)."""
+    items = [item for item in resources if item.node is not None and item.node.start_mark.column > 0]
+    namespaces: dict[str, set[str]] = {}
+    for item in items:
+        namespaces.setdefault(item.kind, set()).add(item.namespace or "")
+    return {kind for kind, seen in namespaces.items() if kind in CLUSTER_SCOPED or len(seen) > 1}
 
 
 @dataclass(frozen=True, slots=True)
