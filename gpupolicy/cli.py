@@ -102,6 +102,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpupolicy.commands.provenance",
     "gpupolicy.commands.serve",
     "gpupolicy.commands.experiment",
+    "gpupolicy.commands.cluster",
 )
 
 

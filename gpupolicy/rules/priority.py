@@ -51,11 +51,16 @@ def _gpu_templates(workload: Workload, ctx: Context) -> Iterator[PodTemplate]:
     roles=NOT_AGENT,
     name="gpu-pod-without-priority-class",
     severity="warning",
-    summary="Reports a GPU workload whose pod template sets no priorityClassName.",
+    summary="Reports a GPU workload whose pod template sets no priorityClassName, on a cluster that schedules by "
+    "PriorityClass and has no global default class.",
     rationale="Without a class the pod gets the global default (often 0): on a full GPU cluster it can neither "
     "preempt a batch job nor be protected from one, and its place in the queue is left to chance.",
     remediation="Set priorityClassName to the class of the workload's tier (see the policy's priority.tiers).",
     references=(PRIORITY,),
+    parameters=(
+        Parameter("priority.clusterClasses", "The cluster's classes: it schedules by PriorityClass."),
+        Parameter("priority.globalDefault", "The cluster's global default class: pods without one get it."),
+    ),
 )
 def gpu_pod_without_priority_class(workload: Workload, ctx: Context) -> Iterator[Violation]:
     kueue = workload.labels.get(KUEUE_PRIORITY_LABEL)
@@ -65,7 +70,11 @@ def gpu_pod_without_priority_class(workload: Workload, ctx: Context) -> Iterator
         if _global_default(ctx) is not None:
             continue
         if not _cluster_uses_priority(ctx):
-            yield from unknown_fact(ctx, PRIORITY_CLASSES, template.path, "the priority of GPU pods (GP301)")
+            # Known to have no class of its own (a complete inventory): every pod has the same priority.
+            if ctx.inventory.coverage("PriorityClass") is not Coverage.COMPLETE:
+                yield from unknown_fact(
+                    ctx, PRIORITY_CLASSES, template.path, "the priority of GPU pods (GP301)"
+                )
             continue
         yield Violation(template.path, f"{template.describe()} requests GPUs but sets no priorityClassName")
 
@@ -84,7 +93,11 @@ def _cluster_uses_priority(ctx: Context) -> bool:
 
 
 def _global_default(ctx: Context) -> str | None:
-    """A PriorityClass with globalDefault: true gives pods without a class its priority."""
+    """A PriorityClass with globalDefault: true gives pods without a class its priority: the
+    cluster's (policy priority.globalDefault, from a cluster snapshot) or one in the inventory."""
+    declared = ctx.policy.get("priority.globalDefault")
+    if isinstance(declared, str) and declared:
+        return declared
     for found in ctx.inventory.list("PriorityClass"):
         if as_mapping(found.obj).get("globalDefault") is True:
             return found.name
