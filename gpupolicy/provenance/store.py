@@ -103,12 +103,14 @@ def default_url(data_dir: Path) -> str:
 def create_store_engine(
     url: str, *, schema: str | None = None, connect_timeout: float = 2.0, write_timeout: float = 2.0
 ) -> Engine:
+    """The store's engine. Its errors never quote the statement's parameters (`hide_parameters`):
+    they are a record's content, and errors are logged."""
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         # A busy database (another process writing) waits at most `connect_timeout`, then the
         # record goes to the spool: an admission request must not hang on a lock.
         busy_ms = max(100, int(connect_timeout * 1000))
-        engine = create_engine(parsed, connect_args={"timeout": busy_ms / 1000})
+        engine = create_engine(parsed, connect_args={"timeout": busy_ms / 1000}, hide_parameters=True)
 
         @event.listens_for(engine, "connect")
         def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -131,6 +133,7 @@ def create_store_engine(
         parsed,
         connect_args=_postgres_connect_args(schema, connect_timeout, write_timeout),
         pool_pre_ping=True,
+        hide_parameters=True,
     )
 
 
