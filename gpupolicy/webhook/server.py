@@ -19,8 +19,9 @@ import uvicorn
 from gpupolicy.webhook.app import Provenance, WebhookState, create_app, create_provenance_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.logs import LOGGER, configure_logging, log
+from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlineProtocol
-from gpupolicy.webhook.review import ReviewEngine, review
+from gpupolicy.webhook.review import Decision, ReviewEngine, review
 from gpupolicy.webhook.settings import Mode
 from gpupolicy.webhook.tls import ReloadingCertificate
 
@@ -62,9 +63,10 @@ def start_reconciler(provenance: Provenance | None, inventory: ClusterInventory)
     return Reconciler(provenance.store).start(lookup, interval=RECONCILE_INTERVAL_SECONDS)
 
 
-def warm_up(engine: ReviewEngine, inventory: ClusterInventory) -> None:
+def warm_up(engine: ReviewEngine, inventory: ClusterInventory) -> Decision:
     """Review one GPU Deployment before serving, so that the first admission does not pay for
-    lazy imports and first-use compilation of the rules."""
+    lazy imports and first-use compilation of the rules (and, on a policy reload, so that a
+    policy under which rules fail is refused before it decides anything)."""
     obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -93,7 +95,7 @@ def warm_up(engine: ReviewEngine, inventory: ClusterInventory) -> None:
         "object": obj,
         "dryRun": True,
     }
-    review(
+    return review(
         {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request},
         engine,
         inventory,
@@ -174,7 +176,8 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         policy = load_policy(extra=args.policy)
     except PolicyError as exc:
         raise UsageError(str(exc)) from exc
-    engine = ReviewEngine.from_policy(policy, mode=Mode.parse(args.mode) if args.mode else None)
+    mode = Mode.parse(args.mode) if args.mode else None
+    engine = ReviewEngine.from_policy(policy, mode=mode)
     api_socket = provenance_api_socket(args)
     if args.no_cluster:
         inventory = ClusterInventory(
@@ -201,6 +204,11 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         certificate=certificate,
         certificate_check_seconds=args.tls_check_seconds,
     )
+    if args.policy:  # the shipped default alone never changes
+        state.policy_reload = ReloadingPolicy(
+            args.policy, engine, mode=mode, trial=lambda candidate: warm_up(candidate, inventory)
+        )
+        state.policy_check_seconds = getattr(args, "policy_check_seconds", 10.0)
     state.review_in_threadpool = bool(getattr(args, "review_in_threadpool", False))
     state.freeze_gc = True
     warm_up(engine, inventory)
