@@ -89,6 +89,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="longest time a client may take to send a request's headers and body; the connection "
         "is closed past it (default 10: the API server sends at once, a slowloris trickles)",
     )
+    serve.add_argument(
+        "--drain-seconds",
+        type=int,
+        default=5,
+        metavar="SECONDS",
+        help="after SIGTERM, how long requests in flight may take to finish (new connections are "
+        "refused at once); the process exits at most 5 s after that, even if the event loop is "
+        "still busy (default 5; keep the sum below terminationGracePeriodSeconds)",
+    )
     serve.add_argument("--no-provenance", action="store_true", help="do not record provenance")
     serve.add_argument(
         "--provenance-api-port",
@@ -135,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--policy-check-seconds must be a positive number of seconds, got {args.policy_check_seconds}"
         )
+    if not args.drain_seconds > 0:
+        raise UsageError(f"--drain-seconds must be a positive number of seconds, got {args.drain_seconds}")
     if not args.read_timeout > 0:
         raise UsageError(f"--read-timeout must be a positive number of seconds, got {args.read_timeout}")
     for path in (args.tls_cert, args.tls_key, *args.policy):
