@@ -203,8 +203,11 @@ class _Pending:
 
 
 def _start(future: Future[str]) -> None:
-    """PENDING -> RUNNING (no longer cancellable); a future already running or settled is left."""
-    with contextlib.suppress(InvalidStateError, RuntimeError):
+    """PENDING -> RUNNING (no longer cancellable); a future already running or settled is left
+    (asked anyway, `set_running_or_notify_cancel` logs a CRITICAL "unexpected state" line)."""
+    if future.running() or future.done():
+        return
+    with contextlib.suppress(InvalidStateError, RuntimeError):  # taken by the other thread meanwhile
         future.set_running_or_notify_cancel()
 
 
@@ -481,8 +484,10 @@ class ProvenanceStore:
         interval = min(0.25, self.write_timeout / 4)
         while not self._stop.wait(interval):
             with self._queue_changed:
-                if self._writer_error is not None or (self._closing and not self._queue):
-                    return
+                if self._writer_error is not None or (
+                    self._closing and not self._queue and self._in_flight_since is None
+                ):
+                    return  # nothing left to watch (a batch in flight may still get stuck)
                 since = self._in_flight_since
                 if since is None or time.monotonic() - since < self.write_timeout:
                     continue
@@ -850,20 +855,35 @@ class ProvenanceStore:
         return True
 
     def close(self) -> None:
-        """Write what is queued, stop the writer and the replayer, release the connections."""
+        """Write what is queued, stop the writer and the replayer, release the connections.
+
+        Bounded when the database stopped answering: a thread stuck on it is waited for
+        `close_wait` seconds at most (the watchdog, still running meanwhile, spools what the
+        writer holds after `write_timeout`), then left behind (daemon threads: they end with
+        the process). A webhook shutting down on SIGTERM must not hang on its database."""
         with self._queue_changed:
             self._closing = True
             self._queue_changed.notify_all()
             writer = self._writer
         if writer is not None:
-            writer.join()
+            writer.join(self.close_wait)
+            if writer.is_alive():
+                log.warning(
+                    "provenance: the database did not answer the last write within %.1f s; closing "
+                    "without waiting for it (what it held is spooled)",
+                    self.close_wait,
+                )
         self._stop.set()
-        if self._watchdog is not None:
-            self._watchdog.join()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        for thread in (self._watchdog, self._thread):
+            if thread is not None:
+                thread.join(self.close_wait)
+        self._thread = None
         self.engine.dispose()
+
+    @property
+    def close_wait(self) -> float:
+        """How long `close` waits for each thread: the watchdog's delay, twice, and a second."""
+        return 2 * self.write_timeout + 1.0
 
     def __enter__(self) -> ProvenanceStore:
         return self

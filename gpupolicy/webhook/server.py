@@ -174,11 +174,11 @@ class WebhookServer(uvicorn.Server):
         self._stopping.wait()
         time.sleep(self.shutdown_deadline)
         # Still running (a daemon thread does not outlive a finished process): the event loop
-        # never came back to shut the server down.
+        # never came back to shut the server down, or the clean-up after it hangs.
         log(
             _log,
             logging.ERROR,
-            "shutdown deadline passed with the event loop still busy: exiting now",
+            "shutdown deadline passed: exiting now",
             deadline_seconds=self.shutdown_deadline,
             requests_in_flight=len(self.server_state.tasks),
         )

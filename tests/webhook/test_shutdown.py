@@ -13,13 +13,17 @@ import ssl
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
 
 from gpupolicy.provenance import open_store
+from gpupolicy.provenance.spool import Spool
+from tests.provenance.relay import DatabaseRelay
 from tests.webhook.reviews import admission_review, gpu_deployment
 from tests.webhook.server_process import ServerProcess, client_context, start_server
 from tests.webhook.slow_serve import BUSY_ANNOTATION
@@ -168,3 +172,41 @@ def test_a_loop_busy_past_the_shutdown_deadline_does_not_keep_the_process(tmp_pa
     assert code == 1 and elapsed < 15, (code, elapsed, server.logs())
     assert "shutdown deadline passed" in server.logs()
     assert isinstance(answers[0], httpx.HTTPError)  # the API server applies its failurePolicy
+
+
+@pytest.fixture
+def postgres() -> Iterator[str]:
+    from tests.webhook.test_sigkill import postgres_database
+
+    for database in postgres_database():
+        yield database.url
+
+
+def test_sigterm_drains_an_admission_waiting_on_a_hanging_database(tmp_path: Path, postgres: str) -> None:
+    """The provenance write is the slow part: PostgreSQL stops answering (a frozen relay), the
+    admission waits `--db-timeout`, its record goes to the spool, and only then is it answered;
+    SIGTERM meanwhile waits for it, and the store closes without hanging on the database."""
+    url = urlsplit(postgres)
+    with DatabaseRelay((url.hostname or "127.0.0.1", url.port or 5432)) as relay:
+        relayed = urlunsplit(url._replace(netloc=f"{url.username}@127.0.0.1:{relay.port}"))
+        server = start_server(tmp_path, "--no-cluster", "--db", relayed, "--db-timeout", "2")
+        try:
+            with server.client() as http:  # one admission straight in: a connection is pooled
+                assert http.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+            relay.relaying.clear()  # the database hangs
+            body = admission_review(gpu_deployment())
+            answers: list[Any] = []
+            thread = send_in_background(server, body, answers)
+            time.sleep(0.5)  # the admission waits on the database
+            signalled = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            thread.join(60)
+            code = exit_code(server)
+            elapsed = time.monotonic() - signalled
+        finally:
+            server.stop()
+    ((status, answer, _answered),) = answers
+    assert status == 200 and answer["response"]["allowed"] is True
+    assert code == 0 and elapsed < 10, (code, elapsed, server.logs())
+    spooled = {item["uid"] for item in Spool(server.data_dir / "spool").waiting()}
+    assert body["request"]["uid"] in spooled
