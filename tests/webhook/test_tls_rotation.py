@@ -43,9 +43,7 @@ class SecretVolume:
         """Write a new pair issued by `ca`; returns the new certificate (DER)."""
         self.generation += 1
         payload = self.folder / f"..2026_11_30_02_00_{self.generation:02d}.000000001"
-        cert, key = write_certificate(ca, payload)
-        cert.rename(payload / "tls.crt")
-        key.rename(payload / "tls.key")
+        write_certificate(ca, payload)  # payload/tls.crt and payload/tls.key
         temporary = self.folder / "..data_tmp"
         temporary.symlink_to(payload.name)
         temporary.replace(self.folder / "..data")
