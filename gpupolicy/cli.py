@@ -70,6 +70,12 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     lint.add_argument("--show-suppressed", action="store_true", help="also list suppressed findings and why")
     lint.add_argument(
+        "--no-remote",
+        action="store_true",
+        help="do not render a kustomization that names a remote base, component or file (GP004 "
+        "instead of kubectl fetching it): for pull requests from untrusted authors",
+    )
+    lint.add_argument(
         "--baseline",
         type=Path,
         metavar="FILE",
@@ -189,12 +195,16 @@ def run_lint(args: argparse.Namespace) -> int:
     if context_root is None:
         from gpupolicy.inputs import load_paths
 
-        loaded = load_paths(args.paths, exclude=exclude, limits=policy.limits)
+        loaded = load_paths(
+            args.paths, exclude=exclude, limits=policy.limits, allow_remote=not args.no_remote
+        )
         report = evaluate(loaded.resources, policy, problems=loaded.problems, directives=loaded.directives)
     else:
         from gpupolicy.inputs import load_with_context
 
-        loaded, context = load_with_context(args.paths, context_root, exclude=exclude, limits=policy.limits)
+        loaded, context = load_with_context(
+            args.paths, context_root, exclude=exclude, limits=policy.limits, allow_remote=not args.no_remote
+        )
         chosen = {resource.file for resource in loaded.resources}
         report = evaluate(
             [*loaded.resources, *context],

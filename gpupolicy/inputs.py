@@ -25,10 +25,10 @@ from gpupolicy.documents import (
     find_helm_action,
     parse_text,
 )
+from gpupolicy.kustomizations import KUSTOMIZATION_FILES, remote_reference
 from gpupolicy.suppressions import InlineDirective, scan_comments
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 # Files that live beside manifests but are not Kubernetes objects.
 NOT_MANIFESTS = frozenset(
     {
@@ -191,13 +191,25 @@ def is_chart(folder: Path) -> bool:
     return (folder / CHART_FILE).is_file() and (folder / "templates").is_dir()
 
 
-def load_directory(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
+def load_directory(
+    folder: Path, limits: LoadLimits = DEFAULT_LIMITS, *, allow_remote: bool = True
+) -> LoadedText:
     """A directory that is one unit: a Helm chart, or a kustomization."""
-    return load_chart(folder, limits) if is_chart(folder) else load_kustomization(folder, limits)
+    if is_chart(folder):
+        return load_chart(folder, limits)
+    return load_kustomization(folder, limits, allow_remote=allow_remote)
 
 
-def load_kustomization(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
+def load_kustomization(
+    folder: Path, limits: LoadLimits = DEFAULT_LIMITS, *, allow_remote: bool = True
+) -> LoadedText:
+    """`kubectl kustomize` of the folder. Without `allow_remote` (`--no-remote`), a kustomization
+    that names a remote base, component or file is refused before kubectl runs (GP004)."""
     shown = display_path(folder)
+    if not allow_remote:
+        problem = remote_reference(folder, display=display_path, limits=limits)
+        if problem is not None:
+            return LoadedText(problems=[problem])
     command = f"kubectl kustomize {shown}"
     return _render(["kubectl", "kustomize", str(folder)], shown, command, "kustomize", limits)
 
@@ -233,9 +245,14 @@ def _render(
 
 
 def load_paths(
-    paths: Iterable[str], *, exclude: Iterable[str] = (), limits: LoadLimits = DEFAULT_LIMITS
+    paths: Iterable[str],
+    *,
+    exclude: Iterable[str] = (),
+    limits: LoadLimits = DEFAULT_LIMITS,
+    allow_remote: bool = True,
 ) -> Loaded:
-    """Load every path given on the command line (`-` is stdin). `limits` are the policy's."""
+    """Load every path given on the command line (`-` is stdin). `limits` are the policy's;
+    `allow_remote` False refuses kustomizations that name remote content (`--no-remote`)."""
     loaded = Loaded()
     patterns = list(exclude)
     for raw in paths:
@@ -251,7 +268,7 @@ def load_paths(
         if path.is_dir():
             for item in iter_manifest_files(path, patterns, unreadable=loaded.problems):
                 if item.is_dir():
-                    loaded.extend(load_directory(item, limits), display_path(item))
+                    loaded.extend(load_directory(item, limits, allow_remote=allow_remote), display_path(item))
                 else:
                     loaded.extend(load_file(item, limits), display_path(item))
         else:
@@ -265,7 +282,12 @@ def is_manifest_name(name: str) -> bool:
 
 
 def load_with_context(
-    paths: Iterable[str], root: Path, *, exclude: Iterable[str] = (), limits: LoadLimits = DEFAULT_LIMITS
+    paths: Iterable[str],
+    root: Path,
+    *,
+    exclude: Iterable[str] = (),
+    limits: LoadLimits = DEFAULT_LIMITS,
+    allow_remote: bool = True,
 ) -> tuple[Loaded, list[Resource]]:
     """The given paths (to report on) and the other objects below `root` (context only).
 
@@ -276,7 +298,7 @@ def load_with_context(
     """
     patterns = list(exclude)
     chosen = [raw for raw in paths if raw == "-" or Path(raw).is_dir() or is_manifest_name(Path(raw).name)]
-    loaded = load_paths(chosen, exclude=patterns, limits=limits)
+    loaded = load_paths(chosen, exclude=patterns, limits=limits, allow_remote=allow_remote)
     given = set(loaded.files) | {resource.file for resource in loaded.resources}
-    context = load_paths([str(root)], exclude=patterns, limits=limits)
+    context = load_paths([str(root)], exclude=patterns, limits=limits, allow_remote=allow_remote)
     return loaded, [resource for resource in context.resources if resource.file not in given]

@@ -348,6 +348,127 @@ def test_broken_kustomization_is_gp004_not_a_crash(tmp_path: Path, monkeypatch: 
     assert message.startswith("kubectl kustomize k failed:")
 
 
+# -- kustomize --no-remote ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def recording_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `kubectl` first on PATH that records each call in the returned file and prints one
+    Namespace: whether kubectl ran at all is what --no-remote decides."""
+    calls = tmp_path / "kubectl-calls"
+    folder = tmp_path / "fake-bin"
+    script = folder / "kubectl"
+    write(
+        script,
+        f'#!/bin/sh\necho "$@" >> {calls}\nprintf "apiVersion: v1\\nkind: Namespace\\nmetadata:\\n  name: rendered\\n"\n',
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    return calls
+
+
+REMOTE_ENTRIES = [
+    "https://github.com/kubernetes-sigs/kustomize//examples/multibases?ref=v1.0.6",
+    "github.com/kubernetes-sigs/kustomize/examples/multibases?ref=v1.0.6",
+    "git@github.com:acme/manifests.git//base",
+    "ssh://git@git.example.com/acme/manifests.git",
+    "git::https://git.example.com/acme/manifests",
+    "gh:acme/manifests//base",
+    "example.com/acme/manifests/base",
+    "../base?ref=main",
+]
+
+
+@pytest.mark.parametrize("entry", REMOTE_ENTRIES)
+def test_no_remote_refuses_a_remote_base_before_kubectl_runs(recording_kubectl: Path, entry: str) -> None:
+    write(Path("app/deployment.yaml"), GPU_DEPLOYMENT)
+    write(Path("app/kustomization.yaml"), f"resources:\n  - deployment.yaml\n  - {entry}\n")
+    loaded = load_paths(["app"], allow_remote=False)
+    ((problem,),) = [loaded.problems]
+    assert problem.rule_id == "GP004"
+    assert (problem.file, problem.line, problem.column) == ("app/kustomization.yaml", 3, 5)
+    assert problem.message.startswith(f"resources.1 names {entry!r}, a remote location; --no-remote")
+    assert "\n" not in problem.message
+    assert not recording_kubectl.exists()  # refused before kubectl ran: nothing was fetched
+    assert loaded.resources == []
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "where"),
+    [
+        ("components", "components:\n  - https://example.com/c.tar.gz\n", "components.0"),
+        ("patches", "patches:\n  - path: https://example.com/patch.yaml\n", "patches.0.path"),
+        ("crds", "crds:\n  - http://example.com/crd.json\n", "crds.0"),
+        (
+            "configMapGenerator",
+            "configMapGenerator:\n  - name: c\n    files:\n      - cfg=https://example.com/x?version=1\n",
+            "configMapGenerator.0.files.0",
+        ),
+        ("openapi", "openapi:\n  path: https://example.com/schema.json\n", "openapi.path"),
+        ("transformers", "transformers:\n  - https://example.com/t.yaml\n", "transformers.0"),
+    ],
+)
+def test_no_remote_reads_every_field_that_kustomize_fetches(
+    recording_kubectl: Path, field: str, text: str, where: str
+) -> None:
+    write(Path("app/kustomization.yaml"), text)
+    ((problem,),) = [load_paths(["app"], allow_remote=False).problems]
+    assert problem.rule_id == "GP004" and problem.message.startswith(f"{where} names "), problem
+    assert not recording_kubectl.exists()
+
+
+def test_no_remote_follows_local_bases_to_a_remote_one(recording_kubectl: Path) -> None:
+    write(Path("overlays/prod/kustomization.yaml"), "resources:\n  - ../../base\nnamePrefix: prod-\n")
+    write(Path("base/kustomization.yaml"), "resources:\n  - ../common\n")
+    write(Path("common/kustomization.yaml"), "resources:\n  - ../base\n  - https://example.com/x.yaml\n")
+    ((problem,),) = [load_paths(["overlays"], allow_remote=False).problems]
+    assert (problem.file, problem.line) == ("common/kustomization.yaml", 3)  # through a cycle, too
+    assert not recording_kubectl.exists()
+
+
+def test_no_remote_refuses_a_target_that_is_not_local(recording_kubectl: Path) -> None:
+    write(Path("app/kustomization.yaml"), "resources:\n  - acme/manifests/base\n")
+    ((problem,),) = [load_paths(["app"], allow_remote=False).problems]
+    assert "not a local file or folder" in problem.message
+    assert not recording_kubectl.exists()
+
+
+def test_no_remote_renders_local_kustomizations(recording_kubectl: Path) -> None:
+    """Inline patches and local files are not locations: kubectl runs as without the flag."""
+    write(Path("base/deployment.yaml"), GPU_DEPLOYMENT)
+    write(Path("base/kustomization.yaml"), "resources:\n  - deployment.yaml\n")
+    write(
+        Path("app/kustomization.yaml"),
+        "resources:\n  - ../base\npatches:\n  - patch: |-\n      - op: add\n"
+        "        path: /metadata/annotations/docs\n        value: https://example.com/x?ref=1\n"
+        "configMapGenerator:\n  - name: c\n    literals: [url=https://example.com]\n",
+    )
+    loaded = load_paths(["app"], allow_remote=False)
+    assert loaded.problems == []
+    assert [resource.name for resource in loaded.resources] == ["rendered"]
+    assert recording_kubectl.read_text().split() == ["kustomize", "app"]
+
+
+def test_without_no_remote_kubectl_renders_remote_bases(recording_kubectl: Path) -> None:
+    """The default is unchanged: kubectl kustomize decides (and fetches)."""
+    write(Path("app/kustomization.yaml"), f"resources:\n  - {REMOTE_ENTRIES[0]}\n")
+    loaded = load_paths(["app"])
+    assert loaded.problems == [] and recording_kubectl.read_text().split() == ["kustomize", "app"]
+
+
+def test_lint_no_remote_reports_gp004_and_fails(
+    recording_kubectl: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpupolicy.cli import main
+
+    write(Path("app/kustomization.yaml"), f"resources:\n  - {REMOTE_ENTRIES[1]}\n")
+    assert main(["lint", "--no-remote", "--no-repo-policy", "app"]) == 1
+    out = capsys.readouterr().out
+    assert "app/kustomization.yaml:2:5: GP004 error" in out and "a remote location" in out
+    assert not recording_kubectl.exists()
+
+
 DCGM_ALERTS = """\
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule

@@ -1,6 +1,7 @@
 """`gpupolicy serve`: the validating admission webhook.
 
-TLS always (`--tls-cert`/`--tls-key`, reloaded when the files change); plain HTTP only with
+TLS always (`--tls-cert`/`--tls-key`, reloaded when the files change; so are the `--policy`
+files, and an invalid new policy is refused while the last good one serves); plain HTTP only with
 `--insecure-dev`, for a laptop. Without a reachable Kubernetes API the server still serves: the
 cluster inventory is reported unavailable in /readyz and in the findings that need it.
 Webhook-only dependencies (FastAPI, uvicorn, kubernetes, prometheus-client, SQLAlchemy) are
@@ -32,6 +33,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=Path,
         metavar="FILE",
         help="a policy file merged over the default (repeatable)",
+    )
+    serve.add_argument(
+        "--policy-check-seconds",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often to look for changed --policy files (a ConfigMap update): a valid new policy "
+        "replaces the one in use, an invalid one is refused and the last good one stays (default 10)",
     )
     serve.add_argument("--mode", choices=MODES, help="default mode (overrides the policy's webhook.mode)")
     serve.add_argument("--tls-cert", type=Path, metavar="FILE", help="certificate chain (PEM)")
@@ -80,6 +89,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="longest time a client may take to send a request's headers and body; the connection "
         "is closed past it (default 10: the API server sends at once, a slowloris trickles)",
     )
+    serve.add_argument(
+        "--drain-seconds",
+        type=int,
+        default=5,
+        metavar="SECONDS",
+        help="after SIGTERM, how long requests in flight may take to finish (new connections are "
+        "refused at once); the process exits at most 5 s after that, even if the event loop is "
+        "still busy (default 5; keep the sum below terminationGracePeriodSeconds)",
+    )
     serve.add_argument("--no-provenance", action="store_true", help="do not record provenance")
     serve.add_argument(
         "--provenance-api-port",
@@ -122,6 +140,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--provenance-api-port serves the provenance records: not with --no-provenance")
     if args.provenance_api_port is not None and args.provenance_api_port == args.port:
         raise UsageError("--provenance-api-port must not be the admission port (--port)")
+    if not args.policy_check_seconds > 0:
+        raise UsageError(
+            f"--policy-check-seconds must be a positive number of seconds, got {args.policy_check_seconds}"
+        )
+    if not args.drain_seconds > 0:
+        raise UsageError(f"--drain-seconds must be a positive number of seconds, got {args.drain_seconds}")
     if not args.read_timeout > 0:
         raise UsageError(f"--read-timeout must be a positive number of seconds, got {args.read_timeout}")
     for path in (args.tls_cert, args.tls_key, *args.policy):

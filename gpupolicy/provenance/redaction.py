@@ -3,9 +3,10 @@
 Every env entry's `value` is replaced (whatever it holds: an inline value is where people put
 tokens, and an experiment's knobs are better declared in labels or the experiment ConfigMap);
 `valueFrom` references are kept, they name a Secret without holding it. Elsewhere a string is
-redacted when its key says it is a secret (`password`, `token`, `apiKey` …) or when its text
-looks like a credential (well-known token formats, private keys, bearer tokens, credentials in
-URLs, `--token=…` arguments). The record is redacted before it is stored *and* before the pod
+redacted when its key says it is a secret (`password`, `token`, `apiKey` …), when it is the
+`value`/`values` of a pair whose `key`/`name` says so (a toleration `{key: password, value: …}`),
+or when its text looks like a credential (well-known token formats, private keys, bearer tokens,
+credentials in URLs, `--token=…` arguments, `token=…` and `password: …` in comments). The record is redacted before it is stored *and* before the pod
 template is hashed, so neither the database nor the spool file ever holds the original.
 
 Cost: a record holds a few hundred strings, and almost none of them is a credential. Each string
@@ -70,9 +71,18 @@ _FLAG_VALUE = compile_linear(
     r"(?P<sep>=|\s+)(?P<value>[^\s\"']+)",
     ignore_case=True,
 )
+# `NAME=value`, `name: value` and `"name": "value"` where the name ends in a credential word
+# (`HF_TOKEN=…` in a shell string, `# token=…` or `password: …` in a comment of an annotation,
+# `X-Amz-Security-Token=…` in a URL). The word ends the name or is followed by `-`, `_` or `.`:
+# `max_tokens: 512`, `tokenizer: …` and `passthrough: true` are kept. A colon needs a space after
+# it (YAML's rule), so `token-service:v1` in an image is kept too.
 _ASSIGNMENT = compile_linear(
-    r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*(PASS(WORD)?|SECRET|TOKEN|API_?KEY|ACCESS_KEY|CREDENTIALS?)[A-Za-z0-9_]*)="
-    r"(?P<value>[^\s\"';&|]+)",
+    r"(?P<name>[A-Za-z0-9_.-]*"
+    r"(pass(word|wd|phrase)?|secret|token|api[-_]?key|(access|private|secret|session|signing)[-_]?key|"
+    r"credentials?|signature)"
+    r"([-_.][A-Za-z0-9_.-]*)?)"
+    r"(?P<sep>([\"']\s*:\s*|[\"']?\s*=\s*|\s*:\s+)[\"']?)"
+    r"(?P<value>[^\s\"';&|,{}\[\]]+)",
     ignore_case=True,
 )
 
@@ -84,7 +94,7 @@ _ASSIGNMENT = compile_linear(
 # bounded set of bounded strings at each position, so linear in the text.)
 _MAYBE_SECRET = re.compile(
     r"-----BEGIN |gh[pousr]_|github_pat_|glpat-|xox[abprs]-|AKIA|ASIA|hf_|sk-|AIza|eyJ|://|"
-    r"(?i:bearer|pass|secret|token|api[-_]?key|access[-_]key|credential)"
+    r"(?i:bearer|pass|secret|token|api[-_]?key|(access|private|session|signing)[-_]?key|credential|signature)"
 )
 # The shortest string any pattern can match (`PASS=x`, an _ASSIGNMENT): shorter ones are kept.
 _MIN_SECRET_LENGTH = 6
@@ -127,7 +137,7 @@ def _redact_text_fully(text: str) -> str:
             text = pattern.sub(REDACTED, text)
     text = _URL_CREDENTIALS.sub(lambda match: f"{match['scheme']}{match['user']}:{REDACTED}@", text)
     text = _FLAG_VALUE.sub(lambda match: f"{match['flag']}{match['sep']}{REDACTED}", text)
-    return _ASSIGNMENT.sub(lambda match: f"{match['name']}={REDACTED}", text)
+    return _ASSIGNMENT.sub(lambda match: f"{match['name']}{match['sep']}{REDACTED}", text)
 
 
 def redact_env(entries: Any) -> Any:
@@ -155,14 +165,35 @@ def redact(value: Any, key: str | None = None) -> Any:
     return value
 
 
+# Mappings that name a pair with one field and hold its value in another: a toleration
+# (`key`, `value`), a node selector requirement (`key`, `values`), a sysctl or a CRD's parameter
+# (`name`, `value`). When the named key sounds secret, the value is a secret however it looks.
+_PAIR_NAME_FIELDS = ("key", "name")
+_PAIR_VALUE_FIELDS = frozenset({"value", "values"})
+
+
+def secret_pair_name(mapping: dict[Any, Any]) -> str | None:
+    """The secret-sounding name of a key/value pair held in `mapping` (`{key: password, value: …}`),
+    else None."""
+    for field in _PAIR_NAME_FIELDS:
+        name = mapping.get(field)
+        if isinstance(name, str) and is_secret_key(name):
+            return name
+    return None
+
+
 def _redact_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
     """`redact` of a mapping, with the string values (most of a record) decided in the loop:
     the same tests as `redact` and `redact_text`, without two calls per value."""
     result: dict[str, Any] = {}
     known_key = _KEY_IS_SECRET.get
     clean = _CLEAN.get
+    pair_name = secret_pair_name(mapping) if _PAIR_VALUE_FIELDS.intersection(mapping) else None
     for child_key, child in mapping.items():
         name = child_key if isinstance(child_key, str) else str(child_key)
+        if pair_name is not None and name in _PAIR_VALUE_FIELDS:
+            result[name] = redact(child, pair_name)  # redacted as if under the key it names
+            continue
         if isinstance(child, str):
             if child and child != REDACTED:
                 secret = known_key(name)

@@ -103,12 +103,14 @@ def default_url(data_dir: Path) -> str:
 def create_store_engine(
     url: str, *, schema: str | None = None, connect_timeout: float = 2.0, write_timeout: float = 2.0
 ) -> Engine:
+    """The store's engine. Its errors never quote the statement's parameters (`hide_parameters`):
+    they are a record's content, and errors are logged."""
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         # A busy database (another process writing) waits at most `connect_timeout`, then the
         # record goes to the spool: an admission request must not hang on a lock.
         busy_ms = max(100, int(connect_timeout * 1000))
-        engine = create_engine(parsed, connect_args={"timeout": busy_ms / 1000})
+        engine = create_engine(parsed, connect_args={"timeout": busy_ms / 1000}, hide_parameters=True)
 
         @event.listens_for(engine, "connect")
         def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -131,6 +133,7 @@ def create_store_engine(
         parsed,
         connect_args=_postgres_connect_args(schema, connect_timeout, write_timeout),
         pool_pre_ping=True,
+        hide_parameters=True,
     )
 
 
@@ -200,8 +203,11 @@ class _Pending:
 
 
 def _start(future: Future[str]) -> None:
-    """PENDING -> RUNNING (no longer cancellable); a future already running or settled is left."""
-    with contextlib.suppress(InvalidStateError, RuntimeError):
+    """PENDING -> RUNNING (no longer cancellable); a future already running or settled is left
+    (asked anyway, `set_running_or_notify_cancel` logs a CRITICAL "unexpected state" line)."""
+    if future.running() or future.done():
+        return
+    with contextlib.suppress(InvalidStateError, RuntimeError):  # taken by the other thread meanwhile
         future.set_running_or_notify_cancel()
 
 
@@ -478,8 +484,10 @@ class ProvenanceStore:
         interval = min(0.25, self.write_timeout / 4)
         while not self._stop.wait(interval):
             with self._queue_changed:
-                if self._writer_error is not None or (self._closing and not self._queue):
-                    return
+                if self._writer_error is not None or (
+                    self._closing and not self._queue and self._in_flight_since is None
+                ):
+                    return  # nothing left to watch (a batch in flight may still get stuck)
                 since = self._in_flight_since
                 if since is None or time.monotonic() - since < self.write_timeout:
                     continue
@@ -847,20 +855,35 @@ class ProvenanceStore:
         return True
 
     def close(self) -> None:
-        """Write what is queued, stop the writer and the replayer, release the connections."""
+        """Write what is queued, stop the writer and the replayer, release the connections.
+
+        Bounded when the database stopped answering: a thread stuck on it is waited for
+        `close_wait` seconds at most (the watchdog, still running meanwhile, spools what the
+        writer holds after `write_timeout`), then left behind (daemon threads: they end with
+        the process). A webhook shutting down on SIGTERM must not hang on its database."""
         with self._queue_changed:
             self._closing = True
             self._queue_changed.notify_all()
             writer = self._writer
         if writer is not None:
-            writer.join()
+            writer.join(self.close_wait)
+            if writer.is_alive():
+                log.warning(
+                    "provenance: the database did not answer the last write within %.1f s; closing "
+                    "without waiting for it (what it held is spooled)",
+                    self.close_wait,
+                )
         self._stop.set()
-        if self._watchdog is not None:
-            self._watchdog.join()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        for thread in (self._watchdog, self._thread):
+            if thread is not None:
+                thread.join(self.close_wait)
+        self._thread = None
         self.engine.dispose()
+
+    @property
+    def close_wait(self) -> float:
+        """How long `close` waits for each thread: the watchdog's delay, twice, and a second."""
+        return 2 * self.write_timeout + 1.0
 
     def __enter__(self) -> ProvenanceStore:
         return self

@@ -34,7 +34,8 @@ input_rule(
     severity="error",
     scope=Scope.OBJECT,
     summary="Reports files that still hold Helm `{{ }}` actions and kustomize directories that could not be "
-    "rendered, with the command that renders them; and, field by field, a deploy-time placeholder (`$VAR`, "
+    "rendered (or, with `lint --no-remote`, that name a remote base, component or file), with the command "
+    "that renders them; and, field by field, a deploy-time placeholder (`$VAR`, "
     "`${VAR}`, `<VAR>`, `__VAR__`, `{{ var }}`, an all-capitals image name) where the API server would take "
     "it as the literal value: a container image, an env value, a name, namespace, service account, volume "
     "source, quantity or a Secret's stringData. A value counts when it is a placeholder as a whole or holds "

@@ -5,7 +5,8 @@ past the policy's limit), parses JSON (HTTP 400 when it is not JSON or not an Ad
 calls `review()`, records provenance for admitted GPU workloads before answering, and sends the
 response. `/healthz` says the process serves,
 `/readyz` whether the policy is loaded and every inventory cache has synced (with the detail
-of each), `/metrics` is Prometheus' text format.
+of each, and whether the policy files on disk are the policy in use: policy_reload.py), `/metrics`
+is Prometheus' text format.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from starlette.requests import ClientDisconnect
 from gpupolicy.inventory import Inventory
 from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
 from gpupolicy.webhook.metrics import WebhookMetrics
+from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.review import Decision, MalformedReview, ReviewEngine, review
 from gpupolicy.webhook.tls import ReloadingCertificate
 
@@ -87,6 +89,9 @@ class WebhookState:
     provenance: Provenance | None = None
     certificate: ReloadingCertificate | None = None
     certificate_check_seconds: float = 10.0
+    # The policy files, watched: `engine` is replaced when they change and the new policy is good.
+    policy_reload: ReloadingPolicy | None = None
+    policy_check_seconds: float = 10.0
     review_in_threadpool: bool = False
     freeze_gc: bool = False  # the server sets it; tests in one process leave the collector alone
     metrics: WebhookMetrics = field(init=False)
@@ -110,6 +115,8 @@ def create_app(state: WebhookState) -> FastAPI:
         tasks = [asyncio.create_task(_freeze_when_settled(state))] if state.freeze_gc else []
         if state.certificate:
             tasks.append(asyncio.create_task(_watch_certificate(state)))
+        if state.policy_reload:
+            tasks.append(asyncio.create_task(_watch_policy(state)))
         try:
             yield
         finally:
@@ -127,11 +134,12 @@ def create_app(state: WebhookState) -> FastAPI:
     )
     app.state.webhook = state
     metrics = state.metrics
-    limit = state.engine.settings.max_body_bytes
 
     @app.post("/validate")
     async def validate(request: Request) -> Response:
         started = time.perf_counter()
+        engine = state.engine  # read once: the request is decided and recorded under one policy
+        limit = engine.settings.max_body_bytes
         content_type = request.headers.get("content-type")
         if not _is_json(content_type):
             metrics.requests.labels("unsupported-media-type", "none", "unknown", "").inc()
@@ -152,9 +160,9 @@ def create_app(state: WebhookState) -> FastAPI:
             return _invalid(state, f"the body is not JSON: {exc}")
         try:
             if state.review_in_threadpool:
-                decision = await run_in_threadpool(review, parsed, state.engine, state.inventory)
+                decision = await run_in_threadpool(review, parsed, engine, state.inventory)
             else:
-                decision = review(parsed, state.engine, state.inventory)
+                decision = review(parsed, engine, state.inventory)
         except MalformedReview as exc:
             return _invalid(state, str(exc), parsed)
         except Exception:  # a bug must answer (the API server applies failurePolicy), not kill the worker
@@ -166,7 +174,7 @@ def create_app(state: WebhookState) -> FastAPI:
             )
         provenance = None
         if decision.record_provenance and state.provenance is not None:
-            provenance = await _record_provenance(state, decision)
+            provenance = await _record_provenance(state, decision, engine)
         payload = _dumps(decision.response)
         elapsed = time.perf_counter() - started
         _account(state, decision, elapsed, provenance)
@@ -243,7 +251,7 @@ def _invalid(state: WebhookState, message: str, parsed: Any = None) -> Response:
     return _error(400, message)
 
 
-async def _record_provenance(state: WebhookState, decision: Decision) -> str:
+async def _record_provenance(state: WebhookState, decision: Decision, engine: ReviewEngine) -> str:
     """Durable before the response is sent (the store commits or fsyncs its spool). A store
     failure (writer dead, queue full, database and disk both failing) admits anyway — the
     webhook never blocks the cluster over provenance — and says so loudly (log and metric)."""
@@ -251,9 +259,9 @@ async def _record_provenance(state: WebhookState, decision: Decision) -> str:
     assert provenance is not None
     try:
         if state.review_in_threadpool:
-            record = await run_in_threadpool(_build_record, state, decision)
+            record = await run_in_threadpool(_build_record, state, decision, engine)
         else:
-            record = _build_record(state, decision)  # CPU only, like review(): no thread hop
+            record = _build_record(state, decision, engine)  # CPU only, like review(): no thread hop
     except provenance.not_recordable:
         return "skipped"
     try:
@@ -269,14 +277,14 @@ async def _record_provenance(state: WebhookState, decision: Decision) -> str:
     return "recorded"
 
 
-def _build_record(state: WebhookState, decision: Decision) -> Any:
+def _build_record(state: WebhookState, decision: Decision, engine: ReviewEngine) -> Any:
     provenance = state.provenance
     assert provenance is not None and decision.report is not None and decision.object is not None
     return provenance.build_record(
         decision.request,
         decision.object,
         decision.report,
-        state.engine.policy,
+        engine.policy,
         experiment_config=_experiment_config(state, decision),
         workload=decision.workload,
     )
@@ -354,6 +362,8 @@ def readiness(state: WebhookState) -> tuple[bool, dict[str, Any]]:
     detail: dict[str, Any] = {
         "policy": {"loaded": True, "version": policy.version, "digest": f"sha256:{policy.digest}"},
     }
+    if state.policy_reload is not None:  # reported, not required: the last good policy decides
+        detail["policy"]["reload"] = state.policy_reload.status()
     ready = True
     if state.inventory_status is not None:
         kinds = state.inventory_status.status()
@@ -378,6 +388,35 @@ async def _freeze_when_settled(state: WebhookState, *, wait_seconds: float = 30.
     gc.collect()
     gc.freeze()
     log(_log, logging.INFO, "start-up objects frozen", frozen=gc.get_freeze_count())
+
+
+async def _watch_policy(state: WebhookState) -> None:
+    reload = state.policy_reload
+    assert reload is not None
+    state.metrics.policy_reload_failing.set(0)
+    while True:
+        await asyncio.sleep(state.policy_check_seconds)
+        try:
+            outcome = await asyncio.to_thread(_check_policy, reload, state.freeze_gc)
+        except Exception:
+            _log.exception("policy reload check failed")
+            continue
+        if outcome == "reloaded":
+            state.engine = reload.engine  # in the loop thread, between two requests
+        if outcome is not None:
+            state.metrics.policy_reloads.labels(outcome).inc()
+            state.metrics.policy_reload_failing.set(1 if reload.refusal is not None else 0)
+
+
+def _check_policy(reload: ReloadingPolicy, frozen: bool) -> str | None:
+    outcome = reload.check()
+    if outcome == "reloaded" and frozen:
+        # The replaced policy's objects were frozen with the rest of start-up: thaw, collect
+        # them (one full collection, ~30 ms, once per reload), and freeze what is left again.
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+    return outcome
 
 
 async def _watch_certificate(state: WebhookState) -> None:

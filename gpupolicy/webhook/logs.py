@@ -8,6 +8,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from gpupolicy.provenance.redaction import redact_text
+
 LOGGER = "gpupolicy.webhook"
 
 # What one value of a request may put into a log line: requests are whatever an API client sends
@@ -19,10 +21,23 @@ MAX_LOGGED_FINDINGS = 20
 
 
 def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str | None:
-    """`text` cut to at most `limit` characters, ending in "…" when it was cut."""
-    if text is None or len(text) <= limit:
-        return text
-    return text[: limit - 1] + "…"
+    """`text` with its credential-looking parts redacted (as provenance records are: a finding's
+    message may quote a value of the object), cut to at most `limit` characters, ending in "…"
+    when it was cut. Only the head is redacted and shown: a secret that the cut would split is
+    redacted whole first."""
+    if text is None:
+        return None
+    text = redact_text(_cut(text, _REDACTED_HEAD_CHARS))
+    return _cut(text, limit)
+
+
+# How much of a value is redacted before it is cut to an excerpt: enough that a credential
+# starting inside the shown part is seen whole (PEM keys are longer: their header is enough).
+_REDACTED_HEAD_CHARS = 4 * EXCERPT_CHARS
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _stdlib_dumps(entry: dict[str, Any]) -> str:
@@ -42,6 +57,22 @@ except ImportError:  # pragma: no cover - depends on the install
     _dumps = _stdlib_dumps
 
 
+# A traceback ends with the exception's message, which may quote request content of any size:
+# the head (where it was raised) and the tail (the message's end) are kept, both redacted.
+TRACEBACK_HEAD_CHARS = 6000
+TRACEBACK_TAIL_CHARS = 2000
+
+
+def bounded_traceback(text: str) -> str:
+    if len(text) > TRACEBACK_HEAD_CHARS + TRACEBACK_TAIL_CHARS:
+        left_out = len(text) - TRACEBACK_HEAD_CHARS - TRACEBACK_TAIL_CHARS
+        text = (
+            f"{text[:TRACEBACK_HEAD_CHARS]}\n… {left_out} characters left out …\n"
+            f"{text[-TRACEBACK_TAIL_CHARS:]}"
+        )
+    return redact_text(text)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -54,7 +85,7 @@ class JsonFormatter(logging.Formatter):
         if isinstance(fields, dict):
             entry.update(fields)
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = bounded_traceback(self.formatException(record.exc_info))
         return _dumps(entry)
 
 

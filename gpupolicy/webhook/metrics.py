@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -71,6 +71,18 @@ class WebhookMetrics:
             "gpupolicy_provenance_writes",
             "Provenance writes by outcome (recorded, skipped, failed).",
             ["outcome"],
+            registry=self.registry,
+        )
+        self.policy_reloads = Counter(
+            "gpupolicy_policy_reloads",
+            "Changes of the policy files by outcome: reloaded (the new policy is in use) or refused "
+            "(invalid: the last good policy stays in use).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.policy_reload_failing = Gauge(
+            "gpupolicy_policy_reload_failing",
+            "1 while the policy files hold a policy that was refused (the last good one decides).",
             registry=self.registry,
         )
         if inventory_synced is not None:

@@ -155,6 +155,21 @@ class NoInventory:
 # -- parsing -------------------------------------------------------------------------------------
 
 
+# What an error message quotes of a value from the request: a bounded excerpt, whatever its
+# size or shape (an `apiVersion` may be a 7 MB string or a nested object).
+SHOWN_CHARS = 60
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value if len(value) <= SHOWN_CHARS else value[: SHOWN_CHARS - 1] + "…")
+    if value is None or isinstance(value, bool | float) or (isinstance(value, int) and abs(value) < 10**18):
+        return repr(value)
+    if isinstance(value, dict | list):
+        return "an object" if isinstance(value, dict) else "an array"
+    return "a number" if isinstance(value, int) else type(value).__name__
+
+
 def _request_of(admission_review: Any) -> dict[str, Any]:
     if not isinstance(admission_review, dict):
         raise MalformedReview("the body must be a JSON object (an AdmissionReview)")
@@ -162,8 +177,8 @@ def _request_of(admission_review: Any) -> dict[str, Any]:
     kind = admission_review.get("kind")
     if api_version != API_VERSION or kind != KIND:
         raise MalformedReview(
-            f"expected apiVersion {API_VERSION} and kind {KIND}, got apiVersion {api_version!r} and "
-            f"kind {kind!r} (set admissionReviewVersions: [v1] in the webhook configuration)"
+            f"expected apiVersion {API_VERSION} and kind {KIND}, got apiVersion {_shown(api_version)} and "
+            f"kind {_shown(kind)} (set admissionReviewVersions: [v1] in the webhook configuration)"
         )
     request = admission_review.get("request")
     if not isinstance(request, dict):
@@ -174,7 +189,7 @@ def _request_of(admission_review: Any) -> dict[str, Any]:
     operation = request.get("operation")
     if operation not in KNOWN_OPERATIONS:
         raise MalformedReview(
-            f"request.operation must be one of {', '.join(sorted(KNOWN_OPERATIONS))}, got {operation!r}"
+            f"request.operation must be one of {', '.join(sorted(KNOWN_OPERATIONS))}, got {_shown(operation)}"
         )
     return request
 

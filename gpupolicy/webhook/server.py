@@ -9,18 +9,23 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
+import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
 from gpupolicy.webhook.app import Provenance, WebhookState, create_app, create_provenance_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.logs import LOGGER, configure_logging, log
+from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlineProtocol
-from gpupolicy.webhook.review import ReviewEngine, review
+from gpupolicy.webhook.review import Decision, ReviewEngine, review
 from gpupolicy.webhook.settings import Mode
 from gpupolicy.webhook.tls import ReloadingCertificate
 
@@ -62,9 +67,10 @@ def start_reconciler(provenance: Provenance | None, inventory: ClusterInventory)
     return Reconciler(provenance.store).start(lookup, interval=RECONCILE_INTERVAL_SECONDS)
 
 
-def warm_up(engine: ReviewEngine, inventory: ClusterInventory) -> None:
+def warm_up(engine: ReviewEngine, inventory: ClusterInventory) -> Decision:
     """Review one GPU Deployment before serving, so that the first admission does not pay for
-    lazy imports and first-use compilation of the rules."""
+    lazy imports and first-use compilation of the rules (and, on a policy reload, so that a
+    policy under which rules fail is refused before it decides anything)."""
     obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -93,7 +99,7 @@ def warm_up(engine: ReviewEngine, inventory: ClusterInventory) -> None:
         "object": obj,
         "dryRun": True,
     }
-    review(
+    return review(
         {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request},
         engine,
         inventory,
@@ -109,17 +115,37 @@ class _Companion(uvicorn.Server):
         yield
 
 
+# After SIGTERM, requests in flight have `--drain-seconds` to finish (uvicorn's graceful
+# shutdown: the listener is closed at once, open requests are answered, then the process
+# exits); this much more is left for the rest of the shutdown. Past both, the process ends
+# itself whatever it is doing: with the defaults 5 + 5 s, well inside the pod's
+# terminationGracePeriodSeconds (30), after which the kubelet's SIGKILL would end it silently.
+# https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
+SHUTDOWN_MARGIN_SECONDS = 5.0
+DEFAULT_DRAIN_SECONDS = 5  # whole seconds: uvicorn's timeout_graceful_shutdown
+
+
 class WebhookServer(uvicorn.Server):
     """The admission server; `companions` (servers with the socket each listens on) start
-    before it and stop after it."""
+    before it and stop after it.
+
+    Signals differ from uvicorn's in two ways. The signal is not raised again once the server
+    has stopped (uvicorn does, for whoever embeds it: here the process died of it, status -15,
+    before `gpupolicy serve` closed the provenance store). And a deadline thread ends the
+    process `drain + SHUTDOWN_MARGIN_SECONDS` after SIGTERM if it is still running: the
+    handler runs in the main thread between two bytecodes even while a review holds the event
+    loop, so the signal is never lost, but the shutdown itself waits for the loop."""
 
     def __init__(
         self, config: uvicorn.Config, *, companions: list[tuple[uvicorn.Server, socket.socket]]
     ) -> None:
         super().__init__(config)
         self.companions = companions
+        self._stopping = threading.Event()
+        self.shutdown_deadline = float(config.timeout_graceful_shutdown or 0) + SHUTDOWN_MARGIN_SECONDS
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        threading.Thread(target=self._end_after_deadline, name="shutdown-deadline", daemon=True).start()
         tasks = [asyncio.create_task(server.serve(sockets=[sock])) for server, sock in self.companions]
         try:
             await super().serve(sockets)
@@ -127,6 +153,38 @@ class WebhookServer(uvicorn.Server):
             for server, _sock in self.companions:
                 server.should_exit = True
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only (tests run servers in threads)
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._stopping.set()  # nothing else here: it interrupts whatever the main thread was doing
+        super().handle_exit(sig, frame)
+
+    def _end_after_deadline(self) -> None:
+        self._stopping.wait()
+        time.sleep(self.shutdown_deadline)
+        # Still running (a daemon thread does not outlive a finished process): the event loop
+        # never came back to shut the server down, or the clean-up after it hangs.
+        log(
+            _log,
+            logging.ERROR,
+            "shutdown deadline passed: exiting now",
+            deadline_seconds=self.shutdown_deadline,
+            requests_in_flight=len(self.server_state.tasks),
+        )
+        for handler in logging.getLogger(LOGGER).handlers:
+            handler.flush()
+        os._exit(1)
 
 
 def provenance_api_socket(args: argparse.Namespace) -> socket.socket | None:
@@ -174,7 +232,8 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         policy = load_policy(extra=args.policy)
     except PolicyError as exc:
         raise UsageError(str(exc)) from exc
-    engine = ReviewEngine.from_policy(policy, mode=Mode.parse(args.mode) if args.mode else None)
+    mode = Mode.parse(args.mode) if args.mode else None
+    engine = ReviewEngine.from_policy(policy, mode=mode)
     api_socket = provenance_api_socket(args)
     if args.no_cluster:
         inventory = ClusterInventory(
@@ -201,6 +260,11 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         certificate=certificate,
         certificate_check_seconds=args.tls_check_seconds,
     )
+    if args.policy:  # the shipped default alone never changes
+        state.policy_reload = ReloadingPolicy(
+            args.policy, engine, mode=mode, trial=lambda candidate: warm_up(candidate, inventory)
+        )
+        state.policy_check_seconds = getattr(args, "policy_check_seconds", 10.0)
     state.review_in_threadpool = bool(getattr(args, "review_in_threadpool", False))
     state.freeze_gc = True
     warm_up(engine, inventory)
@@ -218,7 +282,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         http=ReadDeadlineProtocol.with_timeout(getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)),
         log_config=None,
         access_log=False,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
         server_header=False,
     )
     companions = provenance_api(api_socket, provenance, config)
@@ -244,5 +308,6 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         inventory.stop()
         if provenance is not None:
             provenance.store.close()
+        log(_log, logging.INFO, "gpupolicy webhook stopped")
 
     return WebhookServer(config, companions=companions), cleanup

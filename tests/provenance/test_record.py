@@ -206,6 +206,43 @@ def test_env_values_and_secret_looking_strings_never_reach_the_record(gpu_policy
     assert record.model is not None and REDACTED in record.model
 
 
+def test_values_of_secret_named_pairs_never_reach_the_record(gpu_policy: Policy) -> None:
+    """A toleration or node selector requirement whose key is `password` holds a password: its
+    value is redacted, as an env value is (issue 12: they were stored verbatim)."""
+    obj = deployment()
+    spec = obj["spec"]["template"]["spec"]
+    spec["tolerations"] += [
+        {"key": "password", "operator": "Equal", "value": "tolerated-hunter2", "effect": "NoSchedule"},
+        {"key": "example.com/api-token", "operator": "Equal", "value": "tolerated-t0ken"},
+    ]
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "secret", "operator": "In", "values": ["selected-s3cret"]}]}
+        ]
+    }
+    record = build_record(admission_request(obj), obj, report_for(obj, gpu_policy), gpu_policy)
+    text = json.dumps(record.to_dict())
+    for secret in ("tolerated-hunter2", "tolerated-t0ken", "selected-s3cret"):
+        assert secret not in text
+    tolerations = record.placement[0]["tolerations"]
+    assert tolerations[0] == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    assert tolerations[-2]["value"] == REDACTED and tolerations[-2]["key"] == "password"
+
+
+def test_comments_in_the_rollback_annotation_never_reach_the_record(gpu_policy: Policy) -> None:
+    """The rollback annotation is stored as text: a `# token=…` comment in it was kept verbatim."""
+    obj = deployment()
+    obj["metadata"]["annotations"]["gpupolicy.io/rollback-criteria"] = (
+        "[{metric: p95_latency_ms, max: 800, window: 10m}]  # token=comment-t0ken-1\n"
+        '# password: comment-hunter2\n# {"apiToken": "comment-json-t0ken"}'
+    )
+    record = build_record(admission_request(obj), obj, report_for(obj, gpu_policy), gpu_policy)
+    assert record.rollback_criteria is not None
+    for secret in ("comment-t0ken-1", "comment-hunter2", "comment-json-t0ken"):
+        assert secret not in record.rollback_criteria
+    assert record.rollback_criteria.startswith("[{metric: p95_latency_ms, max: 800, window: 10m}]")
+
+
 def test_template_hash_ignores_env_values_but_not_images() -> None:
     def hash_of(obj: dict[str, object]) -> str:
         workload = workload_of(Resource(obj, file="x", doc_index=0))
@@ -233,6 +270,12 @@ def test_template_hash_ignores_env_values_but_not_images() -> None:
         ("AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOP"),
         ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.c2lnbmF0dXJlLXZhbHVl", "eyJzdWIiOiIxMjM0NSJ9"),
         ("-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----", "MIIEabc"),
+        ("# token=abc123def", "abc123def"),
+        ("# password: hunter22 (rotate monthly)", "hunter22"),
+        ('{"clientSecret": "s3cr3t-value"}', "s3cr3t-value"),
+        ("s3://bucket/x?X-Amz-Security-Token=FwoGZXIvYXdz&X-Amz-Signature=8f3a9c", "FwoGZXIvYXdz"),
+        ("s3://bucket/x?X-Amz-Signature=8f3a9c0d", "8f3a9c0d"),
+        ("db.password = pa55", "pa55"),
     ],
 )
 def test_redact_text_removes_credentials(text: str, secret: str) -> None:
@@ -264,6 +307,22 @@ def test_redact_keeps_what_is_not_secret() -> None:
         "model": "ghcr.io/acme/sk-learn-regression-baseline-model:v1",
         "args": ["--model", "llama"],
     }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "max_tokens: 512",
+        "tokenizer: meta-llama/Llama-3.1-8B",
+        "passthrough: true",
+        "ghcr.io/acme/token-service:v1.2",
+        "registry.example.com/secret-scanner:2024.05",
+        "[{metric: tokens_per_second, min: 100, window: 5m}]",
+        "secretName: tls-cert",
+    ],
+)
+def test_redact_text_keeps_look_alikes(text: str) -> None:
+    assert redact_text(text) == text
 
 
 def test_split_image() -> None:
@@ -331,6 +390,11 @@ PATTERN_EXAMPLES = [
     "S3_Access_Key=v",
     "--paſſword=x",  # Unicode case folding: the long s matches `s` under IGNORECASE
     "--api-\u212aey=x",  # the Kelvin sign matches `k`
+    "# token=x1",
+    "password: x",
+    "'privateKey': 'x'",
+    "X-Amz-Signature=ab",
+    "a_session-key = x",
 ]
 
 
@@ -354,6 +418,7 @@ def test_redact_text_equals_the_sequential_patterns_on_random_strings() -> None:
         *PATTERN_EXAMPLES, "nvidia.com/gpu", "vllm/vllm-openai:v0.6.3", "sk-", "ask-me", "://", "@",
         "user:pw@", "https://", "pass", "PASS", "word", "=", " ", "--", "-", "_", "TOKEN", "token-path",
         "secretName", "Bearer ", "ſ", "\u212a", "\n", "'", '"', "hf_", "eyJ", "AKIA", "x" * 20, "0123456789",
+        ": ", "signature", "_key", "max_tokens", "{",
     ]  # fmt: skip
     rng = random.Random(20261130)
     for _ in range(3000):
@@ -373,9 +438,12 @@ def _redact_by_definition(value: Any, key: str | None = None) -> Any:
             else redact_text(value)
         )
     if isinstance(value, dict):
+        named = [value.get(field) for field in ("key", "name")]
+        pair = next((name for name in named if isinstance(name, str) and is_secret_key(name)), None)
         return {
             str(k): _redact_by_definition(
-                redact_env(v) if str(k) == "env" and isinstance(v, list) else v, str(k)
+                redact_env(v) if str(k) == "env" and isinstance(v, list) else v,
+                pair if pair is not None and str(k) in ("value", "values") else str(k),
             )
             for k, v in value.items()
         }
@@ -400,9 +468,12 @@ def test_redact_equals_its_plain_definition_on_random_objects() -> None:
         "tokenPath",
         3,
         "auth",
+        "key",
+        "values",
     ]
     leaves: list[Any] = [
         *PATTERN_EXAMPLES, "", "short", REDACTED, "nvidia.com/gpu", "vllm/vllm-openai:v0.6.3", 7, None, True, 1.5,
+        "password", "api-token",
     ]  # fmt: skip
     rng = random.Random(1130)
 

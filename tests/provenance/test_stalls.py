@@ -129,3 +129,27 @@ def test_health_checks_never_pile_up_on_a_database_that_stopped_answering(
     finally:
         proxy.relaying.set()
         store.close()
+
+
+def test_closing_on_a_database_that_stopped_answering_does_not_hang(
+    relayed_path: tuple[str, str, DatabaseRelay], tmp_path: Path, make_record: MakeRecord
+) -> None:
+    """`close()` (the webhook's shutdown) waits for a writer stuck on the database for
+    `close_wait` at most: what it held is spooled by then. It used to wait for ever."""
+    url, schema, proxy = relayed_path
+    spool_dir = tmp_path / "spool"
+    store = open_store(
+        url, spool_dir=spool_dir, schema=schema, start_replayer=False, retry_seconds=3600, write_timeout=0.5
+    )
+    try:
+        store.record(make_record("uid-00"))
+        proxy.relaying.clear()  # the server stops answering with a write in flight
+        future = store.submit(make_record("uid-01"))
+        closing = threading.Thread(target=store.close)
+        closing.start()
+        closing.join(SETTLE_SECONDS)
+        assert not closing.is_alive(), "close() waited on a database that stopped answering"
+        assert future.result(timeout=0) == "uid-01"
+        assert spooled(spool_dir) == {"uid-01"}
+    finally:
+        proxy.relaying.set()

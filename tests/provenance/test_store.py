@@ -15,6 +15,7 @@ from gpupolicy.provenance import Reconciler
 from gpupolicy.provenance.filters import FilterError, RecordFilter
 from gpupolicy.provenance.rendering import CSV_COLUMNS, render
 from gpupolicy.provenance.schema import LATEST, records
+from gpupolicy.provenance.store import _row
 from tests.provenance.samples import SECRET_ENV_VALUE, SECRET_TOKEN, T0, Backend, MakeRecord
 
 
@@ -58,6 +59,29 @@ def test_sqlite_is_in_wal_mode_with_full_sync(tmp_path: object, make_record: Mak
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
     assert (base / "data" / "provenance.db").is_file()  # url None: beside the spool dir
+
+
+def test_database_errors_never_quote_the_record(tmp_path: object, make_record: MakeRecord) -> None:
+    """Errors are logged; what a statement was given is a record's content (SQLAlchemy quotes
+    the parameters in its errors unless told not to)."""
+    from pathlib import Path
+
+    from sqlalchemy.exc import OperationalError
+
+    from gpupolicy.provenance import open_store
+
+    base = Path(str(tmp_path))
+    with open_store(None, spool_dir=base / "spool", start_replayer=False) as store:
+        store.ensure_schema()
+        with store.engine.begin() as conn:  # every insert fails, as on a broken database
+            conn.exec_driver_sql(
+                "CREATE TRIGGER fail BEFORE INSERT ON provenance_records BEGIN INSERT INTO gone VALUES (1); END"
+            )
+        record = make_record("uid-1", name="body-marker-name")
+        with pytest.raises(OperationalError) as raised, store.engine.begin() as conn:
+            conn.execute(records.insert(), [_row(record)])
+    assert "body-marker-name" not in str(raised.value)
+    assert "hidden due to hide_parameters" in str(raised.value)
 
 
 def _populate(store: object, make_record: MakeRecord) -> None:

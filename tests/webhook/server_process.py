@@ -93,14 +93,16 @@ def start_server(
     cert: tuple[Path, Path] | None = None,
     env: dict[str, str] | None = None,
     wait_seconds: float = 30.0,
+    module: str = "gpupolicy",
 ) -> ServerProcess:
+    """`python -m <module> serve …` (`module`: gpupolicy, or a test's wrapper of its CLI)."""
     ca = ca or trustme.CA()
     cert_file, key_file = cert or write_certificate(ca, tmp_path / "tls")
     port = free_port()
     data_dir = tmp_path / "data"
     log_path = tmp_path / f"server-{port}.log"
     command = [
-        sys.executable, "-m", "gpupolicy", "serve",
+        sys.executable, "-m", module, "serve",
         "--host", "127.0.0.1", "--port", str(port),
         "--tls-cert", str(cert_file), "--tls-key", str(key_file),
         "--data-dir", str(data_dir),

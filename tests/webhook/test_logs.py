@@ -49,3 +49,31 @@ def test_an_exception_is_logged_with_its_traceback() -> None:
         )
     entry = json.loads(JsonFormatter().format(record))
     assert "RuntimeError: boom" in entry["exception"]
+
+
+def test_excerpts_are_redacted_before_they_are_cut() -> None:
+    """A finding's message may quote a value of the object: the log gets it redacted, and a
+    credential that the cut would split is redacted whole first."""
+    from gpupolicy.webhook.logs import EXCERPT_CHARS, excerpt
+
+    token = "hf_" + "Q" * 40
+    quoted = excerpt("x" * (EXCERPT_CHARS - 20) + f" HF_TOKEN={token}")
+    assert quoted is not None and len(quoted) <= EXCERPT_CHARS
+    assert "QQQQ" not in quoted
+    assert excerpt("data.arms: 'password: hunter22xyz' is not a list") == (
+        "data.arms: 'password: <redacted>' is not a list"
+    )
+    assert excerpt(None) is None
+
+
+def test_a_huge_exception_message_is_logged_bounded_and_redacted() -> None:
+    try:
+        raise ValueError("bad value " + "v" * 1_000_000 + " --api-key=s3cr3tv4lue")
+    except ValueError:
+        record = logging.LogRecord(
+            "gpupolicy.webhook", logging.ERROR, __file__, 1, "review failed", None, sys.exc_info()
+        )
+    entry = json.loads(JsonFormatter().format(record))
+    assert len(entry["exception"]) < 10_000
+    assert "ValueError: bad value" in entry["exception"] and "characters left out" in entry["exception"]
+    assert "s3cr3tv4lue" not in entry["exception"]

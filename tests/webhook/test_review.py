@@ -452,3 +452,20 @@ def test_admission_inventory_replaces_the_stored_version() -> None:
     assert view.list("PodDisruptionBudget", "elsewhere") == []
     assert view.coverage("PodDisruptionBudget") is Coverage.COMPLETE
     assert NoInventory().coverage("PodDisruptionBudget") is Coverage.UNAVAILABLE
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"apiVersion": "x" * 1_000_000},
+        {"apiVersion": {"nested": ["y" * 100_000] * 50}},
+        {"apiVersion": 10**5000},  # a number no repr may print (Python refuses past 4,300 digits)
+        {"request": {"uid": "u", "operation": "z" * 1_000_000}},
+    ],
+)
+def test_malformed_review_messages_quote_bounded_excerpts(changes: dict[str, Any]) -> None:
+    body: dict[str, Any] = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+    body.update(changes)
+    with pytest.raises(MalformedReview) as raised:
+        review(body, engine(), CLUSTER)
+    assert len(str(raised.value)) < 300

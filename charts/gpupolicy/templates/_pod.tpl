@@ -7,7 +7,9 @@ metadata:
     {{- toYaml . | nindent 4 }}
     {{- end }}
   annotations:
-    # The server reads its policy once at start-up: roll the pods when it changes.
+    # The server reloads its policy when the ConfigMap changes (and keeps the last good one when
+    # the new one is invalid); rolling the pods on a chart upgrade applies it at once, and a new
+    # pod that cannot load it stops the rollout while the old pods serve.
     checksum/policy: {{ include "gpupolicy.policy" . | sha256sum }}
     {{- with .Values.podAnnotations }}
     {{- toYaml . | nindent 4 }}
