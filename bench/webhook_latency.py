@@ -148,13 +148,22 @@ class Connection:
         return cls(reader, writer)
 
     async def post(self, path: str, body: bytes) -> int:
+        return (await self.exchange(path, body))[0]
+
+    async def exchange(
+        self, path: str, body: bytes, content_type: str = "application/json"
+    ) -> tuple[int, bytes, bool]:
+        """One POST: the status, the response body, and whether the server keeps the connection."""
         head = (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
         self.writer.write(head + body)
         status_line = await self.reader.readline()
+        if not status_line:
+            raise ConnectionResetError("the server closed the connection without an answer")
         length = 0
+        keep_alive = True
         while True:
             line = await self.reader.readline()
             if line in (b"\r\n", b""):
@@ -162,8 +171,10 @@ class Connection:
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-length":
                 length = int(value)
-        await self.reader.readexactly(length)
-        return int(status_line.split()[1])
+            elif name.strip().lower() == b"connection" and value.strip().lower() == b"close":
+                keep_alive = False
+        answer = await self.reader.readexactly(length)
+        return int(status_line.split()[1]), answer, keep_alive
 
     def close(self) -> None:
         self.writer.close()

@@ -46,6 +46,40 @@ class LoadProblem:
     severity: str | None = None
 
 
+class LineIndex:
+    """Editor positions in a text where libyaml's differ. libyaml (YAML 1.1) also ends a line at
+    a lone "\r", NEL, LS and PS, and skips a leading BOM; git, GitHub annotations, SARIF viewers
+    and `# gpupolicy: ignore` comments count lines by "\n". In such a text a position is found
+    from the mark's character index instead of its line and column."""
+
+    __slots__ = ("_shift", "_size", "_starts")
+
+    # What makes libyaml's line or column differ from counting "\n" (a "\r\n" is one break for both).
+    _DIFFERS = re.compile("\r(?!\n)|[\x85\u2028\u2029\ufeff]")
+
+    def __init__(self, text: str) -> None:
+        self._starts = [0, *(match.end() for match in re.finditer("\n", text))]
+        self._shift = 1 if text.startswith("\ufeff") else 0  # libyaml's index skips it
+        self._size = len(text)
+
+    @classmethod
+    def needed(cls, text: str) -> LineIndex | None:
+        """An index for `text` when libyaml's lines or columns would be wrong there, else None."""
+        return cls(text) if cls._DIFFERS.search(text) else None
+
+    def position(self, mark: yaml.Mark) -> tuple[int, int]:
+        """0-based (line, column) of `mark`, as libyaml's marks count them; a mark past the end
+        (the end of a stream that does not end in a newline) is the end of the text."""
+        index = min(mark.index + self._shift, self._size)
+        line = bisect.bisect_right(self._starts, index) - 1
+        return line, index - self._starts[line]
+
+
+def mark_position(mark: yaml.Mark, lines: LineIndex | None) -> tuple[int, int]:
+    """0-based (line, column) of a libyaml mark, with `lines` where libyaml counts differently."""
+    return lines.position(mark) if lines is not None else (mark.line, mark.column)
+
+
 @dataclass(slots=True)
 class DuplicateKey:
     key: str
@@ -63,6 +97,7 @@ class Resource:
         "facts",
         "file",
         "line_offset",
+        "lines",
         "node",
         "obj",
         "rendered_from",
@@ -78,6 +113,7 @@ class Resource:
         rendered_from: str | None = None,
         line_offset: int = 0,
         duplicates: list[DuplicateKey] | None = None,
+        lines: LineIndex | None = None,
     ) -> None:
         self.obj = obj
         self.file = file
@@ -86,6 +122,7 @@ class Resource:
         self.rendered_from = rendered_from
         # PyYAML's C marks are read-only: documents parsed one by one keep their offset here.
         self.line_offset = line_offset
+        self.lines = lines  # where libyaml's line numbers are not the editor's (None: they are)
         self.duplicates = duplicates or []
         self._templates: Any = None  # memoised by pod_spec.workload_of
         self.facts: dict[Any, Any] | None = None  # engine.Context.object_fact's, made on first use
@@ -169,13 +206,17 @@ class Resource:
         node = _node_at(self.node, path)
         if not isinstance(node, yaml.ScalarNode):
             return None
-        end = node.end_mark
+        line, column = mark_position(node.end_mark, self.lines)
         # A block scalar ends at the start of the next line.
-        return end.line + (1 if end.column > 0 else 0) + self.line_offset
+        return line + (1 if column > 0 else 0) + self.line_offset
 
     def node_position(self, node: yaml.Node) -> tuple[int, int]:
-        mark = node.start_mark
-        return mark.line + 1 + self.line_offset, mark.column + 1
+        return self.mark_position(node.start_mark)
+
+    def mark_position(self, mark: yaml.Mark) -> tuple[int, int]:
+        """1-based (line, column) of a mark of this resource's nodes, in the file."""
+        line, column = mark_position(mark, self.lines)
+        return line + 1 + self.line_offset, column + 1
 
     def has_path(self, path: JsonPath) -> bool:
         value: Any = self.obj
@@ -553,7 +594,7 @@ class LoadedText:
 def _error_at(exc: Exception, chunk: str, line_offset: int) -> tuple[int | None, int | None, str]:
     """Line, column and message of a parse error in `chunk` (which starts at `line_offset`)."""
     if isinstance(exc, yaml.MarkedYAMLError):
-        return (*_line_col(exc, line_offset), _syntax_message(exc, line_offset))
+        return (*_line_col(exc, line_offset, LineIndex(chunk)), _syntax_message(exc, line_offset))
     if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (no mark)
         prefix = chunk.encode("utf-8", "surrogatepass")[: max(exc.position, 0)]
         line = prefix.count(b"\n") + 1 + line_offset
@@ -567,11 +608,14 @@ def _error_at(exc: Exception, chunk: str, line_offset: int) -> tuple[int | None,
     return None, None, _syntax_message(exc) if isinstance(exc, yaml.YAMLError) else f"cannot read text: {exc}"
 
 
-def _line_col(exc: yaml.MarkedYAMLError, line_offset: int) -> tuple[int | None, int | None]:
+def _line_col(
+    exc: yaml.MarkedYAMLError, line_offset: int, lines: LineIndex | None
+) -> tuple[int | None, int | None]:
     mark = exc.problem_mark or exc.context_mark
     if mark is None:
         return None, None
-    return mark.line + 1 + line_offset, mark.column + 1
+    line, column = mark_position(mark, lines)
+    return line + 1 + line_offset, column + 1
 
 
 def _syntax_message(exc: yaml.YAMLError, line_offset: int = 0) -> str:
@@ -694,8 +738,9 @@ def parse_text(
     loaded = LoadedText()
     nodes = _compose_stream(text)
     if nodes is not None:
+        lines = LineIndex.needed(text)
         for index, node in enumerate(nodes):
-            _add_document(loaded, node, file, index, rendered_from, limits=limits)
+            _add_document(loaded, node, file, index, rendered_from, limits=limits, lines=lines)
         return loaded
     # Slow path, only for streams with an error: parse document by document so that
     # one broken document does not take the others with it.
@@ -708,10 +753,11 @@ def parse_text(
             loaded.problems.append(LoadProblem("GP001", message, file, line, column, index))
             index += 1
             continue
+        lines = LineIndex.needed(chunk)
         for node in chunk_nodes:
             if node is None:
                 continue
-            _add_document(loaded, node, file, index, rendered_from, line_offset, limits=limits)
+            _add_document(loaded, node, file, index, rendered_from, line_offset, limits=limits, lines=lines)
             index += 1
     return loaded
 
@@ -725,12 +771,14 @@ def _add_document(
     line_offset: int = 0,
     *,
     limits: LoadLimits = DEFAULT_LIMITS,
+    lines: LineIndex | None = None,
 ) -> None:
     try:
         obj, duplicates = construct(node, limits)
     except (ValueError, TypeError) as exc:  # `!!bool maybe`, a 5,000-digit integer, an alias bomb
         mark = exc.node.start_mark if isinstance(exc, UnreadableValue) else node.start_mark
-        line, column = mark.line + 1 + line_offset, mark.column + 1
+        line, column = mark_position(mark, lines)
+        line, column = line + 1 + line_offset, column + 1
         loaded.problems.append(LoadProblem("GP001", f"cannot read value: {exc}", file, line, column, index))
         return
     if obj is None:
@@ -745,6 +793,7 @@ def _add_document(
                 rendered_from=rendered_from,
                 line_offset=line_offset,
                 duplicates=duplicates if item_node is node else _duplicates_below(duplicates, item_node),
+                lines=lines,
             )
         )
 

@@ -22,12 +22,12 @@ DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.dock
 OFFICIAL_NAMESPACE = "library"
 LATEST = "latest"
 
-_DIGEST = re.compile(r"^(sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128})$")
-_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+# Matched whole (`fullmatch`): `$` also matches before a final newline, so `^…$` took "ab\n" as a
+# repository. The grammar's `\w` is Go's, ASCII only: Python's `\w` also takes "¹" and "é".
+_DIGEST = re.compile(r"sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 # distribution/reference: path components are lowercase alphanumerics with separators.
-_REPOSITORY = re.compile(
-    r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
-)
+_REPOSITORY = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ class ImageRef:
 
     @property
     def digest_valid(self) -> bool:
-        return self.digest is not None and bool(_DIGEST.match(self.digest))
+        return self.digest is not None and bool(_DIGEST.fullmatch(self.digest))
 
     @property
     def pinned(self) -> bool:
@@ -109,7 +109,7 @@ def _parse(raw: str, masked: str, spans: tuple[tuple[int, int], ...]) -> ImageRe
         registry = DOCKER_HUB
     if registry == DOCKER_HUB and "/" not in masked_path:
         path, masked_path = f"{OFFICIAL_NAMESPACE}/{path}", f"{OFFICIAL_NAMESPACE}/{masked_path}"
-    if not _REPOSITORY.match(masked_path):
+    if not _REPOSITORY.fullmatch(masked_path):
         return None
 
     def touched(start: int, end: int) -> bool:
@@ -132,7 +132,7 @@ def _parse(raw: str, masked: str, spans: tuple[tuple[int, int], ...]) -> ImageRe
 
 
 def tag_valid(tag: str) -> bool:
-    return bool(_TAG.match(tag))
+    return bool(_TAG.fullmatch(tag))
 
 
 def normalise_allow_entry(entry: str) -> str:

@@ -30,10 +30,20 @@ MODEL_LOAD_ANNOTATION = "gpupolicy.io/model-load-seconds"
 PORT_HANDLERS = ("httpGet", "tcpSocket", "grpc")
 
 
+# The probe fields are int32 and validation refuses negative values: anything outside this range
+# (or not an integer) never reaches the kubelet, and the default stands in for it.
+INT32_MAX = 2**31 - 1
+
+
 def _int_field(probe: Mapping[str, Any], key: str, default: int) -> int:
+    """The field as the kubelet reads it: the API server defaults periodSeconds and
+    failureThreshold when they are 0 as when they are unset (SetDefaults_Probe in
+    pkg/apis/core/v1/defaults.go), so 0 is the default there, as is a value it would refuse."""
     value = probe.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
         return default
+    if value == 0:
+        return default  # initialDelaySeconds' default is 0 itself
     return value
 
 

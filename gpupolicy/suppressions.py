@@ -570,8 +570,7 @@ def _resource_at_line(resources: Sequence[Resource], line: int) -> Resource | No
         node = resource.node
         if node is None:
             continue
-        start = node.start_mark.line + 1 + resource.line_offset
-        end = node.end_mark.line + 1 + resource.line_offset
+        start, end = resource.mark_position(node.start_mark)[0], resource.mark_position(node.end_mark)[0]
         if start <= line <= end:
             return resource
     return None

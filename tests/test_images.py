@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.images import parse_image, registry_allowed
+from gpupolicy.images import parse_image, registry_allowed, tag_valid
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -105,3 +105,17 @@ def test_registry_allowed(image: str, allowed: list[str], expected: bool) -> Non
     ref = parse_image(image)
     assert ref is not None
     assert registry_allowed(ref, allowed) is expected
+
+
+@pytest.mark.parametrize("image", ["ab\n:tag", "team/app\n@sha256:" + "a" * 64, "nginx\n"])
+def test_a_newline_inside_the_name_is_no_reference(image: str) -> None:
+    """`$` matches before a final newline: the grammar is matched whole (`ab\\n` was a repository)."""
+    assert parse_image(image + ":x" if image.endswith("\n") else image) is None
+
+
+@pytest.mark.parametrize(
+    ("tag", "valid"), [("v1", True), ("_x.y-z", True), ("v1\n", False), ("¹", False), ("vé", False)]
+)
+def test_tags_are_the_grammar_in_ascii(tag: str, valid: bool) -> None:
+    """The grammar's `\\w` is Go's, ASCII only (Python's also takes "¹" and "é")."""
+    assert tag_valid(tag) is valid

@@ -69,6 +69,19 @@ def test_non_integer_fields_fall_back_to_defaults(bad: Any) -> None:
     assert probe_budget({"periodSeconds": bad}).period == 10
 
 
+@pytest.mark.parametrize(
+    "value",
+    [0, -1, -(2**40), 2**31, 10**5000],
+    ids=["zero", "minus-one", "very-negative", "int32-max-plus-one", "5001-digits"],
+)
+def test_zero_and_values_the_api_refuses_are_the_defaults(value: int) -> None:
+    """The API server defaults periodSeconds and failureThreshold when they are 0 (SetDefaults_Probe)
+    and refuses negative or non-int32 values: none of them makes a budget of 0, below 0 or beyond
+    int32 arithmetic."""
+    budget = probe_budget({"initialDelaySeconds": value, "periodSeconds": value, "failureThreshold": value})
+    assert (budget.initial_delay, budget.period, budget.failure_threshold) == (0, 10, 3)
+
+
 def test_model_load_budget_prefers_the_annotation() -> None:
     found = model_load_budget(workload({"gpupolicy.io/model-load-seconds": "900"}), 300)
     assert (found.seconds, found.source) == (900, "annotation gpupolicy.io/model-load-seconds")

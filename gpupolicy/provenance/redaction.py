@@ -27,6 +27,12 @@ from gpupolicy.bounded_cache import BoundedCache
 from gpupolicy.linear_regex import compile_linear
 
 REDACTED = "<redacted>"
+# The webhook parses JSON up to 1,024 levels (orjson), and each level here costs Python stack
+# frames: an object nested that deep would raise RecursionError while its record is built (an
+# HTTP 500 instead of a decision). The loader's default `limits.maxDepth` is 200; past as many
+# levels a record keeps this marker instead of the value.
+MAX_REDACTED_DEPTH = 200
+TOO_DEEP = "<redacted: nested deeper than 200 levels>"
 
 # Keys whose string values are secrets whatever they look like.
 _SECRET_KEY = re.compile(
@@ -152,16 +158,19 @@ def redact_env(entries: Any) -> Any:
     return redacted
 
 
-def redact(value: Any, key: str | None = None) -> Any:
-    """A deep copy of `value` with env values and secret-looking strings redacted."""
+def redact(value: Any, key: str | None = None, _depth: int = 0) -> Any:
+    """A deep copy of `value` with env values and secret-looking strings redacted; what nests
+    deeper than `MAX_REDACTED_DEPTH` is replaced by `TOO_DEEP`."""
     if isinstance(value, str):
         if value and key is not None and value != REDACTED and is_secret_key(key):
             return REDACTED
         return redact_text(value)
+    if isinstance(value, dict | list) and _depth >= MAX_REDACTED_DEPTH:
+        return TOO_DEEP
     if isinstance(value, dict):
-        return _redact_mapping(value)
+        return _redact_mapping(value, _depth + 1)
     if isinstance(value, list):
-        return [redact(item, key) for item in value]
+        return [redact(item, key, _depth + 1) for item in value]
     return value
 
 
@@ -182,7 +191,7 @@ def secret_pair_name(mapping: dict[Any, Any]) -> str | None:
     return None
 
 
-def _redact_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
+def _redact_mapping(mapping: dict[Any, Any], depth: int) -> dict[str, Any]:
     """`redact` of a mapping, with the string values (most of a record) decided in the loop:
     the same tests as `redact` and `redact_text`, without two calls per value."""
     result: dict[str, Any] = {}
@@ -192,7 +201,7 @@ def _redact_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
     for child_key, child in mapping.items():
         name = child_key if isinstance(child_key, str) else str(child_key)
         if pair_name is not None and name in _PAIR_VALUE_FIELDS:
-            result[name] = redact(child, pair_name)  # redacted as if under the key it names
+            result[name] = redact(child, pair_name, depth)  # redacted as if under the key it names
             continue
         if isinstance(child, str):
             if child and child != REDACTED:
@@ -206,5 +215,5 @@ def _redact_mapping(mapping: dict[Any, Any]) -> dict[str, Any]:
             continue
         if name == "env" and isinstance(child, list):
             child = redact_env(child)
-        result[name] = redact(child, name)
+        result[name] = redact(child, name, depth)
     return result
