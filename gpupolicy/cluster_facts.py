@@ -76,6 +76,10 @@ CLOUD_DOMAINS = (
     "azure.com",
 )
 GKE_POOL = "cloud.google.com/gke-nodepool"
+# Node labels whose value changes on every relabelling pass while the node stays the same (GPU
+# Feature Discovery rewrites its timestamp every minute): the key is a fact, the value is not.
+# https://github.com/NVIDIA/k8s-device-plugin/blob/main/docs/gfd_labels.md
+VOLATILE_NODE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +361,7 @@ def _additions(facts: _Facts, by_kind: Mapping[str, list[Mapping[str, Any]]], po
         facts.put(True, "gpu.draDeviceClasses", [*base, *added])
     base = [str(item) for item in as_list(policy.get("priority.systemNamespaces", []))]
     allowed = {
-        _namespace(quota) for quota in by_kind.get("ResourceQuota", []) if _admits_system_classes(quota)
+        _namespace(quota) for quota in by_kind.get("ResourceQuota", []) if admits_system_classes(quota)
     }
     added = sorted(allowed - set(base) - {""})
     if added:
@@ -380,7 +384,7 @@ def _namespace(obj: Mapping[str, Any]) -> str:
     return str(as_mapping(obj.get("metadata")).get("namespace") or "")
 
 
-def _admits_system_classes(quota: Mapping[str, Any]) -> bool:
+def admits_system_classes(quota: Mapping[str, Any]) -> bool:
     """A ResourceQuota scoped to the system PriorityClasses with room for pods: where the cluster
     lets them be used when it limits them by default.
     https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-by-default"""
@@ -396,3 +400,58 @@ def _admits_system_classes(quota: Mapping[str, Any]) -> bool:
         ):
             return True
     return False
+
+
+# -- what of each object the facts read ----------------------------------------------------------
+
+
+def node_projection(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Node the facts read: its name, labels (volatile values blanked), taints
+    (key, value, effect), whether it is cordoned, and its capacity and allocatable resources. Not
+    its status conditions, images, addresses, heartbeats or resourceVersion, which the kubelet
+    rewrites every few minutes while the node stays what it was."""
+    metadata = as_mapping(node.get("metadata"))
+    spec = as_mapping(node.get("spec"))
+    status = as_mapping(node.get("status"))
+    labels = {
+        key: "" if key in VOLATILE_NODE_LABELS else value
+        for key, value in as_mapping(metadata.get("labels")).items()
+    }
+    taints = [
+        {key: taint[key] for key in ("key", "value", "effect") if taint.get(key) is not None}
+        for taint in (as_mapping(item) for item in as_list(spec.get("taints")))
+    ]
+    projected_spec: dict[str, Any] = {"taints": taints} if taints else {}
+    if spec.get("unschedulable") is True:
+        projected_spec["unschedulable"] = True
+    return {
+        "apiVersion": node.get("apiVersion", "v1"),
+        "kind": node.get("kind", "Node"),
+        "metadata": {"name": metadata.get("name"), **({"labels": labels} if labels else {})},
+        "spec": projected_spec,
+        "status": {
+            key: dict(as_mapping(status.get(key))) for key in ("capacity", "allocatable") if status.get(key)
+        },
+    }
+
+
+def resource_quota_projection(quota: Mapping[str, Any]) -> dict[str, Any]:
+    """Name, namespace and spec: not status.used, which changes with every pod created."""
+    metadata = as_mapping(quota.get("metadata"))
+    return {
+        "apiVersion": quota.get("apiVersion", "v1"),
+        "kind": quota.get("kind", "ResourceQuota"),
+        "metadata": {key: metadata[key] for key in ("name", "namespace") if key in metadata},
+        "spec": quota.get("spec") or {},
+    }
+
+
+def device_class_projection(device_class: Mapping[str, Any]) -> dict[str, Any]:
+    """Name and selectors: what says whether the class hands out GPUs."""
+    spec = as_mapping(device_class.get("spec"))
+    return {
+        "apiVersion": device_class.get("apiVersion"),
+        "kind": device_class.get("kind", "DeviceClass"),
+        "metadata": {"name": as_mapping(device_class.get("metadata")).get("name")},
+        "spec": {"selectors": as_list(spec.get("selectors"))},
+    }

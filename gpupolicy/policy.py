@@ -27,6 +27,7 @@ from gpupolicy.linear_regex import PatternError, check_pattern
 from gpupolicy.pod_spec import as_list, as_mapping
 
 REPO_POLICY_NAMES = (".gpupolicy.yaml", ".gpupolicy.yml")
+FACTS_SOURCE = "<cluster facts>"
 
 
 _ABSENT: Any = object()
@@ -81,9 +82,18 @@ class RuleSettings:
 
 
 class Policy:
-    def __init__(self, data: dict[str, Any], *, sources: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        data: dict[str, Any],
+        *,
+        sources: Iterable[str] = (),
+        layers: Iterable[Mapping[str, Any]] = (),
+    ) -> None:
         self.data = data
         self.sources = tuple(sources)
+        # What each source said, in merge order (the shipped default first): `with_facts` slips
+        # learned facts in between the default and the files that override it.
+        self.layers = tuple(layers)
         self._rule_settings: dict[str, RuleSettings] = {}
         self._lookups: dict[str, Any] = {}
         self._derived: dict[Any, Any] = {}
@@ -157,6 +167,22 @@ class Policy:
     @property
     def version(self) -> str:
         return str(as_mapping(self.data.get("metadata")).get("version", "unversioned"))
+
+    def with_facts(self, facts: Mapping[str, Any], *, source: str = FACTS_SOURCE) -> Policy:
+        """This policy with `facts` (a policy fragment, validated here) merged over the shipped
+        default and under every file: what a file says wins, facts fill what the default leaves
+        unknown (`nodePools: []`, `placement.gpuTaints: null`) — as if each file extended a snapshot.
+        The result keeps this policy's layers (facts given again replace, never accumulate)."""
+        validate_layer(dict(facts), None, source)
+        if not self.layers:  # built from data alone: facts go under all of it
+            merged = deep_merge(facts, self.data)
+            return Policy(merged, sources=(source, *self.sources))
+        base, *overrides = self.layers
+        merged = deep_merge(base, facts)
+        for layer in overrides:
+            merged = deep_merge(merged, layer)
+        sources = (*self.sources[:1], source, *self.sources[1:])
+        return Policy(merged, sources=sources, layers=self.layers)
 
 
 def _load_layer(text: str, file: str) -> tuple[dict[str, Any], Resource | None]:
@@ -265,13 +291,19 @@ def load_policy(*, repo_policy: Path | None = None, extra: Iterable[Path] = ()) 
     layers.extend(extra)
     data: dict[str, Any] = {}
     sources: list[str] = []
+    datas: list[dict[str, Any]] = []
     for layer in layers:
-        data = _merge_layer(data, layer, sources, chain=())
-    return Policy(data, sources=sources)
+        data = _merge_layer(data, layer, sources, datas, chain=())
+    return Policy(data, sources=sources, layers=datas)
 
 
 def _merge_layer(
-    data: dict[str, Any], layer: Path, sources: list[str], *, chain: tuple[Path, ...]
+    data: dict[str, Any],
+    layer: Path,
+    sources: list[str],
+    datas: list[dict[str, Any]],
+    *,
+    chain: tuple[Path, ...],
 ) -> dict[str, Any]:
     """Merge one policy file over `data`, after the files it `extends` (paths relative to it), so a
     repository's `.gpupolicy.yaml` can build on a shared cluster policy."""
@@ -290,8 +322,9 @@ def _merge_layer(
             raise PolicyError(
                 f"{layer}:{line}:{column}: policy key extends: {base} forms a cycle or nests too deep"
             )
-        data = _merge_layer(data, target, sources, chain=(*chain, layer.resolve()))
+        data = _merge_layer(data, target, sources, datas, chain=(*chain, layer.resolve()))
     sources.append(str(layer))
+    datas.append(layer_data)
     return deep_merge(data, layer_data)
 
 
@@ -303,4 +336,7 @@ def default_policy() -> Policy:
 def policy_from_mapping(overrides: Mapping[str, Any]) -> Policy:
     """The default policy with `overrides` merged in (tests, the webhook's ConfigMap)."""
     validate_layer(dict(overrides), None, "<policy>")
-    return Policy(deep_merge(default_policy().data, overrides), sources=["<default>", "<policy>"])
+    base = default_policy().data
+    return Policy(
+        deep_merge(base, overrides), sources=["<default>", "<policy>"], layers=[base, dict(overrides)]
+    )

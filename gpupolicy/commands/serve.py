@@ -119,6 +119,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument(
         "--no-cluster", action="store_true", help="do not read the cluster (inventory unavailable)"
     )
+    serve.add_argument(
+        "--no-cluster-facts",
+        action="store_true",
+        help="do not learn node pools, GPU taints and node labels from the cluster's Nodes (the "
+        "policy files alone describe the cluster; see docs/cluster.md)",
+    )
+    serve.add_argument(
+        "--cluster-facts-seconds",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="least time between two recomputations of the cluster facts after Nodes, DeviceClasses "
+        "or ResourceQuotas change (default 10)",
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     # Measured slower (CPU-bound reviews contend for the GIL): kept for the benchmark.
     serve.add_argument("--review-in-threadpool", action="store_true", help=argparse.SUPPRESS)
@@ -143,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.policy_check_seconds > 0:
         raise UsageError(
             f"--policy-check-seconds must be a positive number of seconds, got {args.policy_check_seconds}"
+        )
+    if not args.cluster_facts_seconds >= 0:
+        raise UsageError(
+            f"--cluster-facts-seconds must be zero or a positive number of seconds, got {args.cluster_facts_seconds}"
         )
     if not args.drain_seconds > 0:
         raise UsageError(f"--drain-seconds must be a positive number of seconds, got {args.drain_seconds}")

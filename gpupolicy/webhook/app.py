@@ -4,9 +4,10 @@
 past the policy's limit), parses JSON (HTTP 400 when it is not JSON or not an AdmissionReview),
 calls `review()`, records provenance for admitted GPU workloads before answering, and sends the
 response. `/healthz` says the process serves,
-`/readyz` whether the policy is loaded and every inventory cache has synced (with the detail
-of each, and whether the policy files on disk are the policy in use: policy_reload.py), `/metrics`
-is Prometheus' text format.
+`/readyz` whether the policy is loaded, every inventory cache has synced and the cluster facts
+have been learned from them once (with the detail of each, whether the policy files on disk are
+the policy in use: policy_reload.py, and what was learned: live_facts.py), `/metrics` is
+Prometheus' text format.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import ClientDisconnect
 
 from gpupolicy.inventory import Inventory
+from gpupolicy.webhook.live_facts import LiveFacts
 from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
 from gpupolicy.webhook.metrics import WebhookMetrics
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
@@ -92,6 +94,9 @@ class WebhookState:
     # The policy files, watched: `engine` is replaced when they change and the new policy is good.
     policy_reload: ReloadingPolicy | None = None
     policy_check_seconds: float = 10.0
+    # The cluster facts learned from the inventory: `engine` is replaced when they change.
+    live_facts: LiveFacts | None = None
+    facts_check_seconds: float = 1.0  # how often the caches' generations are compared (cheap)
     review_in_threadpool: bool = False
     freeze_gc: bool = False  # the server sets it; tests in one process leave the collector alone
     metrics: WebhookMetrics = field(init=False)
@@ -101,8 +106,24 @@ class WebhookState:
         self.metrics = WebhookMetrics(
             inventory_synced=(lambda: {kind: item["synced"] for kind, item in status.status().items()})
             if status is not None
-            else None
+            else None,
+            cluster_facts=self._fact_counts,
         )
+
+    def _fact_counts(self) -> dict[str, int] | None:
+        live = self.live_facts  # read at scrape time: the server sets it after construction
+        if live is None:
+            return None
+        detail = live.status()
+        counts = {
+            "nodePools": detail["nodePools"],
+            "nodes": detail["nodes"],
+            "gpuNodes": detail["gpuNodes"],
+            "nodeLabels": detail["nodeLabels"],
+        }
+        if detail["gpuTaints"] is not None:
+            counts["gpuTaints"] = detail["gpuTaints"]
+        return counts
 
 
 def _error(status: int, message: str) -> Response:
@@ -117,6 +138,8 @@ def create_app(state: WebhookState) -> FastAPI:
             tasks.append(asyncio.create_task(_watch_certificate(state)))
         if state.policy_reload:
             tasks.append(asyncio.create_task(_watch_policy(state)))
+        if state.live_facts:
+            tasks.append(asyncio.create_task(_watch_facts(state)))
         try:
             yield
         finally:
@@ -373,6 +396,16 @@ def readiness(state: WebhookState) -> tuple[bool, dict[str, Any]]:
     else:
         detail["inventory"] = {"synced": False, "reason": "no cluster inventory (switched off)"}
         ready = False
+    if state.live_facts is not None:
+        # Not ready before the facts were learned once from synced caches: a fresh replica would
+        # otherwise answer "unknown" where the others judge. Later changes lag, never block.
+        detail["clusterFacts"] = state.live_facts.status()
+        ready = ready and state.live_facts.settled and state.engine is state.live_facts.engine
+    else:
+        detail["clusterFacts"] = {
+            "source": "none",
+            "reason": "not learned from the cluster (no cluster client, or switched off)",
+        }
     detail["ready"] = ready
     return ready, detail
 
@@ -402,7 +435,12 @@ async def _watch_policy(state: WebhookState) -> None:
             _log.exception("policy reload check failed")
             continue
         if outcome == "reloaded":
-            state.engine = reload.engine  # in the loop thread, between two requests
+            live = state.live_facts
+            if live is not None:  # the new policy over the facts, learned again under it
+                await asyncio.to_thread(live.reconfigure, reload.engine)
+                state.engine = live.engine  # the latest, whichever of the two tasks made it
+            else:
+                state.engine = reload.engine  # in the loop thread, between two requests
         if outcome is not None:
             state.metrics.policy_reloads.labels(outcome).inc()
             state.metrics.policy_reload_failing.set(1 if reload.refusal is not None else 0)
@@ -411,11 +449,38 @@ async def _watch_policy(state: WebhookState) -> None:
 def _check_policy(reload: ReloadingPolicy, frozen: bool) -> str | None:
     outcome = reload.check()
     if outcome == "reloaded" and frozen:
-        # The replaced policy's objects were frozen with the rest of start-up: thaw, collect
-        # them (one full collection, ~30 ms, once per reload), and freeze what is left again.
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        _collect_replaced()
+    return outcome
+
+
+def _collect_replaced() -> None:
+    # The replaced policy's objects were frozen with the rest of start-up: thaw, collect them
+    # (one full collection, ~30 ms, once per reload or change of facts), and freeze the rest again.
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
+async def _watch_facts(state: WebhookState) -> None:
+    live = state.live_facts
+    assert live is not None
+    while True:
+        try:
+            outcome = await asyncio.to_thread(_check_facts, live, state.freeze_gc)
+        except Exception:
+            _log.exception("cluster facts check failed")
+            outcome = None
+        if outcome == "updated":
+            state.engine = live.engine  # in the loop thread, between two requests
+        if outcome is not None:
+            state.metrics.cluster_facts_recomputes.labels(outcome).inc()
+        await asyncio.sleep(state.facts_check_seconds)
+
+
+def _check_facts(live: LiveFacts, frozen: bool) -> str | None:
+    outcome = live.check()
+    if outcome == "updated" and frozen:
+        _collect_replaced()
     return outcome
 
 

@@ -38,8 +38,31 @@ class _InventoryCollector(Collector):
         yield family
 
 
+class _ClusterFactsCollector(Collector):
+    """`gpupolicy_cluster_facts{fact}`: what the webhook learned of the cluster (live_facts.py),
+    read at scrape time; nothing while it learns nothing (switched off)."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int] | None]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "gpupolicy_cluster_facts",
+            "What the webhook learned of the cluster from its inventory: GPU node pools, GPU taints "
+            "(absent while unknown), nodes and GPU nodes, unregistered node label keys.",
+            labels=["fact"],
+        )
+        for fact, value in sorted((self._counts() or {}).items()):
+            family.add_metric([fact], float(value))
+        yield family
+
+
 class WebhookMetrics:
-    def __init__(self, inventory_synced: Callable[[], Mapping[str, bool]] | None = None) -> None:
+    def __init__(
+        self,
+        inventory_synced: Callable[[], Mapping[str, bool]] | None = None,
+        cluster_facts: Callable[[], Mapping[str, int] | None] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "gpupolicy_admission_requests",
@@ -85,8 +108,17 @@ class WebhookMetrics:
             "1 while the policy files hold a policy that was refused (the last good one decides).",
             registry=self.registry,
         )
+        self.cluster_facts_recomputes = Counter(
+            "gpupolicy_cluster_facts_recomputes",
+            "Recomputations of the cluster facts after the inventory changed, by outcome: updated (a "
+            "new effective policy is in use), unchanged, refused (rules failed under the new facts).",
+            ["outcome"],
+            registry=self.registry,
+        )
         if inventory_synced is not None:
             self.registry.register(_InventoryCollector(inventory_synced))
+        if cluster_facts is not None:
+            self.registry.register(_ClusterFactsCollector(cluster_facts))
         self._kinds: set[str] = set()
 
     def kind_label(self, kind: str) -> str:

@@ -1,5 +1,5 @@
-"""Assemble the webhook from `gpupolicy serve`'s arguments: policy, engine, cluster inventory,
-provenance store, TLS, and the uvicorn server that runs the app (and, with
+"""Assemble the webhook from `gpupolicy serve`'s arguments: policy, engine, cluster inventory and
+the facts learned from it, provenance store, TLS, and the uvicorn server that runs the app (and, with
 `--provenance-api-port`, the provenance API on a port of its own, in the same event loop)."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import uvicorn
 
 from gpupolicy.webhook.app import Provenance, WebhookState, create_app, create_provenance_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
+from gpupolicy.webhook.live_facts import DEFAULT_MIN_INTERVAL_SECONDS, LiveFacts
 from gpupolicy.webhook.logs import LOGGER, configure_logging, log
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlineProtocol
@@ -265,6 +266,14 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
             args.policy, engine, mode=mode, trial=lambda candidate: warm_up(candidate, inventory)
         )
         state.policy_check_seconds = getattr(args, "policy_check_seconds", 10.0)
+    if inventory.api_client is not None and not getattr(args, "no_cluster_facts", False):
+        state.live_facts = LiveFacts(
+            inventory,
+            engine,
+            mode=mode,
+            trial=lambda candidate: warm_up(candidate, inventory),
+            min_interval=getattr(args, "cluster_facts_seconds", DEFAULT_MIN_INTERVAL_SECONDS),
+        )
     state.review_in_threadpool = bool(getattr(args, "review_in_threadpool", False))
     state.freeze_gc = True
     warm_up(engine, inventory)
@@ -300,6 +309,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         policy_digest=f"sha256:{policy.digest}",
         provenance=provenance is not None,
         provenance_api="{}:{}".format(*companions[0][1].getsockname()[:2]) if companions else None,
+        cluster_facts=state.live_facts is not None,
     )
 
     def cleanup() -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import yaml
+
 DATA = Path(__file__).resolve().parent / "data"
 
 # path of the all-namespaces list -> recorded file
@@ -35,6 +37,22 @@ PATHS = {
     "/apis/argoproj.io/v1alpha1/analysistemplates": "analysistemplates.json",
     "/apis/argoproj.io/v1alpha1/clusteranalysistemplates": "clusteranalysistemplates.json",
 }
+# Served empty unless a test loads a recorded cluster (`load_cluster`).
+EMPTY = {
+    "/api/v1/nodes": ("NodeList", "v1"),
+    "/api/v1/resourcequotas": ("ResourceQuotaList", "v1"),
+}
+CLUSTER_DATA = DATA.parent.parent / "data" / "cluster"
+# Where the API server lists a recorded object of these kinds (the group's version in its apiVersion).
+KIND_PATHS = {
+    "Node": "/api/v1/nodes",
+    "ResourceQuota": "/api/v1/resourcequotas",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "RuntimeClass": "/apis/node.k8s.io/v1/runtimeclasses",
+    "DeviceClass": "/apis/{apiVersion}/deviceclasses",
+    "WorkloadPriorityClass": "/apis/{apiVersion}/workloadpriorityclasses",
+}
+CUSTOM_GROUPS = ("argoproj.io", "flagger.app", "kueue.x-k8s.io")
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -79,6 +97,8 @@ class FakeApiServer:
                 api_version=recorded["apiVersion"],
                 items={_key(item): item for item in recorded["items"]},
             )
+        for path, (list_kind, api_version) in EMPTY.items():
+            self.collections[path] = Collection(list_kind=list_kind, api_version=api_version, items={})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -99,6 +119,28 @@ class FakeApiServer:
             self.condition.notify_all()
         self._server.shutdown()
         self._server.server_close()
+
+    def load_cluster(self, name: str, kinds: tuple[str, ...] = ("Node",)) -> list[dict[str, Any]]:
+        """Serve the objects of `kinds` from a recorded cluster (tests/data/cluster/<name>, the
+        output of `kubectl get ... -o yaml|json`) in place of what was served; returns them."""
+        text = (CLUSTER_DATA / name).read_text(encoding="utf-8")
+        loaded = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+        objects = [item for item in loaded["items"] if item.get("kind") in kinds]
+        for kind in kinds:
+            for path in {self._path_of(item) for item in objects if item["kind"] == kind}:
+                api_version = (
+                    path.removeprefix("/apis/").rsplit("/", 1)[0] if path.startswith("/apis/") else "v1"
+                )
+                self.collections[path] = Collection(
+                    list_kind=f"{kind}List",
+                    api_version=api_version,
+                    items={_key(item): item for item in objects if self._path_of(item) == path},
+                )
+        return objects
+
+    @staticmethod
+    def _path_of(obj: dict[str, Any]) -> str:
+        return KIND_PATHS[obj["kind"]].format(apiVersion=obj.get("apiVersion", ""))
 
     # -- what a test does to the "cluster" -------------------------------------------------------
     def emit(self, path: str, event_type: str, obj: dict[str, Any]) -> int:
@@ -196,7 +238,7 @@ class FakeApiServer:
                 limit = int(query.get("limit") or 0) or len(items) or 1
                 page = items[start : start + limit]
                 more = start + limit < len(items)
-                custom = collection.api_version.split("/")[0] in ("argoproj.io", "flagger.app")
+                custom = collection.api_version.split("/")[0] in CUSTOM_GROUPS
                 body = {
                     "kind": collection.list_kind,
                     "apiVersion": collection.api_version,

@@ -15,9 +15,11 @@ from gpupolicy.webhook.cluster_inventory import (
     ABSENT,
     FAILED,
     FORBIDDEN,
+    KINDS,
     NO_CLIENT,
     SYNCED,
     ClusterInventory,
+    pool_size,
 )
 from tests.webhook.fake_apiserver import FakeApiServer
 
@@ -47,7 +49,9 @@ def fake() -> Iterator[FakeApiServer]:
 
 
 def make_inventory(url: str, **options: object) -> ClusterInventory:
-    api_client = k8s.ApiClient(k8s.Configuration(host=url))
+    configuration = k8s.Configuration(host=url)
+    configuration.connection_pool_maxsize = pool_size(configuration.connection_pool_maxsize, KINDS)
+    api_client = k8s.ApiClient(configuration)
     defaults: dict[str, object] = {"watch_timeout_seconds": 2, "retry_seconds": (0.05, 0.2), "page_size": 2}
     defaults.update(options)
     return ClusterInventory(api_client, **defaults)  # type: ignore[arg-type]
