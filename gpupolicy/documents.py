@@ -173,6 +173,14 @@ class Resource:
         # A block scalar ends at the start of the next line.
         return end.line + (1 if end.column > 0 else 0) + self.line_offset
 
+    def line_span(self) -> tuple[int, int] | None:
+        """1-based first and last line of the object's text (None without a node tree)."""
+        node = self.node
+        if node is None:
+            return None
+        offset = self.line_offset
+        return node.start_mark.line + 1 + offset, node.end_mark.line + 1 + offset
+
     def node_position(self, node: yaml.Node) -> tuple[int, int]:
         mark = node.start_mark
         return mark.line + 1 + self.line_offset, mark.column + 1
