@@ -299,11 +299,10 @@ class WorkloadRole:
     decision: RoleDecision
 
     @classmethod
-    def of(cls, resource: Resource, decision: RoleDecision) -> WorkloadRole:
+    def of(cls, resource: Resource, decision: RoleDecision, ref: ObjectRef | None = None) -> WorkloadRole:
         position = resource.position(())
-        return cls(
-            resource.ref, resource.file, position[0] if position else None, resource.doc_index, decision
-        )
+        line = position[0] if position else None
+        return cls(ref or resource.ref, resource.file, line, resource.doc_index, decision)
 
 
 @dataclass(slots=True)
@@ -338,7 +337,16 @@ def severity_for(
     return policy.rule(rule.id).severity or requested or rule.severity
 
 
-def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Resource) -> Finding:
+# The `extra` of most findings: shared, never changed in place (a finding is frozen; whoever adds
+# to `extra` makes a new finding with a new dict, as suppressions and baselines do).
+_NO_EXTRA: dict[str, Any] = {}
+
+
+def finding_for(
+    rule: Rule, policy: Policy, violation: Violation, resource: Resource, ref: ObjectRef | None = None
+) -> Finding:
+    """The finding of `violation` about `resource` (or its target); `ref` is `resource.ref` when
+    the caller has it (one per object rather than one per finding)."""
     target = violation.target or resource
     severity = severity_for(
         rule, policy, violation.severity, unknown=violation.unknown or bool(violation.cluster_fact)
@@ -350,14 +358,14 @@ def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Reso
         severity=severity,
         message=violation.message,
         remediation=rule.remediation,
-        object=target.ref,
+        object=ref if ref is not None and target is resource else target.ref,
         path=violation.path,
         file=target.file,
         line=position[0] if position else None,
         column=position[1] if position else None,
         doc_index=target.doc_index,
         container=violation.container,
-        extra={"clusterFact": violation.cluster_fact} if violation.cluster_fact else {},
+        extra={"clusterFact": violation.cluster_fact} if violation.cluster_fact else _NO_EXTRA,
     )
 
 
@@ -380,7 +388,13 @@ def finding_from_problem(problem: LoadProblem, policy: Policy) -> Finding:
 
 
 def _run(
-    rule: Rule, subject: Any, ctx: Context, resource: Resource | None, report: Report, out: list[Finding]
+    rule: Rule,
+    subject: Any,
+    ctx: Context,
+    resource: Resource | None,
+    report: Report,
+    out: list[Finding],
+    ref: ObjectRef | None = None,
 ) -> None:
     """Run one check and append its findings to `out` (those made before a rule raised are kept)."""
     check = rule.check
@@ -391,7 +405,7 @@ def _run(
             owner = violation.target or resource
             if owner is None:
                 raise ValueError(f"{rule.id}: a bundle rule must name the target of each violation")
-            out.append(finding_for(rule, ctx.policy, violation, owner))
+            out.append(finding_for(rule, ctx.policy, violation, owner, ref if owner is resource else None))
     except Exception as exc:  # a rule bug must not hide every other finding
         _internal_error(rule, resource, exc, report)
 
@@ -459,20 +473,21 @@ class Evaluation:
         """Run the object rules of its kind and, when it carries pod templates, the workload rules."""
         ctx, report, findings, policy = self.ctx, self.report, self.findings, self.policy
         ctx.next_subject()
+        ref = resource.ref
         for rule in self.plan.object_rules_for(resource.kind):
-            _run(rule, resource, ctx, resource, report, findings)
+            _run(rule, resource, ctx, resource, report, findings, ref)
         workload = workload_of(resource)
         if workload is not None:
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
             decision = ctx.role(workload)
-            report.roles.append(WorkloadRole.of(resource, decision))
+            report.roles.append(WorkloadRole.of(resource, decision, ref))
             role = decision.role
             for rule in self.plan.workload_rules:
                 if rule.roles is not None and role not in rule.roles:
                     continue
                 try:
                     for violation in rule.check(workload, ctx):  # type: ignore[misc]
-                        findings.append(finding_for(rule, policy, violation, violation.target or resource))
+                        findings.append(finding_for(rule, policy, violation, resource, ref))
                 except Exception as exc:  # a rule bug must not hide every other finding
                     _internal_error(rule, resource, exc, report)
 

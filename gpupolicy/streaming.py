@@ -275,13 +275,15 @@ class _Stream:
         self.directives: list[InlineDirective] = []
         self.subjects: list[tuple[Key, SuppressionSubject]] = []
         self.deferred: list[tuple[Key, Resource]] = []
-        self.chosen: set[tuple[str, int]] = set()
+        self.chosen: set[tuple[str, int]] | None = None  # (file, document) reported on, with context
         self.error_keys: list[Key] = []  # the object of each internal error, to list them in order
         self.objects = self.files = 0
         self._uncollected = 0
 
     def run(self, sources: Sequence[Source], context: Sequence[Source] | None) -> Report:
         units = [(source, True) for source in sources] + [(source, False) for source in context or ()]
+        if context is not None:
+            self.chosen = set()
         indexed, rendered = self._index(units)
         if any(
             units[unit][1] and r.kind in READER_KINDS for unit, kept in indexed.items() for r in kept.values()
@@ -303,7 +305,7 @@ class _Stream:
             problems=self.problems,
             subjects=[subject for _, subject in sorted(self.subjects, key=itemgetter(0))],
             directives=self.directives,
-            chosen=self.chosen if context is not None else None,
+            chosen=self.chosen,
         )
         if self.deferred and report.errors:  # in the order of the inputs, as evaluate() lists them
             order = sorted(range(len(report.errors)), key=self.error_keys.__getitem__)
@@ -390,7 +392,8 @@ class _Stream:
         self, key: Key, resource: Resource, *, indexed: bool, directive_files: set[str]
     ) -> None:
         self.objects += 1
-        self.chosen.add((resource.file, resource.doc_index))
+        if self.chosen is not None:
+            self.chosen.add((resource.file, resource.doc_index))
         if ANNOTATION in resource.annotations or resource.file in directive_files:
             self.subjects.append((key, SuppressionSubject(resource)))
         if resource.kind in READER_KINDS:
@@ -416,8 +419,8 @@ class _Stream:
     def _check(self, key: Key, resource: Resource, *, watch: bool) -> None:
         """Run its rules; a streamed object's rules must ask only for indexed kinds (an experiment
         arm's rules also list the other arms, which are indexed)."""
-        report, inventory = self.evaluation.report, self.inventory
-        errors = len(report.errors)
+        report, inventory, findings = self.evaluation.report, self.inventory, self.evaluation.findings
+        errors, made = len(report.errors), len(findings)
         inventory.watching = watch
         try:
             self.evaluation.check(resource)
@@ -427,6 +430,10 @@ class _Stream:
             raise Fallback(
                 f"a rule of {resource.ref} asked for {inventory.overreached}, which is not indexed"
             )
+        where = (resource.file, resource.doc_index)
+        if any((finding.file, finding.doc_index) != where for finding in findings[made:]):
+            # Violation.target: the other object's node tree may be released (no rule does it today)
+            raise Fallback(f"a rule of {resource.ref} made a finding about another object")
         self.error_keys.extend([key] * (len(report.errors) - errors))
 
 
