@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from gpupolicy.cli import main
+from gpupolicy.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

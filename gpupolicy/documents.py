@@ -210,6 +210,13 @@ class Resource:
         # A block scalar ends at the start of the next line.
         return line + (1 if column > 0 else 0) + self.line_offset
 
+    def line_span(self) -> tuple[int, int] | None:
+        """1-based first and last line of the object's text (None without a node tree)."""
+        node = self.node
+        if node is None:
+            return None
+        return self.mark_position(node.start_mark)[0], self.mark_position(node.end_mark)[0]
+
     def node_position(self, node: yaml.Node) -> tuple[int, int]:
         return self.mark_position(node.start_mark)
 
@@ -744,22 +751,77 @@ def parse_text(
         return loaded
     # Slow path, only for streams with an error: parse document by document so that
     # one broken document does not take the others with it.
+    for document in _documents_one_by_one(text, file, rendered_from, limits):
+        loaded.resources.extend(document.resources)
+        loaded.problems.extend(document.problems)
+    return loaded
+
+
+class StreamReadsDifferently(Exception):
+    """`iter_parse` met a syntax error after giving documents that, read on their own as
+    `parse_text` then reads every document, come out differently."""
+
+
+def iter_parse(
+    text: str, file: str, *, rendered_from: str | None = None, limits: LoadLimits = DEFAULT_LIMITS
+) -> Iterator[LoadedText]:
+    """What `parse_text` finds, one document at a time: a reader that releases each document once
+    used holds one node tree, not the whole file's.
+
+    `parse_text` reads a stream with a syntax error anywhere document by document on its own (the
+    slow path). Here the error shows only when it is reached: the documents not given yet then come
+    from the slow path, and those already given must read the same there (objects, positions and
+    problems), else StreamReadsDifferently is raised."""
+    given: list[tuple[Any, ...]] = []
+    lines = LineIndex.needed(text)
+    try:
+        nodes = (node for node in yaml.compose_all(text, Loader=_Loader) if node is not None)
+        for index, node in enumerate(nodes):
+            document = LoadedText()
+            _add_document(document, node, file, index, rendered_from, limits=limits, lines=lines)
+            given.append(_fingerprint(document))
+            yield document
+        return
+    except (yaml.YAMLError, UnicodeError):
+        pass
+    for index, document in enumerate(_documents_one_by_one(text, file, rendered_from, limits)):
+        if index >= len(given):
+            yield document
+        elif _fingerprint(document) != given[index]:
+            raise StreamReadsDifferently(f"{file}: document {index} reads differently on its own")
+
+
+def _fingerprint(document: LoadedText) -> tuple[Any, ...]:
+    """What tells two readings of one document apart: its problems, and its objects' names and spans."""
+    objects = tuple(
+        (resource.ref, resource.position(()), resource.line_span(), len(resource.duplicates))
+        for resource in document.resources
+    )
+    return tuple(document.problems), objects
+
+
+def _documents_one_by_one(
+    text: str, file: str, rendered_from: str | None, limits: LoadLimits
+) -> Iterator[LoadedText]:
+    """The documents of a stream with an error, each parsed on its own (one LoadedText per document
+    index): a broken document is a GP001 problem and the others still load."""
     index = 0
     for line_offset, chunk in split_documents(text):
         try:
             chunk_nodes = list(yaml.compose_all(chunk, Loader=_Loader))
         except (yaml.YAMLError, UnicodeError) as exc:
             line, column, message = _error_at(exc, chunk, line_offset)
-            loaded.problems.append(LoadProblem("GP001", message, file, line, column, index))
+            yield LoadedText(problems=[LoadProblem("GP001", message, file, line, column, index)])
             index += 1
             continue
         lines = LineIndex.needed(chunk)
         for node in chunk_nodes:
             if node is None:
                 continue
-            _add_document(loaded, node, file, index, rendered_from, line_offset, limits=limits, lines=lines)
+            document = LoadedText()
+            _add_document(document, node, file, index, rendered_from, line_offset, limits=limits, lines=lines)
+            yield document
             index += 1
-    return loaded
 
 
 def _add_document(

@@ -11,17 +11,17 @@ from __future__ import annotations
 import enum
 import re
 import traceback
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.documents import LoadProblem, Resource
-from gpupolicy.findings import Finding, JsonPath, Severity
+from gpupolicy.findings import Finding, JsonPath, ObjectRef, Severity
 from gpupolicy.inventory import Bundle, Inventory, namespace_of
 from gpupolicy.pod_spec import PodTemplate, Workload, workload_of
 from gpupolicy.policy import Policy
 from gpupolicy.roles import Role, RoleDecision, decide, service_selects
-from gpupolicy.suppressions import InlineDirective
+from gpupolicy.suppressions import InlineDirective, SuppressionSubject
 from gpupolicy.suppressions import apply as apply_suppressions
 
 
@@ -190,14 +190,15 @@ _MISSING: Any = object()
 
 
 class Context:
-    """What a rule may read besides its object: the policy, the inventory, and a memo for work
-    that several rules share (computed once per evaluation, not once per rule)."""
+    """What a rule may read besides its object: the policy, the inventory, and memos for work
+    that several rules share (computed once per evaluation, or once per object, not once per rule)."""
 
     def __init__(self, policy: Policy, inventory: Inventory, resources: Sequence[Resource]) -> None:
         self.policy = policy
         self.inventory = inventory
         self.resources = resources
         self._memo: dict[Any, Any] = {}
+        self._subject_memo: dict[Any, Any] = {}
         self.gpu = policy.gpu
         # Keys of the facts memoised on a Workload view: specific to this policy's settings.
         self._uses_key = ("uses-gpus", id(policy.gpu))
@@ -209,6 +210,21 @@ class Context:
         if value is _MISSING:
             value = memo[key] = compute()
         return value
+
+    def subject_memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """Like `memo`, for work about the object being checked (several of its rules read it):
+        forgotten when the engine moves to the next object. Keys may hold `id()`s of objects, which
+        a streaming run frees after their findings and which Python then reuses for others."""
+        memo = self._subject_memo
+        value = memo.get(key, _MISSING)
+        if value is _MISSING:
+            value = memo[key] = compute()
+        return value
+
+    def next_subject(self) -> None:
+        """The engine starts on another object: per-object memos no longer apply."""
+        if self._subject_memo:
+            self._subject_memo = {}
 
     def object_fact(self, resource: Resource, key: Hashable, compute: Callable[[], Any]) -> Any:
         """A fact computed from `resource` and the policy alone, kept on the resource for as long as
@@ -273,10 +289,20 @@ class InternalError:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadRole:
-    """What the workload model decided an object is, and why (shown by --format json)."""
+    """What the workload model decided an object is, and why (shown by --format json). It names
+    the object rather than holding it: a streaming run releases each object after its findings."""
 
-    resource: Resource
+    object: ObjectRef
+    file: str
+    line: int | None
+    doc_index: int
     decision: RoleDecision
+
+    @classmethod
+    def of(cls, resource: Resource, decision: RoleDecision, ref: ObjectRef | None = None) -> WorkloadRole:
+        position = resource.position(())
+        line = position[0] if position else None
+        return cls(ref or resource.ref, resource.file, line, resource.doc_index, decision)
 
 
 @dataclass(slots=True)
@@ -311,7 +337,16 @@ def severity_for(
     return policy.rule(rule.id).severity or requested or rule.severity
 
 
-def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Resource) -> Finding:
+# The `extra` of most findings: shared, never changed in place (a finding is frozen; whoever adds
+# to `extra` makes a new finding with a new dict, as suppressions and baselines do).
+_NO_EXTRA: dict[str, Any] = {}
+
+
+def finding_for(
+    rule: Rule, policy: Policy, violation: Violation, resource: Resource, ref: ObjectRef | None = None
+) -> Finding:
+    """The finding of `violation` about `resource` (or its target); `ref` is `resource.ref` when
+    the caller has it (one per object rather than one per finding)."""
     target = violation.target or resource
     severity = severity_for(
         rule, policy, violation.severity, unknown=violation.unknown or bool(violation.cluster_fact)
@@ -323,14 +358,14 @@ def finding_for(rule: Rule, policy: Policy, violation: Violation, resource: Reso
         severity=severity,
         message=violation.message,
         remediation=rule.remediation,
-        object=target.ref,
+        object=ref if ref is not None and target is resource else target.ref,
         path=violation.path,
         file=target.file,
         line=position[0] if position else None,
         column=position[1] if position else None,
         doc_index=target.doc_index,
         container=violation.container,
-        extra={"clusterFact": violation.cluster_fact} if violation.cluster_fact else {},
+        extra={"clusterFact": violation.cluster_fact} if violation.cluster_fact else _NO_EXTRA,
     )
 
 
@@ -353,7 +388,13 @@ def finding_from_problem(problem: LoadProblem, policy: Policy) -> Finding:
 
 
 def _run(
-    rule: Rule, subject: Any, ctx: Context, resource: Resource | None, report: Report, out: list[Finding]
+    rule: Rule,
+    subject: Any,
+    ctx: Context,
+    resource: Resource | None,
+    report: Report,
+    out: list[Finding],
+    ref: ObjectRef | None = None,
 ) -> None:
     """Run one check and append its findings to `out` (those made before a rule raised are kept)."""
     check = rule.check
@@ -364,7 +405,7 @@ def _run(
             owner = violation.target or resource
             if owner is None:
                 raise ValueError(f"{rule.id}: a bundle rule must name the target of each violation")
-            out.append(finding_for(rule, ctx.policy, violation, owner))
+            out.append(finding_for(rule, ctx.policy, violation, owner, ref if owner is resource else None))
     except Exception as exc:  # a rule bug must not hide every other finding
         _internal_error(rule, resource, exc, report)
 
@@ -408,6 +449,82 @@ def _plan(policy: Policy, rules: Iterable[Rule] | None) -> _Plan:
     return _Plan(rules, policy)
 
 
+class Evaluation:
+    """One run of the rules, fed one object at a time: `evaluate()` feeds it a list of objects;
+    the streaming lint (gpupolicy/streaming.py) feeds each file's objects as it reads them and
+    releases them once their findings are made. `finish()` adds the input problems, applies the
+    suppressions and sorts."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        inventory: Inventory,
+        resources: Sequence[Resource] = (),
+        *,
+        rules: Iterable[Rule] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.ctx = Context(policy, inventory, resources)
+        self.report = Report(policy_digest=policy.digest)
+        self.plan = _plan(policy, rules)
+        self.findings: list[Finding] = []
+
+    def check(self, resource: Resource) -> None:
+        """Run the object rules of its kind and, when it carries pod templates, the workload rules."""
+        ctx, report, findings, policy = self.ctx, self.report, self.findings, self.policy
+        ctx.next_subject()
+        ref = resource.ref
+        for rule in self.plan.object_rules_for(resource.kind):
+            _run(rule, resource, ctx, resource, report, findings, ref)
+        workload = workload_of(resource)
+        if workload is not None:
+            # _run written out: this loop runs ~90 rules per object, most finding nothing.
+            decision = ctx.role(workload)
+            report.roles.append(WorkloadRole.of(resource, decision, ref))
+            role = decision.role
+            for rule in self.plan.workload_rules:
+                if rule.roles is not None and role not in rule.roles:
+                    continue
+                try:
+                    for violation in rule.check(workload, ctx):  # type: ignore[misc]
+                        findings.append(finding_for(rule, policy, violation, resource, ref))
+                except Exception as exc:  # a rule bug must not hide every other finding
+                    _internal_error(rule, resource, exc, report)
+
+    def check_bundle(self) -> None:
+        self.ctx.next_subject()
+        for rule in self.plan.bundle_rules:
+            _run(rule, None, self.ctx, None, self.report, self.findings)
+
+    def finish(
+        self,
+        *,
+        problems: Iterable[LoadProblem] = (),
+        subjects: Sequence[Resource | SuppressionSubject] = (),
+        directives: Iterable[InlineDirective] = (),
+        chosen: Collection[tuple[str, int]] | None = None,
+    ) -> Report:
+        """The report: findings about the `chosen` objects (file, document) only, when given (a
+        cross-object rule may point elsewhere), the input problems, and suppressions applied, which
+        `subjects` (the objects reported on, or what suppressions read of them) and `directives`
+        (the `# gpupolicy: ignore` comments of the files reported on) may hold."""
+        policy, report = self.policy, self.report
+        active_ids = self.plan.active_ids
+        findings = self.findings
+        if chosen is not None and findings:
+            findings = [finding for finding in findings if (finding.file, finding.doc_index) in chosen]
+        # Input problems are the caller's to choose (it knows which files it reports on).
+        findings.extend(
+            finding_from_problem(problem, policy) for problem in problems if problem.rule_id in active_ids
+        )
+        outcome = apply_suppressions(findings, subjects, policy, directives, active=active_ids)
+        if outcome.suppressed:
+            report.suppressed = sorted(outcome.suppressed, key=lambda item: item[0].sort_key())
+        findings = outcome.findings
+        report.findings = sorted(findings, key=Finding.sort_key) if len(findings) > 1 else findings
+        return report
+
+
 def evaluate(
     resources: Sequence[Resource],
     policy: Policy,
@@ -423,50 +540,20 @@ def evaluate(
     Suppressions (annotations of the chosen objects, `directives` — the `# gpupolicy: ignore`
     comments of the chosen files — and policy exemptions) move findings to `report.suppressed`."""
     inventory = (
-        inventory if inventory is not None else Bundle(resources, complete_kinds=_complete_kinds(policy))
+        inventory if inventory is not None else Bundle(resources, complete_kinds=complete_kinds(policy))
     )
-    ctx = Context(policy, inventory, resources)
-    report = Report(policy_digest=policy.digest)
-    plan = _plan(policy, rules)
-    workload_rules = plan.workload_rules
-    active_ids = plan.active_ids
-    findings: list[Finding] = []
+    evaluation = Evaluation(policy, inventory, resources, rules=rules)
     subjects = [resource for resource in resources if report_on is None or report_on(resource)]
     for resource in subjects:
-        for rule in plan.object_rules_for(resource.kind):
-            _run(rule, resource, ctx, resource, report, findings)
-        workload = workload_of(resource)
-        if workload is not None:
-            # _run written out: this loop runs ~90 rules per object, most finding nothing.
-            decision = ctx.role(workload)
-            report.roles.append(WorkloadRole(resource, decision))
-            role = decision.role
-            for rule in workload_rules:
-                if rule.roles is not None and role not in rule.roles:
-                    continue
-                try:
-                    for violation in rule.check(workload, ctx):  # type: ignore[misc]
-                        findings.append(finding_for(rule, policy, violation, violation.target or resource))
-                except Exception as exc:  # a rule bug must not hide every other finding
-                    _internal_error(rule, resource, exc, report)
-    for rule in plan.bundle_rules:
-        _run(rule, None, ctx, None, report, findings)
-    if report_on is not None and findings:  # cross-object rules may point at objects outside the chosen ones
-        chosen = {(resource.file, resource.doc_index) for resource in subjects}
-        findings = [finding for finding in findings if (finding.file, finding.doc_index) in chosen]
-    # Input problems are the caller's to choose (it knows which files it reports on).
-    findings.extend(
-        finding_from_problem(problem, policy) for problem in problems if problem.rule_id in active_ids
-    )
-    outcome = apply_suppressions(findings, subjects, policy, directives, active=active_ids)
-    if outcome.suppressed:
-        report.suppressed = sorted(outcome.suppressed, key=lambda item: item[0].sort_key())
-    findings = outcome.findings
-    report.findings = sorted(findings, key=Finding.sort_key) if len(findings) > 1 else findings
+        evaluation.check(resource)
+    evaluation.check_bundle()
+    chosen = None if report_on is None else {(resource.file, resource.doc_index) for resource in subjects}
+    report = evaluation.finish(problems=problems, subjects=subjects, directives=directives, chosen=chosen)
     report.objects = len(resources)
     return report
 
 
-def _complete_kinds(policy: Policy) -> list[str]:
+def complete_kinds(policy: Policy) -> list[str]:
+    """The kinds the policy declares the repository holds in full (`inventory.completeKinds`)."""
     kinds = policy.get("inventory.completeKinds", [])
     return [str(kind) for kind in kinds] if isinstance(kinds, list) else []

@@ -23,6 +23,7 @@ from gpupolicy.documents import (
     LoadProblem,
     Resource,
     find_helm_action,
+    iter_parse,
     parse_text,
 )
 from gpupolicy.kustomizations import KUSTOMIZATION_FILES, remote_reference
@@ -141,6 +142,20 @@ def render_hint(path: Path, *, helm: bool = False) -> str:
     return f"render it first, e.g. envsubst < {display_path(path)} | gpupolicy lint -"
 
 
+def _helm_problem(text: str, file: str, hint_path: Path | None) -> LoadProblem | None:
+    helm = find_helm_action(text)
+    if helm is None:
+        return None
+    hint = render_hint(hint_path, helm=True) if hint_path else "render it with helm template first"
+    return LoadProblem("GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm)
+
+
+def _empty_problem(file: str) -> LoadProblem:
+    return LoadProblem(
+        "GP003", "file holds no Kubernetes object (it is empty)", file, 1, 1, severity="warning"
+    )
+
+
 def load_text(
     text: str,
     file: str,
@@ -150,34 +165,38 @@ def load_text(
     limits: LoadLimits = DEFAULT_LIMITS,
 ) -> LoadedText:
     """Parse one file's text, reporting templates (GP004) and empty files (GP003)."""
-    helm = find_helm_action(text)
+    helm = _helm_problem(text, file, hint_path)
     if helm is not None:
-        hint = render_hint(hint_path, helm=True) if hint_path else "render it with helm template first"
-        problem = LoadProblem(
-            "GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm
-        )
-        return LoadedText(problems=[problem])
+        return LoadedText(problems=[helm])
     loaded = parse_text(text, file, rendered_from=rendered_from, limits=limits)
     loaded.directives = scan_comments(text, file)
     if not loaded.resources and not loaded.problems:
-        loaded.problems.append(
-            LoadProblem(
-                "GP003", "file holds no Kubernetes object (it is empty)", file, 1, 1, severity="warning"
-            )
-        )
+        loaded.problems.append(_empty_problem(file))
     return loaded
 
 
+def iter_text(
+    text: str, file: str, *, hint_path: Path | None = None, limits: LoadLimits = DEFAULT_LIMITS
+) -> Iterator[LoadedText]:
+    """What `load_text` finds, one document at a time (documents.iter_parse); the file's
+    `# gpupolicy: ignore` comments come first, on their own."""
+    helm = _helm_problem(text, file, hint_path)
+    if helm is not None:
+        yield LoadedText(problems=[helm])
+        return
+    directives = scan_comments(text, file)
+    if directives:
+        yield LoadedText(directives=directives)
+    empty = True
+    for document in iter_parse(text, file, limits=limits):
+        empty = empty and not document.resources and not document.problems
+        yield document
+    if empty:
+        yield LoadedText(problems=[_empty_problem(file)])
+
+
 def load_file(path: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
-    file = display_path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return LoadedText(problems=[LoadProblem("GP001", f"cannot read file: {exc.strerror}", file)])
-    text, problem = _decode(data, file)
-    if text is None:
-        return LoadedText(problems=[problem] if problem else [])
-    return load_text(text, file, hint_path=path, limits=limits)
+    return Source(display_path(path), path=path).load(limits)
 
 
 RENDER_TIMEOUT_SECONDS = KUSTOMIZE_TIMEOUT_SECONDS
@@ -244,6 +263,106 @@ def _render(
     return load_text(text, shown, rendered_from=rendered_from, limits=limits)
 
 
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One input of a lint run, named as its findings name it: a manifest file, a directory rendered
+    as one unit (kustomize, Helm), stdin's text (read once), or only a problem met while walking
+    (a folder that cannot be listed, stdin that is not UTF-8), which is no file of its own."""
+
+    name: str
+    path: Path | None = None
+    text: str | None = None
+    problem: LoadProblem | None = None
+    allow_remote: bool = True  # False: a kustomization naming remote content is refused (--no-remote)
+
+    @property
+    def is_file(self) -> bool:
+        return self.problem is None
+
+    @property
+    def rendered(self) -> bool:
+        return self.path is not None and self.path.is_dir()
+
+    def load(self, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
+        if self.problem is not None:
+            return LoadedText(problems=[self.problem])
+        if self.text is not None:
+            return load_text(self.text, self.name, limits=limits)
+        assert self.path is not None
+        if self.rendered:
+            return load_directory(self.path, limits, allow_remote=self.allow_remote)
+        text, problem = _read(self.path, self.name)
+        if text is None:
+            return LoadedText(problems=[problem] if problem else [])
+        return load_text(text, self.name, hint_path=self.path, limits=limits)
+
+    def iter_load(self, limits: LoadLimits = DEFAULT_LIMITS) -> Iterator[LoadedText]:
+        """What `load` finds, one document at a time where the input is a file or stdin (a rendered
+        directory comes whole: its renderer's output is read at once anyway)."""
+        if self.problem is not None or self.rendered:
+            yield self.load(limits)
+        elif self.text is not None:
+            yield from iter_text(self.text, self.name, limits=limits)
+        else:
+            assert self.path is not None
+            data, problem = _read(self.path, self.name)
+            if data is None:
+                yield LoadedText(problems=[problem] if problem else [])
+            else:
+                yield from iter_text(data, self.name, hint_path=self.path, limits=limits)
+
+    def peek(self) -> str | None:
+        """The text, for a quick look before loading (None for a rendered directory, or when the
+        file cannot be read: only loading it tells what it holds)."""
+        if self.problem is not None:
+            return ""
+        if self.text is not None:
+            return self.text
+        if self.path is None or self.rendered:
+            return None
+        try:
+            return self.path.read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return None
+
+
+def _read(path: Path, file: str) -> tuple[str | None, LoadProblem | None]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, LoadProblem("GP001", f"cannot read file: {exc.strerror}", file)
+    return _decode(data, file)
+
+
+def iter_sources(
+    paths: Iterable[str], *, exclude: Iterable[str] = (), allow_remote: bool = True
+) -> Iterator[Source]:
+    """The inputs of the paths given on the command line (`-` is stdin), in the order `load_paths`
+    reads them: directories walked, kustomizations and charts as one unit each."""
+    patterns = list(exclude)
+    for raw in paths:
+        if raw == "-":
+            text, problem = _decode(sys.stdin.buffer.read(), "<stdin>")
+            yield Source("<stdin>", text=text) if text is not None else Source("<stdin>", problem=problem)
+            continue
+        path = Path(raw)
+        if not path.is_dir():
+            yield Source(display_path(path), path=path)
+            continue
+        unreadable: list[LoadProblem] = []
+        for item in iter_manifest_files(path, patterns, unreadable=unreadable):
+            yield from _problem_sources(unreadable)
+            yield Source(display_path(item), path=item, allow_remote=allow_remote)
+        yield from _problem_sources(unreadable)
+
+
+def _problem_sources(problems: list[LoadProblem]) -> Iterator[Source]:
+    """Problems met while walking, in the order met (the list is emptied)."""
+    for problem in problems:
+        yield Source(problem.file, problem=problem)
+    problems.clear()
+
+
 def load_paths(
     paths: Iterable[str],
     *,
@@ -254,31 +373,34 @@ def load_paths(
     """Load every path given on the command line (`-` is stdin). `limits` are the policy's;
     `allow_remote` False refuses kustomizations that name remote content (`--no-remote`)."""
     loaded = Loaded()
-    patterns = list(exclude)
-    for raw in paths:
-        if raw == "-":
-            data = sys.stdin.buffer.read()
-            text, problem = _decode(data, "<stdin>")
-            if text is None:
-                loaded.problems.extend([problem] if problem else [])
-                continue
-            loaded.extend(load_text(text, "<stdin>", limits=limits), "<stdin>")
-            continue
-        path = Path(raw)
-        if path.is_dir():
-            for item in iter_manifest_files(path, patterns, unreadable=loaded.problems):
-                if item.is_dir():
-                    loaded.extend(load_directory(item, limits, allow_remote=allow_remote), display_path(item))
-                else:
-                    loaded.extend(load_file(item, limits), display_path(item))
+    for source in iter_sources(paths, exclude=exclude, allow_remote=allow_remote):
+        if source.is_file:
+            loaded.extend(source.load(limits), source.name)
         else:
-            loaded.extend(load_file(path, limits), display_path(path))
+            loaded.problems.append(source.problem)  # type: ignore[arg-type]
     return loaded
 
 
 def is_manifest_name(name: str) -> bool:
     """Whether a file name given explicitly (pre-commit passes every changed YAML file) can hold manifests."""
     return name.endswith(MANIFEST_SUFFIXES) and not _values_file(name) and name not in KUSTOMIZATION_FILES
+
+
+def sources_with_context(
+    paths: Iterable[str], root: Path, *, exclude: Iterable[str] = (), allow_remote: bool = True
+) -> tuple[list[Source], list[Source]]:
+    """The inputs of the given paths (to report on) and the other inputs below `root` (context
+    only), chosen as `load_with_context` chooses them."""
+    patterns = list(exclude)
+    chosen = [raw for raw in paths if raw == "-" or Path(raw).is_dir() or is_manifest_name(Path(raw).name)]
+    sources = list(iter_sources(chosen, exclude=patterns, allow_remote=allow_remote))
+    given = {source.name for source in sources if source.is_file}
+    context = [
+        source
+        for source in iter_sources([str(root)], exclude=patterns, allow_remote=allow_remote)
+        if source.is_file and source.name not in given
+    ]
+    return sources, context
 
 
 def load_with_context(

@@ -80,10 +80,44 @@ class _Suppression:
     doc_index: int | None
     object: ObjectRef | None
     path: JsonPath = ()
-    resource: Resource | None = None
+    resource: Resource | SuppressionSubject | None = None
     lines: tuple[int, ...] = ()  # comments: the lines they cover
     used: set[Target] = field(default_factory=set)
     refused: set[Target] = field(default_factory=set)  # forbidden targets already reported
+
+
+class SuppressionSubject:
+    """What suppressions read of an object, kept after its node tree is released (the streaming
+    lint frees each object once its findings are made): its name and place, its ignore annotation
+    and where that is written, the lines the object spans (a comment on one of them belongs to
+    it), and its values only when the annotation scopes a rule to a container (to tell which
+    container a finding is about). `apply()` takes these or the objects themselves."""
+
+    __slots__ = ("_annotation_position", "_span", "annotations", "doc_index", "file", "obj", "ref")
+
+    def __init__(self, resource: Resource) -> None:
+        self.ref = resource.ref
+        self.file = resource.file
+        self.doc_index = resource.doc_index
+        self._span = resource.line_span()
+        annotations = resource.annotations
+        self.annotations: dict[str, Any] = {}
+        self._annotation_position: tuple[int, int] | None = None
+        self.obj: Any = None
+        if ANNOTATION in annotations:
+            value = annotations[ANNOTATION]
+            self.annotations = {ANNOTATION: value}
+            self._annotation_position = resource.position(ANNOTATION_PATH)
+            if isinstance(value, str) and "[" in value:  # a target like GP601[cuda-validator]
+                self.obj = resource.obj
+
+    def position(self, path: JsonPath) -> tuple[int, int] | None:
+        if path != ANNOTATION_PATH:
+            raise ValueError(f"a suppression subject knows only where its annotation is, not {path}")
+        return self._annotation_position
+
+    def line_span(self) -> tuple[int, int] | None:
+        return self._span
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +378,7 @@ class _Rules:
 
 def apply(
     findings: Sequence[Finding],
-    resources: Sequence[Resource],
+    resources: Sequence[Resource | SuppressionSubject],
     policy: Policy,
     directives: Iterable[InlineDirective] = (),
     *,
@@ -353,7 +387,8 @@ def apply(
 ) -> Outcome:
     """Split `findings` into kept and suppressed, and add GP010/GP011 findings.
 
-    `resources` are the objects whose annotations count (the ones reported on); `directives` the
+    `resources` are the objects whose annotations count (the ones reported on), or their
+    `SuppressionSubject`s; `directives` the
     comments of the files reported on; `active` the ids of the rules that ran (default: every rule
     the policy enables), so that a suppression of a rule that did not run is not called unused.
     """
@@ -378,7 +413,7 @@ def apply(
                 resource, settings.get("annotations", True) is not False, rules, problems
             )
         )
-    by_file: dict[str, list[Resource]] = {}
+    by_file: dict[str, list[Resource | SuppressionSubject]] = {}
     for resource in resources:
         by_file.setdefault(resource.file, []).append(resource)
     for directive in directives:
@@ -451,7 +486,7 @@ def _marked(finding: Finding, source: str) -> Finding:
 
 
 def _annotation_suppressions(
-    resource: Resource, allowed: bool, rules: _Rules, problems: list[Finding]
+    resource: Resource | SuppressionSubject, allowed: bool, rules: _Rules, problems: list[Finding]
 ) -> Iterator[_Suppression]:
     value = resource.annotations.get(ANNOTATION)
     if value is None:
@@ -521,7 +556,7 @@ def _valid_targets(
 def _comment_suppression(
     directive: InlineDirective,
     allowed: bool,
-    resources: Sequence[Resource],
+    resources: Sequence[Resource | SuppressionSubject],
     rules: _Rules,
     problems: list[Finding],
 ) -> Iterator[_Suppression]:
@@ -565,13 +600,12 @@ def _comment_suppression(
         )
 
 
-def _resource_at_line(resources: Sequence[Resource], line: int) -> Resource | None:
+def _resource_at_line(
+    resources: Sequence[Resource | SuppressionSubject], line: int
+) -> Resource | SuppressionSubject | None:
     for resource in resources:
-        node = resource.node
-        if node is None:
-            continue
-        start, end = resource.mark_position(node.start_mark)[0], resource.mark_position(node.end_mark)[0]
-        if start <= line <= end:
+        span = resource.line_span()
+        if span is not None and span[0] <= line <= span[1]:
             return resource
     return None
 

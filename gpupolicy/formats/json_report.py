@@ -55,14 +55,12 @@ def report_dict(report: Report) -> dict[str, Any]:
 
 
 def _workload_dict(item: WorkloadRole) -> dict[str, Any]:
-    resource = item.resource
-    ref = resource.ref
-    position = resource.position(())
+    ref = item.object
     return {
         "object": {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name},
-        "file": resource.file,
-        "line": position[0] if position else None,
-        "document": resource.doc_index,
+        "file": item.file,
+        "line": item.line,
+        "document": item.doc_index,
         **item.decision.as_json(),
     }
 

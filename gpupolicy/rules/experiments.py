@@ -146,8 +146,8 @@ def _lookup(workload: Workload, ctx: Context) -> tuple[ArmLink, Resource | None,
 
 
 def _linked(workload: Workload, ctx: Context) -> tuple[ArmLink, ExperimentConfig] | None:
-    """The workload's arm and its experiment (looked up once per evaluation: four rules read it)."""
-    found: tuple[ArmLink, ExperimentConfig] | None = ctx.memo(
+    """The workload's arm and its experiment (looked up once per object: four rules read it)."""
+    found: tuple[ArmLink, ExperimentConfig] | None = ctx.subject_memo(
         ("experiments:linked", id(workload.resource)), lambda: _find_linked(workload, ctx)
     )
     return found
@@ -195,8 +195,8 @@ def _control_of(workload: Workload, link: ArmLink, ctx: Context) -> tuple[Worklo
 
 def _comparison(workload: Workload, ctx: Context) -> tuple[ArmLink, ExperimentConfig, ArmComparison] | None:
     """The treatment arm against its control, under the experiment's fixed and declared variables
-    (computed once per evaluation: GP806 and GP807 both read it)."""
-    found: tuple[ArmLink, ExperimentConfig, ArmComparison] | None = ctx.memo(
+    (computed once per object: GP806 and GP807 both read it)."""
+    found: tuple[ArmLink, ExperimentConfig, ArmComparison] | None = ctx.subject_memo(
         ("experiments:comparison", id(workload.resource)), lambda: _compare(workload, ctx)
     )
     return found

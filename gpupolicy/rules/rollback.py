@@ -53,7 +53,7 @@ def _serving_gpu(workload: Workload, ctx: Context) -> bool:
 
 
 def _forms(workload: Workload, ctx: Context) -> RollbackForms:
-    forms: RollbackForms = ctx.memo(
+    forms: RollbackForms = ctx.subject_memo(  # three rules of the object read them
         ("rollback:forms", id(workload.resource)),
         lambda: rollback_forms(workload.resource, ctx.inventory, ctx.policy.limits),
     )

@@ -1,0 +1,250 @@
+"""The streaming lint (gpupolicy/streaming.py) reports what `evaluate()` reports over everything
+loaded at once, byte for byte in every format, while keeping only what cross-object rules read."""
+
+from __future__ import annotations
+
+import gc
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpupolicy import streaming
+from gpupolicy.documents import parse_text, split_documents
+from gpupolicy.engine import Report
+from gpupolicy.formats import RenderOptions, load_formatters
+from gpupolicy.inputs import Source, iter_sources, sources_with_context
+from gpupolicy.policy import Policy, default_policy
+from gpupolicy.rule_examples import EXAMPLES_DIR, examples_for
+from gpupolicy.streaming import Fallback, StreamInventory, _Stream, lint, lint_in_memory, stream
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "tests" / "data" / "corpus"
+REAL_CORPUS = REPO.parent / "shared" / "corpus" / "real"
+RULE_IDS = sorted(path.name for path in EXAMPLES_DIR.iterdir() if path.is_dir())
+FORMATS = ("json", "text", "sarif")
+
+
+def rendered(report: Report) -> dict[str, str]:
+    formatters = load_formatters()
+    options = RenderOptions(show_suppressed=True, tool_version="test")
+    return {name: formatters[name](report, options) for name in FORMATS}
+
+
+def assert_streams_the_same(
+    sources: list[Source], policy: Policy, context: list[Source] | None = None
+) -> Report:
+    streamed = stream(sources, policy, context=context)  # raises Fallback if it cannot stream
+    assert rendered(streamed) == rendered(lint_in_memory(sources, policy, context=context))
+    return streamed
+
+
+def test_the_labelled_corpus_as_one_bundle() -> None:
+    report = assert_streams_the_same(list(iter_sources([str(CORPUS)])), default_policy())
+    assert report.objects > 250 and report.findings  # it did lint something
+
+
+@pytest.mark.skipif(not REAL_CORPUS.is_dir(), reason="../shared/corpus/real is not checked out here")
+def test_the_real_corpus_as_one_bundle() -> None:
+    assert_streams_the_same(list(iter_sources([str(REAL_CORPUS)])), default_policy())
+
+
+@pytest.mark.parametrize("rule_id", RULE_IDS)
+def test_every_rule_example(rule_id: str) -> None:
+    examples = examples_for(rule_id)
+    assert examples is not None
+    for path in (examples.fires, examples.passes):
+        assert_streams_the_same([Source(path.name, path=path)], examples.policy_for())
+
+
+def test_every_rule_example_as_one_bundle(tmp_path: Path) -> None:
+    """Cross-object rules across files: PDBs, HPAs, Namespaces, bindings, experiments and their
+    workloads in files before and after one another."""
+    for rule_id in RULE_IDS:
+        for name in ("fires.yaml", "passes.yaml"):
+            shutil.copy(EXAMPLES_DIR / rule_id / name, tmp_path / f"{rule_id}-{name}")
+    assert_streams_the_same(list(iter_sources([str(tmp_path)])), default_policy())
+
+
+CROSS_OBJECT_RULES = [
+    rule_id
+    for rule_id in RULE_IDS
+    if rule_id[:3] in ("GP3", "GP5", "GP8", "GP9") or rule_id in ("GP615", "GP616")
+]
+
+
+@pytest.mark.parametrize("rule_id", CROSS_OBJECT_RULES)
+@pytest.mark.parametrize("backwards", [False, True], ids=["in-order", "backwards"])
+def test_cross_object_examples_one_document_per_file(rule_id: str, backwards: bool, tmp_path: Path) -> None:
+    """Each document in a file of its own, the files in the example's order or the reverse: a
+    reader (a PDB, an HPA, a binding) comes before or after the workloads it reads."""
+    examples = examples_for(rule_id)
+    assert examples is not None
+    for example in (examples.fires, examples.passes):
+        folder = tmp_path / example.stem
+        folder.mkdir()
+        chunks = [chunk for _, chunk in split_documents(example.read_text(encoding="utf-8"))]
+        for index, chunk in enumerate(chunks):
+            order = len(chunks) - index if backwards else index
+            (folder / f"{order:03d}.yaml").write_text(chunk, encoding="utf-8")
+        assert_streams_the_same(list(iter_sources([str(folder)])), examples.policy_for())
+
+
+def test_pre_commit_context(tmp_path: Path) -> None:
+    """Reported files against the rest of the repository as context (--context-root)."""
+    for path in sorted(CORPUS.glob("*.yaml"))[:60]:
+        shutil.copy(path, tmp_path / path.name)
+    for rule_id in ("GP502", "GP504", "GP506", "GP615", "GP616", "GP806"):
+        shutil.copy(EXAMPLES_DIR / rule_id / "fires.yaml", tmp_path / f"{rule_id}.yaml")
+    chosen = [
+        str(tmp_path / name)
+        for name in ("GP502.yaml", "GP616.yaml", sorted(p.name for p in tmp_path.iterdir())[0])
+    ]
+    sources, context = sources_with_context(chosen, tmp_path)
+    assert context
+    assert_streams_the_same(sources, default_policy(), context)
+
+
+def test_suppressions_comments_and_annotations(tmp_path: Path) -> None:
+    text = (EXAMPLES_DIR / "GP011" / "fires.yaml").read_text(encoding="utf-8")
+    (tmp_path / "a.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "b.yaml").write_text((EXAMPLES_DIR / "GP010" / "fires.yaml").read_text(encoding="utf-8"))
+    (tmp_path / "c.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n"
+        '    gpupolicy.io/ignore: "GP601[cuda]: validator needs it"\n'
+        "spec:\n  containers:\n    - name: cuda\n      image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04\n"
+        "      securityContext: {privileged: true}  # gpupolicy: ignore GP602 -- hardware test\n",
+        encoding="utf-8",
+    )
+    report = assert_streams_the_same(list(iter_sources([str(tmp_path)])), default_policy())
+    assert report.suppressed
+
+
+def test_a_syntax_error_after_some_documents(tmp_path: Path) -> None:
+    text = (EXAMPLES_DIR / "GP502" / "fires.yaml").read_text(encoding="utf-8")
+    (tmp_path / "broken.yaml").write_text(text + "\n---\nkind: Pod\nmetadata: {name: [\n---\n" + text)
+    report = assert_streams_the_same(list(iter_sources([str(tmp_path)])), default_policy())
+    assert any(finding.rule_id == "GP001" for finding in report.findings)
+
+
+def test_documents_that_read_differently_alone_fall_back(tmp_path: Path) -> None:
+    """A %TAG directive after `...` belongs to the next document in the stream, but to the previous
+    chunk when the slow path splits the stream at `---`: the stream gives up, lint() does not."""
+    text = "kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: b}\n...\n%TAG !e! tag:e.com,2000:\n---\nkind: Pod\nmetadata: {name: c}\n---\nkind: [\n"
+    assert len(parse_text(text, "x.yaml").problems) >= 1
+    path = tmp_path / "x.yaml"
+    path.write_text(text, encoding="utf-8")
+    sources = list(iter_sources([str(path)]))
+    with pytest.raises(Fallback):
+        stream(sources, default_policy())
+    assert rendered(lint(sources, default_policy())) == rendered(lint_in_memory(sources, default_policy()))
+
+
+def test_a_kind_the_quick_look_cannot_see_falls_back(tmp_path: Path) -> None:
+    """A JSON key written with an escape hides a Service from the quick look; reading shows it."""
+    (tmp_path / "a.json").write_text(
+        '{"apiVersion": "v1", "\\u006bind": "Service", "metadata": {"name": "s", "namespace": "n"},'
+        ' "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}]}}',
+        encoding="utf-8",
+    )
+    shutil.copy(EXAMPLES_DIR / "GP501" / "fires.yaml", tmp_path / "b.yaml")
+    sources = list(iter_sources([str(tmp_path)]))
+    with pytest.raises(Fallback):
+        stream(sources, default_policy())
+    assert rendered(lint(sources, default_policy())) == rendered(lint_in_memory(sources, default_policy()))
+
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: llm-{index}, namespace: team}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: llm-{index}}}}}
+  template:
+    metadata: {{labels: {{app: llm-{index}}}}}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.6.3
+          resources: {{limits: {{nvidia.com/gpu: 1}}}}
+"""
+PDB = """\
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: llm-3, namespace: team}
+spec: {minAvailable: 2, selector: {matchLabels: {app: llm-3}}}
+"""
+
+
+def test_only_what_the_readers_read_is_kept(tmp_path: Path) -> None:
+    for index in range(20):
+        (tmp_path / f"{index:02d}.yaml").write_text(DEPLOYMENT.format(index=index), encoding="utf-8")
+    (tmp_path / "pdb.yaml").write_text(PDB, encoding="utf-8")
+    sources = list(iter_sources([str(tmp_path)]))
+    run = _Stream(default_policy(), default_policy().limits)
+    report = run.run(sources, None)
+    inventory: StreamInventory = run.inventory
+    assert [resource.name for resource in inventory.list("Deployment")] == ["llm-3"]
+    assert all(
+        resource.node is None
+        for kind in ("Deployment", "PodDisruptionBudget")
+        for resource in inventory.list(kind)
+    )
+    assert any(finding.rule_id == "GP502" for finding in report.findings)
+    assert rendered(report) == rendered(lint_in_memory(sources, default_policy()))
+
+
+def _cyclic_garbage(run: Callable[[], object]) -> int:
+    """Objects in reference cycles that `run` leaves behind with the cyclic collector paused."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        run()
+        return gc.collect()
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def test_a_stream_leaves_no_pile_of_cyclic_garbage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI pauses the cyclic collector: cycles the rules make per object (gpu.GpuDemand and
+    its container) are collected with the young generation every COLLECT_EVERY objects."""
+    for index in range(40):
+        (tmp_path / f"{index:02d}.yaml").write_text(DEPLOYMENT.format(index=index), encoding="utf-8")
+    sources = list(iter_sources([str(tmp_path)]))
+    policy = default_policy()
+    stream(sources, policy)  # warm-up: caches of the policy and the rules
+    monkeypatch.setattr(streaming, "COLLECT_EVERY", 5)
+    every_object = _cyclic_garbage(lambda: lint_in_memory(sources, policy))
+    streamed = _cyclic_garbage(lambda: stream(sources, policy))
+    assert streamed <= every_object * 6 // 40  # what the last five objects or so left
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+@pytest.mark.parametrize("as_context", [False, True], ids=["reported", "context"])
+def test_a_kustomization_is_rendered_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_context: bool
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "overlays" / "prod"
+    folder.mkdir(parents=True)
+    shutil.copy(EXAMPLES_DIR / "GP502" / "fires.yaml", folder / "all.yaml")
+    (folder / "kustomization.yaml").write_text(
+        "resources:\n  - all.yaml\nnamePrefix: prod-\n", encoding="utf-8"
+    )
+    shutil.copy(EXAMPLES_DIR / "GP506" / "fires.yaml", tmp_path / "plain.yaml")
+    if as_context:
+        sources, context = sources_with_context(["plain.yaml"], tmp_path)
+        assert [source.name for source in context] == ["overlays/prod"]
+        assert_streams_the_same(sources, default_policy(), context)
+    else:
+        report = assert_streams_the_same(list(iter_sources(["."])), default_policy())
+        assert any(finding.file == "overlays/prod" for finding in report.findings)
+
+
+def test_stdin_text() -> None:
+    text = (EXAMPLES_DIR / "GP503" / "fires.yaml").read_text(encoding="utf-8")
+    assert_streams_the_same([Source("<stdin>", text=text)], default_policy())
