@@ -23,7 +23,10 @@ def _expression_matches(expression: Any, labels: Mapping[str, str]) -> bool:
         return False
     key = str(expression.get("key", ""))
     operator = expression.get("operator")
-    values = [str(item) for item in expression.get("values") or [] if item is not None]
+    raw_values = expression.get("values")
+    if raw_values is not None and not isinstance(raw_values, list):
+        return False  # `values: 1` or `values: abc`: the API server refuses the selector (an array)
+    values = [str(item) for item in raw_values or [] if item is not None]
     present = key in labels
     if operator == "In":
         return present and labels[key] in values
