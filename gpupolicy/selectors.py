@@ -79,6 +79,8 @@ def node_selector_term_matches(term: Any, node_labels: Mapping[str, Any]) -> boo
     fields = term.get("matchFields") or []
     if not expressions and not fields:
         return False
+    if not isinstance(expressions, list):
+        return False  # the API server refuses the term (an array)
     labels = _as_str_map(node_labels)
     return all(_expression_matches(expression, labels) for expression in expressions)
 

@@ -160,3 +160,10 @@ def test_values_that_are_no_list_match_nothing(values: Any) -> None:
         expression = {"key": "app", "operator": operator, "values": values}
         assert not selector_matches({"matchExpressions": [expression]}, POD)
         assert not node_selector_term_matches({"matchExpressions": [expression]}, POD)
+
+
+@pytest.mark.parametrize("expressions", [5, "app In vllm", {"key": "app"}])
+def test_a_term_whose_expressions_are_no_list_matches_no_node(expressions: Any) -> None:
+    """The API server refuses it; `matchExpressions: 5` raised TypeError."""
+    assert not node_selector_term_matches({"matchExpressions": expressions}, POD)
+    assert not node_affinity_matches(None, [{"matchExpressions": expressions}], POD)
