@@ -23,7 +23,10 @@ def _expression_matches(expression: Any, labels: Mapping[str, str]) -> bool:
         return False
     key = str(expression.get("key", ""))
     operator = expression.get("operator")
-    values = [str(item) for item in expression.get("values") or [] if item is not None]
+    raw_values = expression.get("values")
+    if raw_values is not None and not isinstance(raw_values, list):
+        return False  # `values: 1` or `values: abc`: the API server refuses the selector (an array)
+    values = [str(item) for item in raw_values or [] if item is not None]
     present = key in labels
     if operator == "In":
         return present and labels[key] in values
@@ -76,6 +79,8 @@ def node_selector_term_matches(term: Any, node_labels: Mapping[str, Any]) -> boo
     fields = term.get("matchFields") or []
     if not expressions and not fields:
         return False
+    if not isinstance(expressions, list):
+        return False  # the API server refuses the term (an array)
     labels = _as_str_map(node_labels)
     return all(_expression_matches(expression, labels) for expression in expressions)
 

@@ -150,3 +150,20 @@ def test_node_selector_and_terms_are_anded() -> None:
 def test_empty_required_terms_match_no_node() -> None:
     assert not node_affinity_matches(None, [], NODE)
     assert not node_affinity_matches(None, "not a list", NODE)
+
+
+@pytest.mark.parametrize("values", [1, "vllm", {"a": "vllm"}, True])
+def test_values_that_are_no_list_match_nothing(values: Any) -> None:
+    """The API server refuses such a selector; `values: 1` raised TypeError (a rule error), and
+    `values: vllm` matched each of its letters."""
+    for operator in ("In", "NotIn", "Exists"):
+        expression = {"key": "app", "operator": operator, "values": values}
+        assert not selector_matches({"matchExpressions": [expression]}, POD)
+        assert not node_selector_term_matches({"matchExpressions": [expression]}, POD)
+
+
+@pytest.mark.parametrize("expressions", [5, "app In vllm", {"key": "app"}])
+def test_a_term_whose_expressions_are_no_list_matches_no_node(expressions: Any) -> None:
+    """The API server refuses it; `matchExpressions: 5` raised TypeError."""
+    assert not node_selector_term_matches({"matchExpressions": expressions}, POD)
+    assert not node_affinity_matches(None, [{"matchExpressions": expressions}], POD)

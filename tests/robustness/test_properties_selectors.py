@@ -209,7 +209,18 @@ def test_any_selector_of_any_type_answers_a_bool(selector: Any, have: Any) -> No
     assert selector_matches(selector, have if isinstance(have, dict) else {}) in (True, False)
 
 
-@given(json_values | st.lists(json_values | odd_expressions, max_size=3), json_values, json_values | labels)
+odd_terms = st.fixed_dictionaries(
+    {},
+    optional={
+        "matchExpressions": json_values | st.lists(odd_expressions | json_values, max_size=3),
+        "matchFields": json_values | st.lists(odd_expressions, max_size=2),
+    },
+)
+
+
+@given(
+    json_values | odd_terms | st.lists(json_values | odd_terms, max_size=3), json_values, json_values | labels
+)
 def test_any_node_affinity_of_any_type_answers_a_bool(terms: Any, node_selector: Any, have: Any) -> None:
     have = have if isinstance(have, dict) else {}
     assert node_affinity_matches(node_selector, terms, have) in (True, False)
