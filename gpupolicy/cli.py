@@ -1,7 +1,8 @@
 """The `gpupolicy` command. A thin shell: parse arguments, load, evaluate, print, pick the exit code.
 
-Exit codes: 0 clean; 1 findings at or above the failing severity; 2 usage errors, unreadable
-policy or input that could not be read at all (GP001), or an internal error in a rule.
+Exit codes (EXIT_CODES_HELP): 0 clean; 1 findings at or above the failing severity, input findings
+such as a YAML syntax error (GP001) included; 2 usage or configuration errors only; 3 an internal
+error (a rule that raised, a crash), so that CI can tell a broken manifest from a broken tool.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -21,6 +23,15 @@ from gpupolicy.runtime import paused_cyclic_gc
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_CODES_HELP = (
+    "exit codes: 0 nothing at or above the failing severity; 1 findings at or above it (input "
+    "findings such as a YAML syntax error, GP001, included); 2 usage or configuration errors (bad "
+    "arguments, a missing path, an unusable policy or baseline); 3 an internal error (a rule that "
+    "raised, a crash: the results are incomplete, please report it)"
+)
+# Set to print the traceback of an internal error (for a bug report).
+DEBUG_ENV = "GPUPOLICY_DEBUG"
 # Subcommands that need the [webhook] extra (FastAPI, uvicorn, kubernetes, SQLAlchemy...).
 WEBHOOK_COMMANDS = frozenset({"serve", "provenance"})
 
@@ -30,7 +41,11 @@ class UsageError(Exception):
 
 
 def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    lint = commands.add_parser("lint", help="lint manifests (files, directories, - for stdin)")
+    lint = commands.add_parser(
+        "lint",
+        help="lint manifests (files, directories, - for stdin)",
+        epilog=EXIT_CODES_HELP,
+    )
     lint.add_argument("paths", nargs="*", default=["."], metavar="PATH")
     lint.add_argument(
         "--format",
@@ -117,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpupolicy",
         description="Policy linter and admission webhook for GPU workloads on Kubernetes.",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action="version", version=f"gpupolicy {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -205,7 +221,7 @@ def run_lint(args: argparse.Namespace) -> int:
     if args.write_baseline is not None:
         count = baselines.write(args.write_baseline, report)
         print(f"gpupolicy: wrote {count} findings to the baseline {args.write_baseline}", file=sys.stderr)
-        return EXIT_USAGE if report.errors else EXIT_CLEAN
+        return EXIT_INTERNAL if report.errors else EXIT_CLEAN
     if accepted is not None:
         baselines.apply(report, accepted)
     threshold = (
@@ -231,8 +247,8 @@ def run_lint(args: argparse.Namespace) -> int:
             f"gpupolicy: internal error in {error.rule_id} on {error.object}: {error.message}",
             file=sys.stderr,
         )
-    if report.errors or any(finding.rule_id == "GP001" for finding in report.findings):
-        return EXIT_USAGE
+    if report.errors:
+        return EXIT_INTERNAL
     return EXIT_FINDINGS if report.fails(threshold) else EXIT_CLEAN
 
 
@@ -313,6 +329,21 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
         return EXIT_CLEAN
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug in gpupolicy, not in the input: say so, exit 3
+        return _internal_error(exc)
+
+
+def _internal_error(exc: Exception) -> int:
+    """One line for the user (a traceback only on request: it is for the bug report), exit 3."""
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exc()
+    else:
+        print(
+            f"gpupolicy: internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the "
+            "traceback; please report it)",
+            file=sys.stderr,
+        )
+    return EXIT_INTERNAL
 
 
 def _exit_now(code: int) -> NoReturn:
