@@ -32,7 +32,12 @@ def summary_line(report: Report) -> str:
         f"{counts[Severity.INFO]} info",
     ]
     suppressed = f", {len(report.suppressed)} suppressed" if report.suppressed else ""
-    return f"{', '.join(parts)}{suppressed} in {report.objects} objects from {report.files} files"
+    unchanged = (
+        f"; {report.unchanged} unchanged objects not reported (--changed-since {report.changed_since})"
+        if report.changed_since is not None
+        else ""
+    )
+    return f"{', '.join(parts)}{suppressed} in {report.objects} objects from {report.files} files{unchanged}"
 
 
 @register("text")
