@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import textwrap
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpupolicy.cli import main
 
@@ -361,3 +365,135 @@ def test_a_kustomize_patch_change_reports_the_patched_object_of_the_overlay(
     write(repo, {"base/b.yaml": server("b", image_tag="24.11-py3").replace("  namespace: ai-lab\n", "")})
     _, report, _ = lint(repo, monkeypatch, capsys)
     assert objects_of(report) == {"Deployment b", "Deployment prod/b"}
+
+
+# -- the recipes of docs/ci.md, run as written -------------------------------------------------
+
+CI_DOC = REPO / "docs" / "ci.md"
+# The GitHub expressions the workflow may use, as Actions evaluates them for a pull request
+# (https://docs.github.com/en/actions/reference/workflows-and-actions/expressions).
+GITHUB_EXPRESSIONS = {
+    "github.base_ref": lambda fork: "main",
+    "github.event.pull_request.head.repo.fork && '--no-remote' || ''": lambda fork: (
+        "--no-remote" if fork else ""
+    ),
+}
+
+
+def recipe(first_line: str) -> dict[str, Any]:
+    """The YAML block of docs/ci.md that starts with `first_line`."""
+    blocks = re.findall(r"^```yaml\n(.*?)^```", CI_DOC.read_text(encoding="utf-8"), re.M | re.S)
+    (block,) = [block for block in blocks if block.startswith(first_line)]
+    loaded = yaml.safe_load(block)
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def output_of(command: str, fmt: str) -> str:
+    (name,) = re.findall(rf"--output {fmt}=(\S+)", command)
+    return name
+
+
+def pull_request(tmp_path: Path) -> tuple[Path, str]:
+    """A CI clone of a repository with two servers on main and a branch `feature` that changes one of
+    them; main moved on after the branch (b changed there), as it does. Returns the clone and the
+    merge base."""
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    work = make_repo(tmp_path, {"apps/a.yaml": server("a"), "apps/b.yaml": server("b")})
+    git(work, "remote", "add", "origin", str(origin))
+    git(work, "push", "-q", "origin", "main")
+    base = git(work, "rev-parse", "HEAD")
+    git(work, "checkout", "-q", "-b", "feature")
+    write(work, {"apps/a.yaml": server("a", replicas=3)})
+    commit_all(work, "a: three replicas")
+    git(work, "push", "-q", "origin", "feature")
+    git(work, "checkout", "-q", "main")
+    write(work, {"apps/b.yaml": server("b", image_tag="24.11-py3")})
+    commit_all(work, "b: newer image")
+    git(work, "push", "-q", "origin", "main")
+    clone = tmp_path / "ci"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))  # full history (fetch-depth: 0, GIT_DEPTH: 0)
+    git(clone, "checkout", "-q", "feature")
+    return clone, base
+
+
+def gpupolicy_on_path(tmp_path: Path) -> dict[str, str]:
+    """The environment of a CI job where `gpupolicy` is this checkout's."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    program = folder / "gpupolicy"
+    program.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gpupolicy "$@"\n', encoding="utf-8")
+    program.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("NO_COLOR", None)
+    return env
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["branch", "fork"])
+def test_the_github_actions_recipe(tmp_path: Path, fork: bool) -> None:
+    workflow = recipe("# .github/workflows/")
+    steps = workflow["jobs"]["lint"]["steps"]
+    (checkout,) = [step for step in steps if str(step.get("uses", "")).startswith("actions/checkout@")]
+    assert checkout["with"]["fetch-depth"] == 0
+    (lint_step,) = [step for step in steps if "gpupolicy lint" in step.get("run", "")]
+    (upload,) = [
+        step for step in steps if str(step.get("uses", "")).startswith("github/codeql-action/upload-sarif@")
+    ]
+    script = re.sub(
+        r"\$\{\{\s*(.*?)\s*\}\}", lambda m: GITHUB_EXPRESSIONS[m.group(1)](fork), lint_step["run"]
+    )
+    sarif_file = output_of(script, "sarif")
+    assert upload["with"]["sarif_file"] == sarif_file and "always()" in upload["if"]
+    assert workflow["permissions"]["security-events"] == "write"
+
+    clone, _ = pull_request(tmp_path)
+    # actions/checkout checks out the pull request's merge commit, detached.
+    git(clone, "checkout", "-q", "--detach", "origin/main")
+    git(clone, "merge", "-q", "--no-ff", "-m", "merge", "origin/feature")
+    done = subprocess.run(
+        ["bash", "-e", "-c", script],  # the runner's shell for `run:` (bash -e {0})
+        cwd=clone,
+        env=gpupolicy_on_path(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr  # findings on the changed Deployment fail the step
+    annotations = [line for line in done.stdout.splitlines() if line.startswith("::")]
+    assert annotations and all("file=apps/a.yaml," in line for line in annotations)
+    sarif = json.loads((clone / sarif_file).read_text(encoding="utf-8"))
+    uris = {
+        location["physicalLocation"]["artifactLocation"]["uri"]
+        for result in sarif["runs"][0]["results"]
+        for location in result["locations"]
+    }
+    assert uris == {"apps/a.yaml"}
+
+
+def test_the_gitlab_ci_recipe(tmp_path: Path) -> None:
+    pipeline = recipe("# .gitlab-ci.yml")
+    job = pipeline["gpupolicy"]
+    assert job["variables"]["GIT_DEPTH"] == "0"
+    assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'}]
+    (script,) = [line for line in job["script"] if "gpupolicy lint" in line]
+    junit_file = output_of(script, "junit")
+    assert job["artifacts"] == {"when": "always", "reports": {"junit": junit_file}}
+
+    clone, base = pull_request(tmp_path)
+    env = {**gpupolicy_on_path(tmp_path), "CI_MERGE_REQUEST_DIFF_BASE_SHA": base}
+    done = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "1 unchanged objects not reported (--changed-since " + base in done.stdout
+    suites = ET.parse(clone / junit_file).getroot()
+    cases = [case.get("name", "") for case in suites.iter("testcase")]
+    assert cases and all("Deployment ai-lab/a" in case for case in cases)
