@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpupolicy.baseline import fingerprint
-from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits
+from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits, Resource
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding, ObjectRef, Severity
 from gpupolicy.inputs import Source, display_path, sources_with_context
@@ -110,29 +110,35 @@ class Since:
         Members are extracted with tarfile's "data" filter, which refuses absolute paths, paths
         out of `folder` and links leading out of it: such a member is skipped, not followed."""
         what = f"--changed-since {self.ref}"
-        try:
-            process = subprocess.Popen(
-                ["git", "archive", "--format=tar", self.commit],
-                cwd=self.root,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-        except OSError as exc:
-            raise ChangeError(f"{what}: cannot run git: {exc}") from exc
-        assert process.stdout is not None and process.stderr is not None
-        try:
-            _extract(process.stdout, folder)
-        except tarfile.TarError as exc:
-            process.kill()
-            raise ChangeError(f"{what}: git archive gave an unreadable tree: {exc}") from exc
-        finally:
-            process.stdout.close()
-            error = process.stderr.read()
-            process.stderr.close()
-            code = process.wait(timeout=GIT_TIMEOUT_SECONDS)
-        if code != 0:
-            detail = error.decode("utf-8", "replace").strip().splitlines()
-            raise ChangeError(f"{what}: git archive failed: {detail[-1] if detail else code}")
+        with tempfile.TemporaryFile() as errors:  # a file, not a pipe: nothing waits on it
+            try:
+                process = subprocess.Popen(
+                    ["git", "archive", "--format=tar", self.commit],
+                    cwd=self.root,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                )
+            except OSError as exc:
+                raise ChangeError(f"{what}: cannot run git: {exc}") from exc
+            assert process.stdout is not None
+            failure = None
+            try:
+                _extract(process.stdout, folder)
+            except (tarfile.TarError, OSError) as exc:
+                failure = f"cannot unpack REF's tree: {exc}"
+            finally:
+                process.stdout.close()
+                try:
+                    code = process.wait(timeout=GIT_TIMEOUT_SECONDS)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    code = process.wait()
+            if code != 0:
+                errors.seek(0)
+                detail = errors.read().decode("utf-8", "replace").strip().splitlines()
+                raise ChangeError(f"{what}: git archive failed: {detail[-1] if detail else code}")
+        if failure is not None:
+            raise ChangeError(f"{what}: {failure}")
 
 
 def _safe_member(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
@@ -166,20 +172,17 @@ def _relative(name: str, top: Path) -> str | None:
         return None
 
 
-@dataclass(slots=True)
-class _Side:
-    """The objects of one side: identity -> how many objects of each value."""
+def _identity(resource: Resource) -> ObjectKey:
+    return (resource.group, resource.kind, resource.namespace or "", resource.name)
 
-    values: dict[ObjectKey, Counter[bytes]]
 
-    @classmethod
-    def load(cls, sources: Iterable[Source], limits: LoadLimits) -> _Side:
-        values: dict[ObjectKey, Counter[bytes]] = {}
-        for source in sources:
-            for resource in source.load(limits).resources:
-                key = (resource.group, resource.kind, resource.namespace or "", resource.name)
-                values.setdefault(key, Counter())[_digest(resource.obj)] += 1
-        return cls(values)
+def _values(sources: Iterable[Source], limits: LoadLimits) -> dict[ObjectKey, Counter[bytes]]:
+    """The objects of `sources`: identity -> how many objects of each value."""
+    values: dict[ObjectKey, Counter[bytes]] = {}
+    for source in sources:
+        for resource in source.load(limits).resources:
+            values.setdefault(_identity(resource), Counter())[_digest(resource.obj)] += 1
+    return values
 
 
 def _worth_loading(source: Source, top: Path, changed: frozenset[str]) -> bool:
@@ -193,18 +196,16 @@ def _worth_loading(source: Source, top: Path, changed: frozenset[str]) -> bool:
 
 
 def _changed_objects(
-    after: Sequence[Source], before: _Side, limits: LoadLimits
+    after: Sequence[Source], before: dict[ObjectKey, Counter[bytes]], limits: LoadLimits
 ) -> tuple[set[ObjectRef], int]:
-    """The identities of the objects of `after` that are new or differ from `before`, and how many
-    such objects there are."""
+    """The identities of the objects of `after` that are new or differ from `before` (which is
+    used up), and how many such objects there are."""
     refs: set[ObjectRef] = set()
     count = 0
-    remaining = {key: Counter(values) for key, values in before.values.items()}
     for source in after:
         for resource in source.load(limits).resources:
-            key = (resource.group, resource.kind, resource.namespace or "", resource.name)
+            left = before.get(_identity(resource))
             digest = _digest(resource.obj)
-            left = remaining.get(key)
             if left is not None and left[digest] > 0:
                 left[digest] -= 1
                 continue
@@ -214,8 +215,8 @@ def _changed_objects(
 
 
 @dataclass(frozen=True, slots=True)
-class Lint:
-    """How the lint ran, to run it again on REF's tree."""
+class LintRun:
+    """How the working tree was linted, to lint REF's tree the same way."""
 
     paths: Sequence[str]
     context_root: Path
@@ -225,50 +226,63 @@ class Lint:
     limits: LoadLimits = DEFAULT_LIMITS
 
 
-def restrict(report: Report, since: Since, run: Lint) -> Report:
+@dataclass(slots=True)
+class _AtRef:
+    """What REF's tree holds: its objects (of the inputs that may differ), its findings
+    (fingerprints, counted) and the facts its "unknown" findings said."""
+
+    values: dict[ObjectKey, Counter[bytes]]
+    findings: Counter[str]
+    facts: set[tuple[str, str]]
+
+    @classmethod
+    def lint(cls, since: Since, run: LintRun, changed: frozenset[str]) -> _AtRef:
+        from gpupolicy.streaming import lint
+
+        with tempfile.TemporaryDirectory(prefix="gpupolicy-base-") as folder:
+            top = Path(folder)
+            since.export(top)
+            paths = [str(top / rel) for rel in _inside(run.paths, since.root) if (top / rel).exists()]
+            context_rel = _relative(str(run.context_root), since.root)
+            context_root = top / context_rel if context_rel is not None else run.context_root
+            sources, context = sources_with_context(
+                paths, context_root, exclude=run.exclude, allow_remote=run.allow_remote
+            )
+            report = lint(sources, run.policy, context=context, limits=run.limits)
+            loaded = [source for source in [*sources, *context] if _worth_loading(source, top, changed)]
+            values = _values(loaded, run.limits)
+            said = [*report.findings, *(finding for finding, _ in report.suppressed)]
+            findings = Counter(fingerprint(_as_after(finding, top, since.root)) for finding in said)
+        facts = {(finding.rule_id, finding.message) for finding in said if finding.severity is Severity.INFO}
+        return cls(values, findings, facts)
+
+    def knew(self, finding: Finding) -> bool:
+        """Whether REF's tree had this finding (each finding of REF matches one of the working tree)."""
+        key = fingerprint(finding)
+        if self.findings[key] > 0:
+            self.findings[key] -= 1
+            return True
+        # An "unknown" is said once per run, on whichever object needs the fact first: that object
+        # may differ between the two sides, the fact does not (unknowns.first_time).
+        return finding.severity is Severity.INFO and (finding.rule_id, finding.message) in self.facts
+
+
+def restrict(report: Report, since: Since, run: LintRun) -> Report:
     """Keep the findings of `report` (the working tree, linted as `run` says) that the change
     since REF is answerable for (see the module's doc), and count the objects left out."""
-    from gpupolicy.streaming import lint
-
     changed = since.changed_files()
+    at_ref = _AtRef.lint(since, run, changed)
     after_sources, _ = sources_with_context(
         run.paths, run.context_root, exclude=run.exclude, allow_remote=run.allow_remote
     )
-    with tempfile.TemporaryDirectory(prefix="gpupolicy-base-") as folder:
-        top = Path(folder)
-        since.export(top)
-        paths = [str(top / rel) for rel in _on_other_side(run.paths, since.root) if (top / rel).exists()]
-        context_rel = _relative(str(run.context_root), since.root)
-        context_root = top / context_rel if context_rel is not None else run.context_root
-        sources, context = sources_with_context(
-            paths, context_root, exclude=run.exclude, allow_remote=run.allow_remote
-        )
-        before_report = lint(sources, run.policy, context=context, limits=run.limits)
-        before = _Side.load(
-            [source for source in [*sources, *context] if _worth_loading(source, top, changed)], run.limits
-        )
-        said = [*before_report.findings, *(finding for finding, _ in before_report.suppressed)]
-        earlier = Counter(fingerprint(_as_after(finding, top, since.root)) for finding in said)
-        facts = {(finding.rule_id, finding.message) for finding in said if finding.severity is Severity.INFO}
     after = [source for source in after_sources if _worth_loading(source, since.root, changed)]
-    refs, count = _changed_objects(after, before, run.limits)
+    refs, count = _changed_objects(after, at_ref.values, run.limits)
 
     def answerable(finding: Finding) -> bool:
-        if finding.object is not None and finding.object in refs:
-            return True
-        if (
-            finding.object is None
-            and finding.file is not None
-            and _file_changed(finding.file, since.root, changed)
-        ):
-            return True
-        key = fingerprint(finding)
-        if earlier[key] > 0:
-            earlier[key] -= 1
-            return False
-        # An "unknown" is said once per run, on whichever object needs the fact first: that object
-        # may differ between the two sides, the fact does not (unknowns.first_time).
-        return finding.severity is not Severity.INFO or (finding.rule_id, finding.message) not in facts
+        if finding.object is not None:
+            return finding.object in refs or not at_ref.knew(finding)
+        changed_file = finding.file is not None and _file_changed(finding.file, since.root, changed)
+        return changed_file or not at_ref.knew(finding)
 
     report.findings = [finding for finding in report.findings if answerable(finding)]
     report.suppressed = [(finding, reason) for finding, reason in report.suppressed if answerable(finding)]
@@ -279,7 +293,7 @@ def restrict(report: Report, since: Since, run: Lint) -> Report:
     return report
 
 
-def _on_other_side(paths: Iterable[str], root: Path) -> list[str]:
+def _inside(paths: Iterable[str], root: Path) -> list[str]:
     """The command line's paths relative to the repository top (those outside it are dropped)."""
     found = []
     for raw in paths:

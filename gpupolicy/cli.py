@@ -216,9 +216,11 @@ def run_lint(args: argparse.Namespace) -> int:
         )
         report = lint(sources, policy, context=context, limits=policy.limits)
     if since is not None:
-        from gpupolicy.changes import Lint, restrict
+        from gpupolicy.changes import LintRun, restrict
 
-        run = Lint(args.paths, context_root or since.root, policy, exclude, not args.no_remote, policy.limits)
+        run = LintRun(
+            args.paths, context_root or since.root, policy, exclude, not args.no_remote, policy.limits
+        )
         report = _or_usage_error(lambda: restrict(report, since, run))
     if args.write_baseline is not None:
         count = baselines.write(args.write_baseline, report)

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -159,6 +160,10 @@ def test_a_changed_deployment_is_reported_and_an_unchanged_one_is_not(
     assert code == 1
     assert report["summary"]["changedSince"] == "main"
     assert report["summary"]["unchanged"] == 1 and report["summary"]["objects"] == 1
+    schema = json.loads(
+        (REPO / "policies" / "schemas" / "lint-report.v1.schema.json").read_text(encoding="utf-8")
+    )
+    jsonschema.Draft202012Validator(schema).validate(report)
     # Without the option, both are reported: the option is what leaves b out.
     capsys.readouterr()
     main(["lint", "--format", "json", "."])
@@ -497,3 +502,18 @@ def test_the_gitlab_ci_recipe(tmp_path: Path) -> None:
     suites = ET.parse(clone / junit_file).getroot()
     cases = [case.get("name", "") for case in suites.iter("testcase")]
     assert cases and all("Deployment ai-lab/a" in case for case in cases)
+
+
+def test_a_link_in_the_tree_of_ref_that_leads_out_of_it_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(server("outside"), encoding="utf-8")
+    repo = make_repo(tmp_path, {"apps/a.yaml": server("a")})
+    (repo / "apps" / "linked.yaml").symlink_to(outside)
+    commit_all(repo, "a link out of the repository")
+    code, report, err = lint(repo, monkeypatch, capsys)
+    # REF's tree (git archive, unpacked with tarfile's "data" filter) skips the link, so the
+    # object it leads to is new there; the working tree is read as it is.
+    assert objects_of(report) == {"Deployment ai-lab/outside"} and err == ""
+    assert code == 1
