@@ -180,6 +180,9 @@ def test_the_text_summary_counts_the_unchanged_objects(
     assert summary.endswith(
         "in 0 objects from 2 files; 2 unchanged objects not reported (--changed-since main)"
     )
+    assert main(["lint", "--changed-since", "main", "--format", "markdown", "."]) == 0
+    note = "0 objects in 2 files; 2 unchanged objects not reported (--changed-since main);"
+    assert note in capsys.readouterr().out
 
 
 def test_a_comment_reformatting_or_reordering_is_no_change(
