@@ -13,11 +13,15 @@ The whole repository is context on both sides, and every rule runs; a finding is
 - its object is new or its value differs from REF (every finding of a changed object, old or new);
 - it is about no object (a syntax error, a render failure) and its file changed;
 - or it did not exist at REF (same rule, object, field and container: `baseline.fingerprint`):
-  a finding that a change elsewhere made on an unchanged object, such as the finding a new or
-  edited PodDisruptionBudget causes on the Deployment it selects.
+  a finding that a change elsewhere made on an unchanged object, such as GP501 on a Deployment
+  whose PodDisruptionBudget was deleted. An "unknown" (info, said once per run on whichever
+  object needs the fact first) counts as known when REF's tree said the same.
 
 Findings that existed at REF on unchanged objects, such as those on objects a changed object
 merely refers to, are not reported: they are not the change being judged.
+
+Cost: REF's tree is linted too, and the rendered inputs of both sides are rendered once more to
+compare their objects; plain files that git does not list as changed are not read again.
 """
 
 from __future__ import annotations
