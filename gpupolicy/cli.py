@@ -12,13 +12,16 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from gpupolicy import __version__
 from gpupolicy.findings import Severity
 from gpupolicy.runtime import paused_cyclic_gc
+
+if TYPE_CHECKING:
+    from gpupolicy.changes import Since
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
@@ -32,6 +35,7 @@ EXIT_CODES_HELP = (
 )
 # Set to print the traceback of an internal error (for a bug report).
 DEBUG_ENV = "GPUPOLICY_DEBUG"
+T = TypeVar("T")
 # Subcommands that need the [webhook] extra (FastAPI, uvicorn, kubernetes, SQLAlchemy...).
 WEBHOOK_COMMANDS = frozenset({"serve", "provenance"})
 
@@ -102,6 +106,12 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         type=Path,
         metavar="FILE",
         help="write the current findings to FILE as the baseline, then exit 0",
+    )
+    lint.add_argument(
+        "--changed-since",
+        metavar="REF",
+        help="report only on objects that are new or differ from the git revision REF (charts and "
+        "kustomizations compared as rendered), with the whole repository as context: for pull requests",
     )
     context = lint.add_mutually_exclusive_group()
     context.add_argument(
@@ -210,6 +220,9 @@ def run_lint(args: argparse.Namespace) -> int:
 
     exclude = [*policy.exclude, *args.exclude]
     context_root = _context_root(args, anchor)
+    since = _changed_since(args, anchor)
+    if since is not None:
+        context_root = context_root or since.root
     if context_root is None:
         sources = list(iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote))
         report = lint(sources, policy, limits=policy.limits)
@@ -218,6 +231,13 @@ def run_lint(args: argparse.Namespace) -> int:
             args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote
         )
         report = lint(sources, policy, context=context, limits=policy.limits)
+    if since is not None:
+        from gpupolicy.changes import LintRun, restrict
+
+        run = LintRun(
+            args.paths, context_root or since.root, policy, exclude, not args.no_remote, policy.limits
+        )
+        report = _or_usage_error(lambda: restrict(report, since, run))
     if args.write_baseline is not None:
         count = baselines.write(args.write_baseline, report)
         print(f"gpupolicy: wrote {count} findings to the baseline {args.write_baseline}", file=sys.stderr)
@@ -252,6 +272,26 @@ def run_lint(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if report.fails(threshold) else EXIT_CLEAN
 
 
+def _changed_since(args: argparse.Namespace, anchor: Path) -> Since | None:
+    """--changed-since REF, checked before anything is linted."""
+    if args.changed_since is None:
+        return None
+    if "-" in args.paths:
+        raise UsageError("--changed-since compares files with git: it cannot read stdin")
+    from gpupolicy.changes import Since
+
+    return _or_usage_error(lambda: Since.resolve(args.changed_since, anchor))
+
+
+def _or_usage_error(call: Callable[[], T]) -> T:
+    from gpupolicy.changes import ChangeError
+
+    try:
+        return call()
+    except ChangeError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
     if args.context_root is not None:
         if not args.context_root.is_dir():
@@ -259,23 +299,10 @@ def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
         return Path(args.context_root)
     if not args.context_from_git:
         return None
-    import subprocess
+    from gpupolicy.changes import git_toplevel
 
     folder = anchor.resolve() if anchor.is_dir() else anchor.resolve().parent
-    try:
-        completed = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"--context-from-git: cannot run git: {exc}") from exc
-    if completed.returncode != 0:
-        raise UsageError(f"--context-from-git: {folder} is not inside a git work tree")
-    return Path(completed.stdout.strip())
+    return _or_usage_error(lambda: git_toplevel(folder, what="--context-from-git"))
 
 
 def run_rules(args: argparse.Namespace) -> int:

@@ -314,6 +314,9 @@ class Report:
     objects: int = 0
     files: int = 0
     policy_digest: str = ""
+    # --changed-since REF: the objects linted as context only, because they equal REF's (changes.py).
+    unchanged: int = 0
+    changed_since: str | None = None
 
     def counts(self) -> dict[Severity, int]:
         counts = dict.fromkeys(Severity, 0)
