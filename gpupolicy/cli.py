@@ -189,17 +189,20 @@ def run_lint(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from exc
 
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-    from gpupolicy.inputs import iter_sources, sources_with_context
+    from gpupolicy.inputs import RenderSession, iter_sources, rendered_context, sources_with_context
     from gpupolicy.streaming import lint
 
     exclude = [*policy.exclude, *args.exclude]
     context_root = _context_root(args, anchor)
+    session = RenderSession(helm_values=[str(item) for item in policy.get("helm.valuesFiles") or []])
     if context_root is None:
-        sources = list(iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote))
-        report = lint(sources, policy, limits=policy.limits)
+        sources = list(
+            iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote, session=session)
+        )
+        report = lint(sources, policy, context=rendered_context(sources) or None, limits=policy.limits)
     else:
         sources, context = sources_with_context(
-            args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote
+            args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote, session=session
         )
         report = lint(sources, policy, context=context, limits=policy.limits)
     if args.write_baseline is not None:

@@ -585,8 +585,11 @@ def iter_sources(
             yield Source(display_path(item), path=item, allow_remote=allow_remote, session=session)
         yield from _problem_sources(unreadable)
     for folder, files in groups.items():
+        # A chart or overlay given in part is named by its first file given: the in-memory path
+        # leaves out of the context the objects of the files reported on, by name.
         part = WHOLE if files is None else Part(only=frozenset(files))
-        yield Source(display_path(folder), path=folder, allow_remote=allow_remote, part=part, session=session)
+        name = display_path(folder) if files is None else min(files)
+        yield Source(name, path=folder, allow_remote=allow_remote, part=part, session=session)
 
 
 def merge_overlay_findings(report: Report, sources: Iterable[Source]) -> None:
@@ -608,11 +611,22 @@ def _add_to_group(groups: dict[Path, set[str] | None], folder: Path, file: str |
 
 
 def chart_of(path: Path) -> Path | None:
-    """The chart a file belongs to (its nearest folder above that is a chart)."""
-    for folder in path.resolve().parents:
-        if is_chart(folder):
-            return folder
-    return None
+    """The chart a file belongs to: its nearest folder above that is a chart, or the chart whose
+    `charts/` folder holds that one (a subchart is rendered with its parent's values)."""
+    chart = next((folder for folder in path.resolve().parents if is_chart(folder)), None)
+    while chart is not None and chart.parent.name == "charts" and is_chart(chart.parent.parent):
+        chart = chart.parent.parent
+    return chart
+
+
+def rendered_context(sources: Sequence[Source]) -> list[Source]:
+    """For each chart or overlay given in part (a template, a base file), the rest of its objects,
+    as context: cross-object rules judge the part with the rest of what is deployed with it."""
+    return [
+        replace(source, part=Part(without=source.part.only))
+        for source in sources
+        if source.part.only is not None
+    ]
 
 
 def _rendering_units(
@@ -632,11 +646,14 @@ def _rendering_units(
         return []
     resolved = path.resolve()
     whole = path.name in KUSTOMIZATION_FILES
-    return [
+    units: list[tuple[Path, str | None]] = [
         (_as_given(folder, path), None if whole else display_path(path))
         for folder, reached in session.top_kustomizations(root, exclude)
         if resolved in reached.files or any(patch.file == resolved for patch in reached.patches)
     ]
+    if whole and not units:  # a kustomization no walk below the root found: rendered on its own
+        units.append((path.parent, None))
+    return units
 
 
 def _as_given(folder: Path, file: Path) -> Path:
@@ -709,17 +726,18 @@ def sources_with_context(
     sources = list(
         iter_sources(_chosen(paths), exclude=patterns, allow_remote=allow_remote, session=session, root=root)
     )
-    given = {source.name for source in sources if source.is_file and source.part == WHOLE}
-    parts: dict[str, set[str]] = {}
+    given = {source.name for source in sources if source.is_file}
+    parts: dict[Path, set[str]] = {}
     for source in sources:
-        if source.part.only is not None:
-            parts.setdefault(source.name, set()).update(source.part.only)
+        if source.part.only is not None and source.path is not None:
+            parts.setdefault(source.path.resolve(), set()).update(source.part.only)
     context = []
     for source in iter_sources([str(root)], exclude=patterns, allow_remote=allow_remote, session=session):
         if not source.is_file or source.name in given:
             continue
-        if source.name in parts:
-            source = replace(source, part=Part(without=frozenset(parts[source.name])))
+        reported = parts.get(source.path.resolve()) if source.path is not None else None
+        if reported is not None:
+            source = replace(source, part=Part(without=frozenset(reported)))
         context.append(source)
     return sources, context
 
