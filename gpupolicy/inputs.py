@@ -34,13 +34,16 @@ from gpupolicy.kustomizations import (
     Patch,
     Reach,
     direct_folders,
+    kustomization_file,
     reach,
     remote_reference,
 )
 from gpupolicy.rendering import (
     OverlayFindings,
+    helm_directives,
     helm_origins,
     inside,
+    source_directives,
     strip_build_metadata,
     trace,
     wrapper_kustomization,
@@ -371,6 +374,7 @@ def _trace_kustomization(
         pairs.append((resource, patch.file if patch is not None else origin))
     shown = display_path(folder)
     trace(loaded, pairs, rendered_by=shown, display=display_path)
+    loaded.directives.extend(source_directives([path for _, path in pairs if path is not None], display_path))
     overlay = folder.resolve()
     for resource, (_, path) in zip(loaded.resources, pairs, strict=True):
         if path is not None and not inside(path, [overlay]):
@@ -425,6 +429,7 @@ def load_chart(
         return LoadedText(problems=[output])
     loaded = load_text(output, shown, rendered_from="helm", limits=limits)
     trace(loaded, helm_origins(loaded, output, folder), rendered_by=shown, display=display_path)
+    loaded.directives = helm_directives(loaded.directives, output, folder, display_path)
     return _keep(loaded, part)
 
 
@@ -599,6 +604,7 @@ def merge_overlay_findings(report: Report, sources: Iterable[Source]) -> None:
     for session in sessions.values():
         if session.overlays:
             report.findings = session.overlays.merge(report.findings)
+            report.suppressed = session.overlays.merge_pairs(report.suppressed)
 
 
 def _add_to_group(groups: dict[Path, set[str] | None], folder: Path, file: str | None) -> None:
@@ -641,7 +647,12 @@ def _rendering_units(
         in_templates = "templates" in path.resolve().relative_to(chart).parts
         return [(_as_given(chart, path), display_path(path) if in_templates else None)]
     if root is None:
+        # Without a context root the current directory is searched for the overlays, but only for
+        # a file in a kustomize tree (a kustomization beside it or above it): a plain file given
+        # on the command line does not make gpupolicy walk the whole directory.
         root = Path.cwd() if inside(path, [Path.cwd()]) else path.parent
+        if not _in_kustomize_tree(path, root):
+            return []
     if not inside(path, [root]):
         return []
     resolved = path.resolve()
@@ -654,6 +665,16 @@ def _rendering_units(
     if whole and not units:  # a kustomization no walk below the root found: rendered on its own
         units.append((path.parent, None))
     return units
+
+
+def _in_kustomize_tree(path: Path, root: Path) -> bool:
+    top = root.resolve()
+    for folder in path.resolve().parents:
+        if kustomization_file(folder) is not None:
+            return True
+        if folder == top:
+            break
+    return False
 
 
 def _as_given(folder: Path, file: Path) -> Path:

@@ -31,6 +31,7 @@ import yaml
 
 from gpupolicy.documents import LoadedText, Resource
 from gpupolicy.findings import Finding, JsonPath
+from gpupolicy.suppressions import InlineDirective, scan_comments
 
 HELM_SOURCE = "# Source: "
 ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
@@ -145,6 +146,15 @@ class TracedResource(Resource):
         # A node of the rendered text has no place in the source: the object's own line stands in.
         return self.origin.position(())
 
+    def line_span(self) -> tuple[int, int] | None:
+        """The lines of its document in the source file (what a `# gpupolicy: ignore` comment in
+        the file is matched against)."""
+        anchor = self.origin.anchor
+        if anchor is None:
+            return None
+        start, stop = self.origin.text.document_span(anchor)
+        return start + 1, max(stop, start + 1)
+
 
 class SourceTexts:
     """Source files read once per rendering."""
@@ -208,6 +218,41 @@ def helm_template_file(chart: Path, source: str) -> Path | None:
     except (ValueError, OSError, RuntimeError):
         return None
     return path if path.is_file() else None
+
+
+def helm_directives(
+    directives: Sequence[InlineDirective], text: str, chart: Path, display: Callable[[Path], str]
+) -> list[InlineDirective]:
+    """The `# gpupolicy: ignore` comments of the rendered chart (Helm keeps a template's comments),
+    each moved to the line of its template that holds the same comment (a template itself is no
+    YAML a scanner can read for comments). One found in no template stays where it is."""
+    comments = helm_sources(text)
+    rendered = text.splitlines()
+    texts = SourceTexts()
+    moved = []
+    for directive in directives:
+        source = next((name for at, name in reversed(comments) if at < directive.line), None)
+        path = helm_template_file(chart, source) if source else None
+        line = rendered[directive.line - 1] if 0 < directive.line <= len(rendered) else ""
+        comment = line[directive.column - 1 :].strip()
+        found = None
+        if path is not None and comment:
+            lines = texts.get(path).lines
+            found = next((index for index, candidate in enumerate(lines) if comment in candidate), None)
+        if path is None or found is None:
+            moved.append(directive)
+            continue
+        column = lines[found].index(comment) + 1
+        moved.append(replace(directive, file=display(path), line=found + 1, column=column))
+    return moved
+
+
+def source_directives(paths: Iterable[Path], display: Callable[[Path], str]) -> list[InlineDirective]:
+    """The `# gpupolicy: ignore` comments of the files kustomize read (it keeps no comments)."""
+    found: list[InlineDirective] = []
+    for path in dict.fromkeys(paths):
+        found.extend(scan_comments("\n".join(SourceText.read(path).lines) + "\n", display(path)))
+    return found
 
 
 def helm_origins(loaded: LoadedText, text: str, chart: Path) -> list[tuple[Resource, Path | None]]:
@@ -309,28 +354,32 @@ class OverlayFindings:
         return bool(self._overlays)
 
     def merge(self, findings: list[Finding]) -> list[Finding]:
-        merged: dict[tuple[Any, ...], tuple[Finding, list[str]]] = {}
-        out: list[Finding | tuple[Any, ...]] = []
-        for finding in findings:
+        return [finding for finding, _ in self.merge_pairs([(finding, "") for finding in findings])]
+
+    def merge_pairs(self, items: list[tuple[Finding, str]]) -> list[tuple[Finding, str]]:
+        """Findings (with what goes with them: a suppressed finding's reason) merged: one per
+        rule, field and message of a traced base object, naming the overlays it came from."""
+        merged: dict[tuple[Any, ...], tuple[Finding, str, list[str]]] = {}
+        out: list[tuple[Finding, str] | tuple[Any, ...]] = []
+        for finding, extra in items:
             overlays = self._overlays.get((finding.file or "", finding.doc_index or 0, str(finding.object)))
             if not overlays:
-                out.append(finding)
+                out.append((finding, extra))
                 continue
             key = (finding.rule_id, finding.severity, finding.file, finding.line, finding.column,
-                   finding.path, finding.container, finding.message)  # fmt: skip
+                   finding.path, finding.container, finding.message, extra)  # fmt: skip
             if key in merged:
-                names = merged[key][1]
+                names = merged[key][2]
                 names.extend(name for name in overlays if name not in names)
             else:
-                merged[key] = (finding, list(overlays))
+                merged[key] = (finding, extra, list(overlays))
                 out.append(key)
-        result = []
+        result: list[tuple[Finding, str]] = []
         for item in out:
-            if isinstance(item, Finding):
-                result.append(item)
+            if item in merged:
+                finding, extra, names = merged[item]
+                note = f" (as rendered by {', '.join(names)})"
+                result.append((replace(finding, message=finding.message + note), extra))
             else:
-                finding, names = merged[item]
-                result.append(
-                    replace(finding, message=f"{finding.message} (as rendered by {', '.join(names)})")
-                )
+                result.append(item)
         return result

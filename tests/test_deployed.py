@@ -351,3 +351,22 @@ def test_pre_commit_reports_a_changed_template_and_a_changed_base(
         r"^apps/base/deployment\.yaml:\d+:\d+: GP102 .*as rendered by apps/overlays/dev", output, re.M
     ), output
     assert "apps/overlays/prod/gpus.yaml" not in output
+
+
+# -- suppression comments in the files a person edits ----------------------------------------------
+
+IGNORE = "          # gpupolicy: ignore GP701 -- pulled through the registry mirror, which pins\n"
+
+
+def test_an_ignore_comment_in_a_template_or_a_base_suppresses_there(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for path in (repo / "charts/trainer/templates/deployment.yaml", repo / "apps/base/deployment.yaml"):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace("          image:", IGNORE + "          image:", 1), encoding="utf-8")
+    main(["lint", "--no-repo-policy", "--format", "json", "."])
+    report = json.loads(capsys.readouterr().out)
+    assert not where(report["findings"], "GP701")
+    assert not where(report["findings"], "GP011")  # the base's comment is one comment, used
+    suppressed = sorted(item["file"] for item in report["suppressed"] if item["rule"] == "GP701")
+    assert suppressed == ["apps/base/deployment.yaml", "charts/trainer/templates/deployment.yaml"]
