@@ -359,6 +359,7 @@ def _trace_kustomization(
     roots = _trusted_roots(folder)
     focus = {Path(file).resolve() for file in part.focus}
     patches = [patch for patch in reach(folder, limits).patches if patch.file in focus] if focus else []
+    names = {patch.file: _patched_names(patch.file, limits) for patch in patches}
     pairs: list[tuple[Resource, Path | None]] = []
     for resource in loaded.resources:
         metadata = strip_build_metadata(resource)
@@ -369,7 +370,7 @@ def _trace_kustomization(
                 origin = candidate
         patched_in = {Path(os.path.normpath(wrapper / item)) for item in metadata.patched_in}
         patch = next(
-            (patch for patch in patches if _patches_object(patch, resource, patched_in, limits)), None
+            (patch for patch in patches if _patches_object(patch, resource, patched_in, names)), None
         )
         pairs.append((resource, patch.file if patch is not None else origin))
     shown = display_path(folder)
@@ -381,7 +382,17 @@ def _trace_kustomization(
             session.overlays.note(resource, shown)
 
 
-def _patches_object(patch: Patch, resource: Resource, patched_in: set[Path], limits: LoadLimits) -> bool:
+def _patched_names(file: Path, limits: LoadLimits) -> list[tuple[str, str]]:
+    """The kinds and names of a strategic-merge patch file's documents."""
+    text, _problem = _read(file, str(file))
+    if text is None:
+        return []
+    return [(doc.kind, doc.name) for doc in parse_text(text, str(file), limits=limits).resources]
+
+
+def _patches_object(
+    patch: Patch, resource: Resource, patched_in: set[Path], names: dict[Path, list[tuple[str, str]]]
+) -> bool:
     """Whether `patch` changed the object: its kustomization patched it, and the patch's target
     (or, for a strategic-merge patch, one of its documents) names the object's kind and name
     (contained in the rendered name: overlays add prefixes and suffixes)."""
@@ -390,11 +401,7 @@ def _patches_object(patch: Patch, resource: Resource, patched_in: set[Path], lim
     if patch.target:
         kind, name = patch.target.get("kind"), patch.target.get("name")
         return (kind is None or kind == resource.kind) and (name is None or name in resource.name)
-    text, _problem = _read(patch.file, str(patch.file))
-    if text is None:
-        return False
-    documents = parse_text(text, str(patch.file), limits=limits).resources
-    return any(doc.kind == resource.kind and doc.name and doc.name in resource.name for doc in documents)
+    return any(kind == resource.kind and name and name in resource.name for kind, name in names[patch.file])
 
 
 def _trusted_roots(folder: Path) -> list[Path]:

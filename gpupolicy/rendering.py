@@ -21,6 +21,7 @@ object's `kind:`, else line 1.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,7 @@ class SourceText:
 
     lines: list[str]
     starts: list[int]  # 0-based index of the first line of each document
+    kinds: dict[str, list[int]] | None = None  # the lines of each `kind:` value, read on first use
 
     @classmethod
     def read(cls, path: Path) -> SourceText:
@@ -60,23 +62,19 @@ class SourceText:
 
     def kind_lines(self, kind: str) -> list[int]:
         """0-based lines that read `kind: <kind>` (quoted or not) at any indentation."""
-        wanted = {kind, f'"{kind}"', f"'{kind}'"}
-        found = []
-        for index, line in enumerate(self.lines):
-            key, sep, value = line.strip().partition(":")
-            if sep and key == "kind" and value.split("#", 1)[0].strip() in wanted:
-                found.append(index)
-        return found
+        if self.kinds is None:
+            self.kinds = {}
+            for index, line in enumerate(self.lines):
+                key, sep, value = line.strip().partition(":")
+                if sep and key == "kind":
+                    self.kinds.setdefault(value.split("#", 1)[0].strip().strip("'\""), []).append(index)
+        return self.kinds.get(kind, [])
 
     def document_span(self, line: int) -> tuple[int, int]:
         """The lines [start, stop) of the document holding `line`."""
-        start, stop = 0, len(self.lines)
-        for begin in self.starts:
-            if begin <= line:
-                start = begin
-            else:
-                stop = begin - 1
-                break
+        index = bisect.bisect_right(self.starts, line) - 1
+        start = self.starts[max(index, 0)]
+        stop = self.starts[index + 1] - 1 if index + 1 < len(self.starts) else len(self.lines)
         return start, stop
 
     def key_position(self, key: str, start: int, stop: int) -> tuple[int, int] | None:
@@ -231,7 +229,7 @@ def helm_directives(
     texts = SourceTexts()
     moved = []
     for directive in directives:
-        source = next((name for at, name in reversed(comments) if at < directive.line), None)
+        source = _source_above(comments, directive.line)
         path = helm_template_file(chart, source) if source else None
         line = rendered[directive.line - 1] if 0 < directive.line <= len(rendered) else ""
         comment = line[directive.column - 1 :].strip()
@@ -255,15 +253,23 @@ def source_directives(paths: Iterable[Path], display: Callable[[Path], str]) -> 
     return found
 
 
+def _source_above(comments: Sequence[tuple[int, str]], line: int) -> str | None:
+    """The path of the last `# Source:` comment above `line` (comments in line order)."""
+    index = bisect.bisect_left(comments, (line, "")) - 1
+    return comments[index][1] if index >= 0 else None
+
+
 def helm_origins(loaded: LoadedText, text: str, chart: Path) -> list[tuple[Resource, Path | None]]:
     """Each rendered object with the template file of the last `# Source:` comment above it."""
     comments = helm_sources(text)
+    files: dict[str, Path | None] = {}
     pairs: list[tuple[Resource, Path | None]] = []
     for resource in loaded.resources:
         start = resource.position(())
-        line = start[0] if start else 0
-        source = next((name for at, name in reversed(comments) if at < line), None)
-        pairs.append((resource, helm_template_file(chart, source) if source else None))
+        source = _source_above(comments, start[0] if start else 0)
+        if source is not None and source not in files:
+            files[source] = helm_template_file(chart, source)
+        pairs.append((resource, files.get(source) if source is not None else None))
     return pairs
 
 

@@ -22,6 +22,7 @@ import yaml
 from gpupolicy.cli import main
 from gpupolicy.inputs import RenderSession, iter_sources, sources_with_context
 from gpupolicy.policy import default_policy
+from gpupolicy.rendering import Origin, SourceText, helm_template_file
 from tests.test_precommit import PRE_COMMIT, git, hook_config, run
 from tests.test_streaming import assert_streams_the_same
 
@@ -370,3 +371,34 @@ def test_an_ignore_comment_in_a_template_or_a_base_suppresses_there(
     assert not where(report["findings"], "GP011")  # the base's comment is one comment, used
     suppressed = sorted(item["file"] for item in report["suppressed"] if item["rule"] == "GP701")
     assert suppressed == ["apps/base/deployment.yaml", "charts/trainer/templates/deployment.yaml"]
+
+
+# -- tracing, on its own ---------------------------------------------------------------------------
+
+
+def test_a_source_comment_names_a_file_inside_the_chart_only(tmp_path: Path) -> None:
+    chart = tmp_path / "chart"
+    write(chart / "templates" / "a.yaml", "kind: ConfigMap\n")
+    write(tmp_path / "secret.yaml", "kind: Secret\n")
+    assert (
+        helm_template_file(chart, "any-name/templates/a.yaml") == (chart / "templates" / "a.yaml").resolve()
+    )
+    assert helm_template_file(chart, "any-name/../secret.yaml") is None  # leaves the chart
+    assert helm_template_file(chart, "any-name/charts/sub-0.1.0.tgz/templates/x.yaml") is None  # packaged
+    assert helm_template_file(chart, "no-slash") is None
+
+
+def test_a_field_is_found_by_its_keys_and_falls_back_to_the_kind_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    write(path, "# a comment\n---\n" + DEPLOYMENT_TEMPLATE)
+    text = SourceText.read(path)
+    origin = Origin("t.yaml", text, text.kind_lines("Deployment")[0])
+    offset = 2  # the comment and the document marker
+    containers = ("spec", "template", "spec", "containers", 0)
+    assert origin.position((*containers, "image")) == (offset + line_of(DEPLOYMENT_TEMPLATE, "image:"), 11)
+    limits = (*containers, "resources", "limits")
+    assert origin.position((*limits, "nvidia.com/gpu"))[0] == offset + line_of(DEPLOYMENT_TEMPLATE, "gpu: {{")
+    # a key the template does not hold (Helm writes it): the nearest key above it that it holds
+    assert origin.position((*limits, "amd.com/gpu"))[0] == offset + line_of(DEPLOYMENT_TEMPLATE, "limits:")
+    assert origin.position(())[0] == offset + 2  # kind: Deployment
+    assert Origin("t.yaml", text, None).position(("nothing",)) == (1, 1)
