@@ -37,6 +37,7 @@ from gpupolicy.kustomizations import (
     kustomization_file,
     reach,
     remote_reference,
+    resolved,
 )
 from gpupolicy.rendering import (
     OverlayFindings,
@@ -357,7 +358,7 @@ def _trace_kustomization(
     loaded: LoadedText, folder: Path, wrapper: Path, part: Part, session: RenderSession, limits: LoadLimits
 ) -> None:
     roots = _trusted_roots(folder)
-    focus = {Path(file).resolve() for file in part.focus}
+    focus = {resolved(Path(file)) for file in part.focus} - {None}
     patches = [patch for patch in reach(folder, limits).patches if patch.file in focus] if focus else []
     names = {patch.file: _patched_names(patch.file, limits) for patch in patches}
     pairs: list[tuple[Resource, Path | None]] = []
@@ -592,7 +593,7 @@ def iter_sources(
             yield from _problem_sources(unreadable)
             if item.is_dir() and not is_chart(item) and item not in tops:
                 continue  # a base of another kustomization here: linted through it
-            if not item.is_dir() and item.resolve() in read:
+            if read and not item.is_dir() and resolved(item) in read:
                 continue  # a resource of a kustomization here: linted as it renders it
             yield Source(display_path(item), path=item, allow_remote=allow_remote, session=session)
         yield from _problem_sources(unreadable)
@@ -626,7 +627,8 @@ def _add_to_group(groups: dict[Path, set[str] | None], folder: Path, file: str |
 def chart_of(path: Path) -> Path | None:
     """The chart a file belongs to: its nearest folder above that is a chart, or the chart whose
     `charts/` folder holds that one (a subchart is rendered with its parent's values)."""
-    chart = next((folder for folder in path.resolve().parents if is_chart(folder)), None)
+    real = resolved(path)
+    chart = next((folder for folder in real.parents if is_chart(folder)), None) if real else None
     while chart is not None and chart.parent.name == "charts" and is_chart(chart.parent.parent):
         chart = chart.parent.parent
     return chart
@@ -662,12 +664,12 @@ def _rendering_units(
             return []
     if not inside(path, [root]):
         return []
-    resolved = path.resolve()
+    real = path.resolve()
     whole = path.name in KUSTOMIZATION_FILES
     units: list[tuple[Path, str | None]] = [
         (_as_given(folder, path), None if whole else display_path(path))
         for folder, reached in session.top_kustomizations(root, exclude)
-        if resolved in reached.files or any(patch.file == resolved for patch in reached.patches)
+        if real in reached.files or any(patch.file == real for patch in reached.patches)
     ]
     if whole and not units:  # a kustomization no walk below the root found: rendered on its own
         units.append((path.parent, None))

@@ -209,6 +209,14 @@ class Reach:
     patches: list[Patch]
 
 
+def resolved(path: Path) -> Path | None:
+    """The path with symlinks resolved; None for a symlink loop (RuntimeError in Python 3.11)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
 def kustomization_file(folder: Path) -> Path | None:
     return _kustomization_file(folder)
 
@@ -221,9 +229,9 @@ def direct_folders(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> list[Pa
     return [
         target
         for entry in _entries(found.obj)
-        if entry.target and not looks_remote(entry.value)
-        for target in [(folder / entry.value.strip()).resolve()]
-        if target.is_dir()
+        if entry.target and not looks_remote(entry.value) and (folder / entry.value.strip()).is_dir()
+        for target in [resolved(folder / entry.value.strip())]
+        if target is not None
     ]
 
 
@@ -246,7 +254,9 @@ def reach(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> Reach:
             value = entry.value.strip()
             if looks_remote(value):
                 continue
-            target = (current / value).resolve()
+            target = resolved(current / value)
+            if target is None:
+                continue
             if target.is_dir() and entry.target:
                 pending.append(target)
             elif target.is_file():
@@ -269,7 +279,10 @@ def _patches(obj: dict[str, Any], folder: Path, own: Path | None) -> Iterator[Pa
                 for key in ("kind", "name")
                 if isinstance(raw_target, dict) and isinstance(raw_target.get(key), str)
             }
-            yield Patch((folder / path.strip()).resolve(), own.resolve(), target)
+            file = resolved(folder / path.strip())
+            if file is not None:
+                yield Patch(file, own.resolve(), target)
     for entry in _strings(obj.get("patchesStrategicMerge"), ("patchesStrategicMerge",), target=False):
-        if not looks_remote(entry.value):
-            yield Patch((folder / entry.value.strip()).resolve(), own.resolve(), {})
+        file = None if looks_remote(entry.value) else resolved(folder / entry.value.strip())
+        if file is not None:
+            yield Patch(file, own.resolve(), {})

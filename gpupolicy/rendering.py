@@ -331,11 +331,14 @@ def strip_build_metadata(resource: Resource) -> BuildMetadata:
 
 
 def inside(path: Path, roots: Iterable[Path]) -> bool:
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError in Python 3.11)
+        return False
     for root in roots:
         try:
             resolved.relative_to(root.resolve())
-        except ValueError:
+        except (ValueError, OSError, RuntimeError):
             continue
         return True
     return False

@@ -402,3 +402,27 @@ def test_a_field_is_found_by_its_keys_and_falls_back_to_the_kind_line(tmp_path: 
     assert origin.position((*limits, "amd.com/gpu"))[0] == offset + line_of(DEPLOYMENT_TEMPLATE, "limits:")
     assert origin.position(())[0] == offset + 2  # kind: Deployment
     assert Origin("t.yaml", text, None).position(("nothing",)) == (1, 1)
+
+
+def test_a_symlink_loop_named_by_a_kustomization_or_beside_a_chart_is_no_crash(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / "apps" / "base" / "loop-a.yaml").symlink_to(repo / "apps" / "base" / "loop-b.yaml")
+    (repo / "apps" / "base" / "loop-b.yaml").symlink_to(repo / "apps" / "base" / "loop-a.yaml")
+    write(repo / "apps" / "base" / "kustomization.yaml", "resources:\n  - deployment.yaml\n  - loop-a.yaml\n")
+    (repo / "charts" / "trainer" / "values-loop.yaml").symlink_to(
+        repo / "charts" / "trainer" / "values-loop.yaml"
+    )
+    main(
+        [
+            "lint",
+            "--no-repo-policy",
+            "--context-root",
+            ".",
+            "apps/base/loop-a.yaml",
+            "charts/trainer/values-loop.yaml",
+        ]
+    )
+    main(["lint", "--no-repo-policy", "."])
+    out = capsys.readouterr().out
+    assert "kubectl kustomize apps/overlays/dev failed" in out  # kustomize's own error, once per overlay
