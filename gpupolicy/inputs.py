@@ -343,14 +343,18 @@ def load_kustomization(
             output = _run(["kubectl", "kustomize", wrapper], shown, command)
             if isinstance(output, str):
                 return f"{wrapper}\n{output}"  # origins are relative to the wrapper folder
-            return replace(output, message=output.message.replace(wrapper, shown))
+        # A kustomize older than buildMetadata (v4.5), or an error of the overlay itself: the
+        # overlay rendered as it is, untraced, or kustomize's own error about it.
+        output = _run(["kubectl", "kustomize", str(folder)], shown, command)
+        return f"\n{output}" if isinstance(output, str) else output
 
     output = session.render(("kustomize", str(folder.resolve())), run)
     if isinstance(output, LoadProblem):
         return LoadedText(problems=[output])
     wrapper, _, text = output.partition("\n")
     loaded = load_text(text, shown, rendered_from="kustomize", limits=limits)
-    _trace_kustomization(loaded, folder, Path(wrapper), part, session, limits)
+    if wrapper:
+        _trace_kustomization(loaded, folder, Path(wrapper), part, session, limits)
     return _keep(loaded, part)
 
 

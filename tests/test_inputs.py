@@ -474,6 +474,27 @@ def test_without_no_remote_kubectl_renders_remote_bases(recording_kubectl: Path)
     assert loaded.problems == [] and called(recording_kubectl) == ["kustomize", "app"]
 
 
+def test_a_kubectl_without_build_metadata_still_renders_the_overlay_untraced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kustomize before v4.5 refuses `buildMetadata` (the wrapper that traces objects to their
+    files): the overlay is then rendered as it is, findings naming its folder."""
+    folder = tmp_path / "old-bin"
+    write(
+        folder / "kubectl",
+        '#!/bin/sh\nif grep -q buildMetadata "$2/kustomization.yaml"; then\n'
+        '  echo "Error: json: unknown field \\"buildMetadata\\"" >&2; exit 1\nfi\n'
+        'printf "apiVersion: v1\\nkind: Namespace\\nmetadata:\\n  name: rendered\\n"\n',
+    )
+    (folder / "kubectl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    write(Path("app/kustomization.yaml"), "resources:\n  - ns.yaml\n")
+    loaded = load_paths(["app"])
+    assert loaded.problems == []
+    assert [(resource.name, resource.file) for resource in loaded.resources] == [("rendered", "app")]
+
+
 def test_lint_no_remote_reports_gp004_and_fails(
     recording_kubectl: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
