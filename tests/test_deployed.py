@@ -426,3 +426,20 @@ def test_a_symlink_loop_named_by_a_kustomization_or_beside_a_chart_is_no_crash(
     main(["lint", "--no-repo-policy", "."])
     out = capsys.readouterr().out
     assert "kubectl kustomize apps/overlays/dev failed" in out  # kustomize's own error, once per overlay
+
+
+def test_a_kustomization_or_chart_file_given_stands_for_the_whole_overlay_or_chart(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    findings = lint(capsys, "apps/overlays/prod/kustomization.yaml", "charts/trainer/Chart.yaml")
+    files = {finding["file"] for finding in findings}
+    assert files == {"apps/base/deployment.yaml", "charts/trainer/templates/deployment.yaml"}
+    assert {
+        finding["object"]["namespace"] for finding in findings if finding["file"].startswith("apps/")
+    } == {"prod"}
+    # a base's kustomization file: every overlay that uses the base
+    findings = lint(capsys, "apps/base/kustomization.yaml")
+    assert {finding["object"]["namespace"] for finding in findings if finding["rule"] == "GP106"} == {"dev"}
+    assert "(as rendered by apps/overlays/dev, apps/overlays/prod)" in " ".join(
+        f["message"] for f in findings
+    )
