@@ -77,16 +77,55 @@ class SourceText:
         stop = self.starts[index + 1] - 1 if index + 1 < len(self.starts) else len(self.lines)
         return start, stop
 
-    def key_position(self, key: str, start: int, stop: int) -> tuple[int, int] | None:
-        """0-based line and 1-based column of the first `key:` in lines [start, stop)."""
+    def key_position(self, key: str, start: int, stop: int, parent: int = -1) -> tuple[int, int] | None:
+        """0-based line and 1-based column of the first `key:` in lines [start, stop) inside the
+        block of a key at indentation `parent` (-1: the document): the search ends at a line
+        indented no deeper than it. The line at `start` may be a list item's `- key:` line."""
         candidates = (key, f'"{key}"', f"'{key}'")
         for index in range(start, stop):
             text = self.lines[index]
+            indent = _indentation(text)
+            if indent is None:
+                continue
+            if indent <= parent and index != start:
+                return None
             stripped = text.lstrip(" -")
             for candidate in candidates:
                 if stripped.startswith(candidate) and stripped[len(candidate) :].lstrip(" ").startswith(":"):
                     return index, len(text) - len(stripped) + 1
         return None
+
+    def item_position(self, number: int, start: int, stop: int, parent: int) -> tuple[int, int] | None:
+        """0-based line and 1-based column of the dash of item `number` of the list that is the
+        value of a key at indentation `parent` (its items may be indented as deep as the key)."""
+        dash: int | None = None
+        count = 0
+        for index in range(start, stop):
+            text = self.lines[index]
+            indent = _indentation(text)
+            if indent is None:
+                continue
+            is_item = text.lstrip(" ").startswith("-")
+            if indent < parent or (indent == parent and not is_item):
+                return None
+            if dash is None and is_item:
+                dash = indent
+            if is_item and indent == dash:
+                if count == number:
+                    return index, indent + 1
+                count += 1
+            elif dash is not None and indent < dash:
+                return None
+        return None
+
+
+def _indentation(text: str) -> int | None:
+    """Where a line's content starts; None for a line that holds no key (blank, a comment, or a
+    template action alone, which Helm may indent anywhere)."""
+    stripped = text.lstrip(" ")
+    if not stripped or stripped.startswith(("#", "{{")):
+        return None
+    return len(text) - len(stripped)
 
 
 @dataclass(slots=True)
@@ -104,14 +143,17 @@ class Origin:
         else:
             start, stop = self.text.document_span(self.anchor)
             found = (self.anchor, 1)
-        cursor = start
+        cursor, parent = start, -1
         for step in path:
-            if not isinstance(step, str):
-                continue  # list items are not counted: the next key is searched after the last one
-            position = self.text.key_position(step, cursor, stop)
+            if isinstance(step, str):
+                position = self.text.key_position(step, cursor, stop, parent)
+            else:
+                position = self.text.item_position(step, cursor, stop, parent)
             if position is None:
-                break
-            found, cursor = position, position[0] + 1
+                break  # the rest is written by a template action (or not in this file)
+            found = position
+            # A key's value starts after its line; an item's first key is on the dash's line.
+            cursor, parent = (position[0] + 1 if isinstance(step, str) else position[0]), position[1] - 1
         return found[0] + 1, found[1]
 
 

@@ -443,3 +443,42 @@ def test_a_kustomization_or_chart_file_given_stands_for_the_whole_overlay_or_cha
     assert "(as rendered by apps/overlays/dev, apps/overlays/prod)" in " ".join(
         f["message"] for f in findings
     )
+
+
+TWO_CONTAINERS = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: two
+spec:
+  containers:
+  - name: first
+    image: a:1
+  {{- if .Values.second }}
+  - name: second
+    image: b:1
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+  {{- end }}
+  volumes:
+    - name: resources
+"""
+
+
+def test_list_items_are_counted_and_a_key_is_searched_in_its_own_block(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    write(path, TWO_CONTAINERS)
+    text = SourceText.read(path)
+    origin = Origin("pod.yaml", text, text.kind_lines("Pod")[0])
+    containers = ("spec", "containers")
+    assert origin.position((*containers, 1, "image")) == (line_of(TWO_CONTAINERS, "image: b:1"), 5)
+    assert origin.position((*containers, 0, "image"))[0] == line_of(TWO_CONTAINERS, "image: a:1")
+    # the first container has no resources: its item, not the second container's resources
+    assert origin.position((*containers, 0, "resources", "limits"))[0] == line_of(
+        TWO_CONTAINERS, "- name: first"
+    )
+    assert origin.position((*containers, 1, "resources", "limits", "nvidia.com/gpu"))[0] == line_of(
+        TWO_CONTAINERS, "nvidia.com/gpu: 1"
+    )
+    assert origin.position((*containers, 2, "image"))[0] == line_of(TWO_CONTAINERS, "containers:")
