@@ -215,7 +215,7 @@ def run_lint(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from exc
 
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-    from gpupolicy.inputs import iter_sources, sources_with_context
+    from gpupolicy.inputs import RenderSession, iter_sources, rendered_context, sources_with_context
     from gpupolicy.streaming import lint
 
     exclude = [*policy.exclude, *args.exclude]
@@ -223,19 +223,28 @@ def run_lint(args: argparse.Namespace) -> int:
     since = _changed_since(args, anchor)
     if since is not None:
         context_root = context_root or since.root
+    session = RenderSession(helm_values=[str(item) for item in policy.get("helm.valuesFiles") or []])
     if context_root is None:
-        sources = list(iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote))
-        report = lint(sources, policy, limits=policy.limits)
+        sources = list(
+            iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote, session=session)
+        )
+        report = lint(sources, policy, context=rendered_context(sources) or None, limits=policy.limits)
     else:
         sources, context = sources_with_context(
-            args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote
+            args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote, session=session
         )
         report = lint(sources, policy, context=context, limits=policy.limits)
     if since is not None:
         from gpupolicy.changes import LintRun, restrict
 
         run = LintRun(
-            args.paths, context_root or since.root, policy, exclude, not args.no_remote, policy.limits
+            args.paths,
+            context_root or since.root,
+            policy,
+            exclude,
+            not args.no_remote,
+            policy.limits,
+            session=session,
         )
         report = _or_usage_error(lambda: restrict(report, since, run))
     if args.write_baseline is not None:

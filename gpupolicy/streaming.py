@@ -52,7 +52,7 @@ from gpupolicy.documents import (
 )
 from gpupolicy.engine import Context, Evaluation, Report, complete_kinds, evaluate
 from gpupolicy.experiments import EXPERIMENT_LABEL, arm_link
-from gpupolicy.inputs import Loaded, Source
+from gpupolicy.inputs import Loaded, Source, merge_overlay_findings
 from gpupolicy.inventory import Bundle, namespace_of
 from gpupolicy.pod_spec import as_list, as_mapping, workload_of
 from gpupolicy.policy import Policy
@@ -95,9 +95,11 @@ def lint(
     """Lint `sources`; `context` inputs are read only for what cross-object rules look up (pre-commit's
     repository) and never reported on. Streams when it can, else loads everything at once."""
     try:
-        return stream(sources, policy, context=context, limits=limits)
+        report = stream(sources, policy, context=context, limits=limits)
     except Fallback:
-        return lint_in_memory(sources, policy, context=context, limits=limits)
+        report = lint_in_memory(sources, policy, context=context, limits=limits)
+    merge_overlay_findings(report, sources)
+    return report
 
 
 def lint_in_memory(
