@@ -33,7 +33,7 @@ EXIT_CODES_HELP = (
 # Set to print the traceback of an internal error (for a bug report).
 DEBUG_ENV = "GPUPOLICY_DEBUG"
 # Subcommands that need the [webhook] extra (FastAPI, uvicorn, kubernetes, SQLAlchemy...).
-WEBHOOK_COMMANDS = frozenset({"serve", "provenance"})
+WEBHOOK_COMMANDS = frozenset({"serve", "provenance", "results"})
 
 
 class UsageError(Exception):
@@ -125,6 +125,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpupolicy.commands.serve",
     "gpupolicy.commands.experiment",
     "gpupolicy.commands.cluster",
+    "gpupolicy.commands.results",
 )
 
 
