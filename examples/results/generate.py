@@ -8,7 +8,7 @@ time to first token that grows with the batch, inter-token gaps around a per-req
 speed, a few failed requests. Deterministic: each run has its own seeded random.Random, so
 running this again writes the same files.
 
-    python examples/results/generate.py   # writes examples/results/day29/*.json
+    python examples/results/generate.py [FOLDER]   # writes FOLDER (default examples/results/day29)/*.json
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -87,7 +88,7 @@ def one_run(arm: str, repeat: int) -> dict[str, object]:
 
 
 def main() -> None:
-    folder = HERE / "day29"
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "day29"
     folder.mkdir(exist_ok=True)
     for arm in ARMS:
         for repeat in (1, 2, 3):
