@@ -48,7 +48,12 @@ def _positive(text: str) -> float:
 
 
 def _price(text: str) -> float:
-    value = _positive(text) if text.strip() not in ("0", "0.0") else 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be zero or a positive number")
     return value
 
 
@@ -120,15 +125,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _config_from_file(path: Path, name: str) -> ExperimentConfig:
+    """The experiment ConfigMap `name` from FILE; its first schema error (not a warning such as
+    an unknown metric word) is a usage error on the key's line."""
     config = _experiment_config(name, _load(str(path)))
     if config is None:
         raise UsageError(f"{path}: no experiment ConfigMap named {name}")
-    for key, line, message in config.located_problems():
-        severity = next(
-            (p.severity for p in config.problems if p.key == key and p.message == message), "error"
-        )
-        if severity == "error":
-            raise UsageError(f"{path}:{line or 1}: {message}")
+    for problem in config.problems:
+        if problem.severity == "error":
+            position = config.resource.position(problem.path)
+            raise UsageError(f"{path}:{position[0] if position else 1}: {problem.message}")
     return config
 
 
@@ -238,7 +243,8 @@ def record_gpus(record: Any) -> float:
                 ) from None
         if template.get("resource_claims"):
             raise UsageError(f"{record.namespace}/{record.name} claims GPUs through DRA: pass --gpus")
-        total += per_pod * (template.get("replicas") or 1)
+        replicas = template.get("replicas")
+        total += per_pod * (1 if replicas is None else replicas)
     if total <= 0:
         raise UsageError(
             f"{record.namespace}/{record.name}: its provenance record shows no GPUs; pass --gpus"

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 
 from gpupolicy.results.metrics import METRIC_BY_NAME
-from gpupolicy.results.report import HEADLINE, Report, _describe, _header, _notes, fmt
+from gpupolicy.results.report import HEADLINE, Report, describe_treatment, fmt, header_lines, report_notes
 
 SLO_COLOUR = "#d62728"
 ARM_COLOURS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
@@ -201,10 +201,10 @@ td:first-child, th:first-child {{ text-align: left; }}
 
 def render_html(report: Report) -> str:
     escape = html.escape
-    header = "".join(f"<p>{escape(line)}</p>" for line in _header(report)[1:])
+    header = "".join(f"<p>{escape(line)}</p>" for line in header_lines(report)[1:])
     verdict_lines = []
     for treatment in report.treatments:
-        lines = _describe(treatment)
+        lines = describe_treatment(treatment)
         verdict_lines.append(f'<p class="verdict">{escape(lines[0])}</p>')
         verdict_lines.extend(f"<p>{escape(line.strip())}</p>" for line in lines[1:])
     rows = [
@@ -219,7 +219,7 @@ def render_html(report: Report) -> str:
     spreads = "".join(
         spread_plot(report, name) for name in HEADLINE if any(arm.metrics[name].values for arm in report.arms)
     )
-    notes = "".join(f"<p>note: {escape(note)}</p>" for note in _notes(report))
+    notes = "".join(f"<p>note: {escape(note)}</p>" for note in report_notes(report))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(report.experiment)}: experiment results</title><style>{_STYLE}</style></head><body>"

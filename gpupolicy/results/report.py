@@ -184,7 +184,7 @@ def _rows(report: Report) -> list[list[str]]:
     return rows
 
 
-def _describe(treatment: TreatmentVerdict) -> list[str]:
+def describe_treatment(treatment: TreatmentVerdict) -> list[str]:
     lines = [f"{treatment.arm}: {treatment.verdict}"]
     if treatment.improved:
         lines.append("  improved: " + ", ".join(_change(treatment, name) for name in treatment.improved))
@@ -200,7 +200,7 @@ def _change(treatment: TreatmentVerdict, name: str) -> str:
     return f"{label} {relative:+.1%}" if relative is not None else label
 
 
-def _header(report: Report) -> list[str]:
+def header_lines(report: Report) -> list[str]:
     slo = ", ".join(item.text() for item in report.slo.objectives) or "none (every successful request counts)"
     return [
         f"experiment: {report.experiment} ({report.config_source})",
@@ -210,7 +210,7 @@ def _header(report: Report) -> list[str]:
     ]
 
 
-def _notes(report: Report) -> list[str]:
+def report_notes(report: Report) -> list[str]:
     notes = [f"comparison broken: {message}" for _, message in report.comparability.problems]
     if report.comparability.unchecked:
         notes.append(
@@ -229,15 +229,15 @@ def _notes(report: Report) -> list[str]:
 def render_table(report: Report) -> str:
     rows = _rows(report)
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = [*_header(report), ""]
+    lines = [*header_lines(report), ""]
     for index, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(widths[column]) for column, cell in enumerate(row)).rstrip())
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
     lines.append("")
     for treatment in report.treatments:
-        lines.extend(_describe(treatment))
-    lines.extend(f"note: {note}" for note in _notes(report))
+        lines.extend(describe_treatment(treatment))
+    lines.extend(f"note: {note}" for note in report_notes(report))
     return "\n".join(lines) + "\n"
 
 
@@ -259,13 +259,13 @@ def render_markdown(report: Report) -> str:
         lines.append(line)
         lines.extend(f"  - {_md_escape(reason)}" for reason in treatment.reasons)
     lines.append("")
-    lines.extend(f"{_md_escape(line)}  " for line in _header(report)[1:])
+    lines.extend(f"{_md_escape(line)}  " for line in header_lines(report)[1:])
     lines.append("")
     rows = _rows(report)
     lines.append("| " + " | ".join(_md_escape(cell) for cell in rows[0]) + " |")
     lines.append("| --- |" + " ---: |" * (len(rows[0]) - 1))
     lines.extend("| " + " | ".join(_md_escape(cell) for cell in row) + " |" for row in rows[1:])
-    notes = _notes(report)
+    notes = report_notes(report)
     if notes:
         lines.append("")
         lines.extend(f"> {_md_escape(note)}" for note in notes)

@@ -297,3 +297,64 @@ def test_the_worked_example_as_the_docs_run_it(tmp_path: Path, monkeypatch: pyte
     assert main(["results", "report", "day29-experiment", "--slo", SLO, "-o", str(table), *db]) == 0
     docs = (REPO_ROOT / "docs" / "results.md").read_text()
     assert f"```\n{table.read_text()}```\n" in docs
+
+
+def test_ingest_usage_errors_name_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = ["--db", f"sqlite:///{tmp_path / 'r.db'}"]
+    run = [
+        str(EXAMPLE / "control-1.json"),
+        "--experiment",
+        "day29-experiment",
+        "--arm",
+        "control",
+        "--repeat",
+        "1",
+    ]
+    bad_config = tmp_path / "exp.yaml"
+    bad_config.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: day29-experiment}\n"
+        "data:\n  change: x\n  fixed: image\n  metrics: P95\n  repeats: three\n",
+        encoding="utf-8",
+    )
+    cases = [
+        (["--gpus", "1", "--config", str(bad_config)], f"{bad_config}:8: data.repeats"),
+        (["--workload", "vllm"], "--workload vllm: expected NAMESPACE/NAME"),
+        (["--workload", "ai-lab/none"], "no provenance record of ai-lab/none in the database"),
+        (
+            [
+                "--gpus",
+                "1",
+                "--node-pool",
+                "mi300x",
+                "--policy",
+                str(REPO_ROOT / "examples" / "cluster" / "policy.yaml"),
+            ],
+            "--node-pool mi300x: the pool has no pricePerGpuHour",
+        ),
+        (["--gpus", "1", "--node-pool", "tpu"], "--node-pool tpu: no such pool"),
+    ]
+    for extra, message in cases:
+        assert main(["results", "ingest", *run, *extra, *db]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("gpupolicy: ") and message in err and err.count("\n") == 1, err
+
+
+def test_gpus_from_a_record_are_gpus_per_pod_times_replicas() -> None:
+    from types import SimpleNamespace
+
+    from gpupolicy.cli import UsageError
+    from gpupolicy.commands.results import record_gpus
+
+    def record(*templates: dict[str, Any]) -> Any:
+        return SimpleNamespace(namespace="ai-lab", name="llm", gpu=list(templates))
+
+    def device(limit: str | None, request: str | None = None, kind: str = "device") -> dict[str, Any]:
+        return {"resource": "nvidia.com/gpu", "kind": kind, "limit": limit, "request": request}
+
+    leader = {"replicas": 1, "resources": [device("4")]}
+    workers = {"replicas": 3, "resources": [device("2"), device(None, "1")]}
+    assert record_gpus(record(leader, workers)) == 4 + 3 * 3
+    with pytest.raises(UsageError, match="uses shared GPU resource nvidia.com/gpu: pass --gpus"):
+        record_gpus(record({"replicas": 1, "resources": [device("1", kind="shared")]}))
+    with pytest.raises(UsageError, match="shows no GPUs"):
+        record_gpus(record({"replicas": 0, "resources": [device("1")]}))
