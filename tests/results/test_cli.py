@@ -354,7 +354,7 @@ def test_gpus_from_a_record_are_gpus_per_pod_times_replicas() -> None:
     leader = {"replicas": 1, "resources": [device("4")]}
     workers = {"replicas": 3, "resources": [device("2"), device(None, "1")]}
     assert record_gpus(record(leader, workers)) == 4 + 3 * 3
-    with pytest.raises(UsageError, match="uses shared GPU resource nvidia.com/gpu: pass --gpus"):
+    with pytest.raises(UsageError, match=r"uses shared GPU resource nvidia\.com/gpu: pass --gpus"):
         record_gpus(record({"replicas": 1, "resources": [device("1", kind="shared")]}))
     with pytest.raises(UsageError, match="shows no GPUs"):
         record_gpus(record({"replicas": 0, "resources": [device("1")]}))
