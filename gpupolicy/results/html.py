@@ -183,7 +183,7 @@ def spread_plot(report: Report, name: str) -> str:
 
 
 _STYLE = f"""
-body {{ font: 13px/1.4 system-ui, sans-serif; margin: 0; color: #222222; background: #ffffff; }}
+body {{ font: 13px/1.4 system-ui, "Noto Sans CJK TC", "PingFang TC", "Microsoft JhengHei", sans-serif; margin: 0; color: #222222; background: #ffffff; }}
 header {{ position: absolute; left: 16px; top: 8px; width: 1200px; height: 136px; overflow: hidden; }}
 header h1 {{ font-size: 18px; margin: 0 0 4px; }}
 header p {{ margin: 0; }}
