@@ -115,8 +115,8 @@ def save_run(
 ) -> None:
     """Store the run (and the config) in one transaction; DuplicateRun when the arm's repeat is
     there already and `replace` is false."""
-    store.ensure_schema()
     try:
+        store.ensure_schema()
         with store.engine.connect().execution_options(sqlite_immediate=True) as conn, conn.begin():
             key = (
                 result_runs.c.experiment == run.experiment,

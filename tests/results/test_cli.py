@@ -358,3 +358,12 @@ def test_gpus_from_a_record_are_gpus_per_pod_times_replicas() -> None:
         record_gpus(record({"replicas": 1, "resources": [device("1", kind="shared")]}))
     with pytest.raises(UsageError, match="shows no GPUs"):
         record_gpus(record({"replicas": 0, "resources": [device("1")]}))
+
+
+def test_an_unreachable_database_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    db = ["--db", "postgresql://postgres@127.0.0.1:9/none"]  # the discard port: nothing listens
+    run = [str(EXAMPLE / "control-1.json"), "--experiment", "day29-experiment", "--arm", "control"]
+    assert main(["results", "ingest", *run, "--repeat", "1", "--gpus", "1", *db]) == 2
+    assert capsys.readouterr().err.startswith("gpupolicy: provenance database unavailable: OperationalError")
+    assert main(["results", "report", "day29-experiment", *db]) == 2
+    assert capsys.readouterr().err.startswith("gpupolicy: provenance database unavailable")
