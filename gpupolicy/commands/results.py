@@ -138,14 +138,20 @@ def _config_from_file(path: Path, name: str) -> ExperimentConfig:
 
 
 def _config_from_store(store: Any, name: str) -> tuple[ExperimentConfig, str] | None:
-    from gpupolicy.results.store import load_config
+    """The ConfigMap as admitted with the experiment's arms (provenance records), else the one
+    `ingest --config` stored."""
+    from gpupolicy.results.store import admitted_config, load_config
 
-    stored = load_config(store, name)
-    if stored is None:
-        return None
-    return parse_experiment(
-        Resource(dict(stored.obj), file=stored.source, doc_index=0)
-    ), f"stored, from {stored.source}"
+    admitted = admitted_config(store, name)
+    if admitted is not None:
+        stored, when = admitted
+        source = f"admitted {when}, from {stored.source}"
+    else:
+        found = load_config(store, name)
+        if found is None:
+            return None
+        stored, source = found, f"stored, from {found.source}"
+    return parse_experiment(Resource(dict(stored.obj), file=stored.source, doc_index=0)), source
 
 
 # -- ingest --------------------------------------------------------------------------------------

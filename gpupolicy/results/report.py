@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpupolicy.experiments import CONTROL_ARM, ExperimentConfig
 from gpupolicy.results.metrics import METRIC_BY_NAME, METRICS, Kind, run_metrics
 from gpupolicy.results.slo import Slo
 from gpupolicy.results.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES
-from gpupolicy.results.store import StoredRun
 from gpupolicy.results.verdict import (
     RUN_SLO_METRIC,
     ArmSummary,
@@ -23,6 +22,9 @@ from gpupolicy.results.verdict import (
     summarise_arm,
     verdicts,
 )
+
+if TYPE_CHECKING:  # the store needs SQLAlchemy (the [webhook] extra), which the linter must not import
+    from gpupolicy.results.store import StoredRun
 
 REPORT_VERSION = 1
 FORMATS = ("table", "json", "markdown", "html")

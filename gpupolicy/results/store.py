@@ -171,6 +171,25 @@ def _read(store: ProvenanceStore, statement: Any) -> list[Any]:
         raise _unavailable(exc) from exc
 
 
+def admitted_config(store: ProvenanceStore, experiment: str) -> tuple[StoredConfig, str] | None:
+    """The experiment ConfigMap of the latest provenance record of one of its arms that carries
+    it (the webhook records it with each admitted arm), and that record's uid."""
+    latest: ProvenanceRecord | None = None
+    for record in store.iter_records(RecordFilter(experiment=experiment)):
+        if record.experiment_config is not None and record.status != STATUS_NEVER_PERSISTED:
+            latest = record
+    if latest is None or latest.experiment_config is None:
+        return None
+    snapshot = latest.experiment_config
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": snapshot.get("name"), "namespace": snapshot.get("namespace")},
+        "data": dict(snapshot.get("data") or {}),
+    }
+    return StoredConfig(experiment, f"provenance record {latest.uid}", obj), latest.time
+
+
 def workload_record(store: ProvenanceStore, namespace: str, name: str) -> ProvenanceRecord | None:
     """The latest record of the workload a person or GitOps tool applied (not the ReplicaSets
     and Pods its controller made, not one that was never persisted)."""

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpupolicy.experiments import CONTROL_ARM
 from gpupolicy.results.metrics import METRICS, Kind, Metric
 from gpupolicy.results.stats import Interval, bootstrap_mean_interval, mean
-from gpupolicy.results.store import StoredRun
+
+if TYPE_CHECKING:  # the store needs SQLAlchemy (the [webhook] extra), which the linter must not import
+    from gpupolicy.results.store import StoredRun
 
 IMPROVED, REGRESSED, TRADE_OFF, NO_CHANGE, INCONCLUSIVE = (
     "improved",

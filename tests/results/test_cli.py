@@ -44,10 +44,16 @@ def workload(
     return obj
 
 
-def admit(backend: Backend, policy: Policy, *objects: dict[str, Any]) -> None:
+def admit(
+    backend: Backend, policy: Policy, *objects: dict[str, Any], config: dict[str, Any] | None = None
+) -> None:
     with backend.open() as store:
         for obj in objects:
-            store.record(build_record(admission_request(obj), obj, report_for(obj, policy), policy))
+            store.record(
+                build_record(
+                    admission_request(obj), obj, report_for(obj, policy), policy, experiment_config=config
+                )
+            )
 
 
 def ingest(backend: Backend, *args: str) -> int:
@@ -367,3 +373,33 @@ def test_an_unreachable_database_is_exit_2(capsys: pytest.CaptureFixture[str]) -
     assert capsys.readouterr().err.startswith("gpupolicy: provenance database unavailable: OperationalError")
     assert main(["results", "report", "day29-experiment", *db]) == 2
     assert capsys.readouterr().err.startswith("gpupolicy: provenance database unavailable")
+
+
+def test_the_config_admitted_with_the_arms_comes_from_the_store(
+    backend: Backend, gpu_policy: Policy, tmp_path: Path
+) -> None:
+    import yaml
+
+    config = yaml.safe_load(SEED_CONFIG.read_text(encoding="utf-8"))
+    config["data"]["slo"] = "ttft_ms<=1500, tpot_ms<=60, p95_latency_ms<=6000"
+    admit(
+        backend,
+        gpu_policy,
+        workload("llm-control", "control", args=["--max-num-seqs", "64"]),
+        workload("llm-batch", "max-num-seqs-256", args=["--max-num-seqs", "256"]),
+        config=config,
+    )
+    for arm, name in (("control", "llm-control"), ("max-num-seqs-256", "llm-batch")):
+        for repeat in (1, 2, 3):
+            args = ["--experiment", "day29-experiment", "--arm", arm, "--repeat", str(repeat)]
+            assert (
+                ingest(backend, str(EXAMPLE / f"{arm}-{repeat}.json"), *args, "--workload", f"ai-lab/{name}")
+                == 0
+            )
+    code, document = report(backend, tmp_path)
+    assert code == 0
+    assert document["config"]["source"].startswith("admitted 2")
+    assert ", from provenance record " in document["config"]["source"]
+    assert document["slo"]["source"] == "config"
+    assert set(document["slo"]["per_request"]) == {"ttft_ms", "tpot_ms"}
+    assert document["treatments"][0]["verdict"] == "trade-off"
