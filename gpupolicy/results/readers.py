@@ -96,9 +96,17 @@ def _count(value: Any, file: str, where: str) -> int:
     return value
 
 
-def _load_json(path: Path, text: str) -> Any:
+def _loads(text: str) -> Any:
+    """json.loads, with nesting too deep for the parser (a RecursionError) as a decode error."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+
+
+def _load_json(path: Path, text: str) -> Any:
+    try:
+        return _loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsInputError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
 
@@ -185,7 +193,7 @@ def _has_content(output: Any) -> bool:
     if not payload or payload == "[DONE]":
         return False
     try:
-        event = json.loads(payload)
+        event = _loads(payload)
     except json.JSONDecodeError:
         return True  # a non-JSON body is text the server sent
     choices = event.get("choices") if isinstance(event, dict) else None
@@ -295,7 +303,7 @@ def read_k6(path: Path, text: str) -> RunData:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = _loads(line)
         except json.JSONDecodeError as exc:
             raise ResultsInputError(f"{file}:{number}:{exc.colno}: invalid JSON: {exc.msg}") from None
         if not isinstance(item, dict) or "type" not in item:
@@ -398,7 +406,7 @@ def read_jsonl(path: Path, text: str) -> RunData:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = _loads(line)
         except json.JSONDecodeError as exc:
             raise ResultsInputError(f"{file}:{number}:{exc.colno}: invalid JSON: {exc.msg}") from None
         if not isinstance(row, dict):
@@ -440,7 +448,7 @@ def detect_format(path: Path, text: str) -> str:
     if head == "{":
         first_line = text.lstrip().split("\n", 1)[0]
         try:
-            first = json.loads(first_line)
+            first = _loads(first_line)
         except json.JSONDecodeError:
             first = None
         if isinstance(first, dict) and first.get("type") in ("Metric", "Point"):
