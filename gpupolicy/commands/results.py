@@ -327,6 +327,8 @@ def _report(args: argparse.Namespace) -> int:
     from gpupolicy.results.stats import DEFAULT_SEED
     from gpupolicy.results.store import load_runs
 
+    if args.output is not None and not args.output.parent.is_dir():
+        raise UsageError(f"--output {args.output}: no directory {args.output.parent}")
     file_config = _config_from_file(args.config, args.experiment) if args.config is not None else None
     store = open_store_from_args(args)
     try:

@@ -265,6 +265,10 @@ def test_report_errors_are_one_line_exit_2(
     assert (
         main(["results", "report", "other-experiment", *db_args(backend), "--config", str(SEED_CONFIG)]) == 2
     )
+    capsys.readouterr()
+    output = tmp_path / "no" / "r.txt"
+    assert main(["results", "report", "day29-experiment", *db_args(backend), "-o", str(output)]) == 2
+    assert capsys.readouterr().err == f"gpupolicy: --output {output}: no directory {output.parent}\n"
 
 
 def test_the_worked_example_as_the_docs_run_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
