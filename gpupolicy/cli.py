@@ -37,7 +37,7 @@ EXIT_CODES_HELP = (
 DEBUG_ENV = "GPUPOLICY_DEBUG"
 T = TypeVar("T")
 # Subcommands that need the [webhook] extra (FastAPI, uvicorn, kubernetes, SQLAlchemy...).
-WEBHOOK_COMMANDS = frozenset({"serve", "provenance"})
+WEBHOOK_COMMANDS = frozenset({"serve", "provenance", "results"})
 
 
 class UsageError(Exception):
@@ -135,6 +135,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpupolicy.commands.serve",
     "gpupolicy.commands.experiment",
     "gpupolicy.commands.cluster",
+    "gpupolicy.commands.results",
 )
 
 
