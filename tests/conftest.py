@@ -47,11 +47,15 @@ def rule_ids(report: Report) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     """The test command provisions the real tools some tests need, as .ci/run does: Helm at
     .tools/helm (charts/install-helm.sh) and Microsoft's SARIF Multitool (npm ci in tests/sarif),
-    both from the npm registry, so a newcomer runs what CI runs. GPUPOLICY_TEST_NO_FETCH=1 turns
+    both from the npm registry, and Debian's Chromium (apt-get, when root), so a newcomer runs what
+    CI runs. GPUPOLICY_TEST_NO_FETCH=1 turns
     this off (the tests that need a missing tool then skip, saying so)."""
-    if os.environ.get("GPUPOLICY_TEST_NO_FETCH") == "1" or shutil.which("npm") is None:
+    if os.environ.get("GPUPOLICY_TEST_NO_FETCH") == "1":
         return
     if hasattr(config, "workerinput"):  # an xdist worker: the controller provisioned already
+        return
+    _provision_chromium()
+    if shutil.which("npm") is None:
         return
     helm = REPO / ".tools" / "helm"
     if not (helm.is_file() and os.access(helm, os.X_OK)) and shutil.which("helm") is None:
@@ -61,6 +65,27 @@ def pytest_configure(config: pytest.Config) -> None:
             ["npm", "ci", "--prefix", str(REPO / "tests" / "sarif"), "--no-audit", "--no-fund"],
             "SARIF Multitool",
         )
+
+
+def _provision_chromium() -> None:
+    """Debian's headless Chromium for tests/results/test_html.py, where the machine lets us install
+    it (root and apt-get, as on this project's machines and in CI)."""
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=900, check=False, env=environment
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"conftest: could not install chromium: {exc}", file=sys.stderr)
+            return
+        if done.returncode != 0:
+            print(f"conftest: could not install chromium: exit code {done.returncode}", file=sys.stderr)
+            return
 
 
 def _provision(command: list[str], what: str) -> None:
