@@ -268,16 +268,81 @@ def _located_errors(error: Any) -> list[tuple[tuple[str | int, ...], str]]:
 
 
 def find_repo_policy(start: Path) -> Path | None:
-    """Walk up from a linted path to the first `.gpupolicy.yaml`."""
-    here = start.resolve()
-    if here.is_file():
-        here = here.parent
-    for folder in (here, *here.parents):
-        for name in REPO_POLICY_NAMES:
-            candidate = folder / name
-            if candidate.is_file():
-                return candidate
+    """The nearest `.gpupolicy.yaml` (or `.yml`) above a linted path (a file, or a directory
+    itself), walking up no further than the top-level of the git work tree that holds it."""
+    return RepoPolicies().file_for(start)
+
+
+# The top-level of a git work tree holds `.git`: a directory, or a file in a linked worktree and a
+# submodule (https://git-scm.com/docs/gitrepository-layout). Tools that look for their settings
+# walking up stop there too (black's find_project_root, ruff's project root).
+GIT_MARKER = ".git"
+
+
+def _repo_policy_in(folder: Path) -> Path | None:
+    for name in REPO_POLICY_NAMES:
+        candidate = folder / name
+        if candidate.is_file():
+            return candidate
     return None
+
+
+class RepoPolicies:
+    """The policy of each linted path, for one run: the shipped default, the nearest `.gpupolicy.yaml`
+    above the path, and `extra` (`--policy`) merged over it; only `extra` with `use_repo_policies`
+    False (`--no-repo-policy`).
+
+    The nearest file wins, with no implicit merging of the files above it (as ruff and Prettier
+    find theirs): a nested policy that builds on its parent says `extends: ../.gpupolicy.yaml`.
+    The walk stops at the top-level of the git work tree (a policy above the repository is not
+    the repository's), or at the filesystem root outside one. Each folder is looked at once and
+    each policy file loaded once per run (both bounded by the folders of the run's inputs)."""
+
+    def __init__(self, *, extra: Iterable[Path] = (), use_repo_policies: bool = True) -> None:
+        self.extra = tuple(extra)
+        self.use_repo_policies = use_repo_policies
+        self._nearest: dict[Path, Path | None] = {}  # a folder (resolved) -> its nearest policy file
+        self._resolved: dict[Path, Path] = {}  # a folder as given -> resolved
+        self._policies: dict[Path | None, Policy] = {}
+
+    def file_for(self, path: Path) -> Path | None:
+        """The nearest policy file of a file, or of a directory linted as one unit (a Helm chart, a
+        kustomization) or walked (the directory itself may hold the policy)."""
+        if not self.use_repo_policies:
+            return None
+        folder = path if path.is_dir() else path.parent
+        resolved = self._resolved.get(folder)
+        if resolved is None:
+            resolved = self._resolved[folder] = folder.resolve()
+        return self._nearest_from(resolved)
+
+    def _nearest_from(self, folder: Path) -> Path | None:
+        walked: list[Path] = []
+        found: Path | None = None
+        here = folder
+        while True:
+            known = self._nearest.get(here, _ABSENT)
+            if known is not _ABSENT:
+                found = known
+                break
+            walked.append(here)
+            found = _repo_policy_in(here)
+            if found is not None or (here / GIT_MARKER).exists() or here.parent == here:
+                break
+            here = here.parent
+        for folder_walked in walked:
+            self._nearest[folder_walked] = found
+        return found
+
+    def policy_for(self, path: Path) -> Policy:
+        """The effective policy of `path` (raises PolicyError for a file that cannot be used)."""
+        return self.load(self.file_for(path))
+
+    def load(self, repo_policy: Path | None) -> Policy:
+        policy = self._policies.get(repo_policy)
+        if policy is None:
+            policy = self._policies[repo_policy] = load_policy(repo_policy=repo_policy, extra=self.extra)
+        return policy
 
 
 MAX_EXTENDS_DEPTH = 8

@@ -42,8 +42,9 @@ NETWORK_POLICIES = ClusterFact(
 
 
 def first_time(ctx: Context, key: Hashable) -> bool:
-    """True the first time `key` is seen in this evaluation."""
-    seen: set[Hashable] = ctx.memo("unknowns-said", set)
+    """True the first time `key` is seen in this run (`Context.said`: shared by the evaluations of
+    one lint run when its files fall under different policies)."""
+    seen = ctx.said
     if key in seen:
         return False
     seen.add(key)
