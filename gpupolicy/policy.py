@@ -345,6 +345,20 @@ class RepoPolicies:
         return policy
 
 
+def display_source(source: str) -> str:
+    """A policy source as reports name it: `<default>` for the shipped policy, a path relative to the
+    current directory where it lies below it (files found walking up are absolute)."""
+    path = Path(source)
+    if not path.is_absolute():
+        return source  # `<policy>`, `<cluster facts>`, a --policy path as given
+    if path == policies_dir().resolve() / "default.yaml":
+        return "<default>"
+    try:
+        return path.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return source
+
+
 MAX_EXTENDS_DEPTH = 8
 
 
