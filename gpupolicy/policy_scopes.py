@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding
-from gpupolicy.inputs import Source
+from gpupolicy.inputs import Source, is_excluded
 from gpupolicy.policy import Policy, RepoPolicies
 from gpupolicy.streaming import lint
 
@@ -46,11 +46,27 @@ def location_of(source: Source) -> Path:
 
 
 def scopes_of(sources: Sequence[Source], policies: RepoPolicies) -> list[PolicyScope]:
-    """The inputs grouped by their effective policy, groups in the order of their first input."""
+    """The inputs grouped by their effective policy, groups in the order of their first input.
+
+    The `exclude` globs of a `.gpupolicy.yaml` drop the inputs it governs that they match, relative
+    to its folder, so that they hold in every mode: for a nested policy when a folder above is
+    linted, and for the files pre-commit names (the walk of a linted directory has applied the lint
+    root's globs already, relative to that directory, and prunes excluded folders)."""
     grouped: dict[Path | None, list[int]] = {}
     for index, source in enumerate(sources):
         grouped.setdefault(policies.file_for(location_of(source)), []).append(index)
-    return [PolicyScope(policies.load(file), file, tuple(inputs)) for file, inputs in grouped.items()]
+    scopes = []
+    for file, inputs in grouped.items():
+        policy = policies.load(file)
+        if file is not None and policy.exclude:
+            inputs = [index for index in inputs if not _excluded(sources[index], file.parent, policy.exclude)]
+        if inputs:
+            scopes.append(PolicyScope(policy, file, tuple(inputs)))
+    return scopes
+
+
+def _excluded(source: Source, folder: Path, patterns: list[str]) -> bool:
+    return source.path is not None and is_excluded(source.path, folder, patterns)
 
 
 def lint_by_policy(
@@ -63,14 +79,16 @@ def lint_by_policy(
     """Lint every input under its nearest policy; `run_policy` (the lint root's) serves a run with no
     input. `context` inputs are read for cross-object rules only, as `streaming.lint` reads them."""
     scopes = scopes_of(sources, policies)
-    if len(scopes) <= 1:
-        policy = scopes[0].policy if scopes else run_policy
-        return lint(sources, policy, context=context, limits=policy.limits)
+    if not scopes:  # no input, or every input excluded
+        return lint([], run_policy, context=context, limits=run_policy.limits)
+    if len(scopes) == 1:  # the common case: one policy, one lint as before
+        (scope,) = scopes
+        chosen = sources if len(scope.inputs) == len(sources) else [sources[i] for i in scope.inputs]
+        return lint(chosen, scope.policy, context=context, limits=scope.policy.limits)
     said: set[Hashable] = set()  # "unknown" and once-per-namespace findings: once per run, not per group
     reports = []
     for scope in scopes:
-        members = set(scope.inputs)
-        others = [source for index, source in enumerate(sources) if index not in members]
+        others = [sources[index] for other in scopes if other is not scope for index in other.inputs]
         reports.append(
             lint(
                 [sources[index] for index in scope.inputs],

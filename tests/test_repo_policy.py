@@ -264,3 +264,19 @@ def test_the_nearest_policy_file_wins_and_the_walk_stops_at_the_git_top_level(tm
     assert str(top) not in policies.policy_for(manifest).sources
     assert policies.policy_for(manifest) is policies.policy_for(repo / "apps" / "other.yaml")  # loaded once
     assert RepoPolicies(use_repo_policies=False).file_for(manifest) is None
+
+
+def test_a_nested_policy_excludes_below_its_folder_in_every_mode(nested: Path) -> None:
+    write(nested / "team-a" / ".gpupolicy.yaml", TEAM_POLICY + "exclude: [generated/**]\n")
+    write(nested / "team-a" / "generated" / "z.yaml", job("generated"))
+    write(nested / "generated" / "w.yaml", job("outside"))  # not below team-a: linted
+    tree = json.loads(lint(nested.parent, "repo", fmt="json").stdout)
+    files = {finding["file"] for finding in tree["findings"]}
+    assert "repo/generated/w.yaml" in files and "repo/team-a/x.yaml" in files
+    assert "repo/team-a/generated/z.yaml" not in files
+    assert tree["summary"]["files"] == 5
+    # As pre-commit names it, with the repository as context: skipped too.
+    named = lint(nested.parent, "--context-root", "repo", "repo/team-a/generated/z.yaml")
+    assert named.stdout.splitlines()[-1].endswith("in 0 objects from 0 files"), named.stdout
+    # Named on its own, from its folder: its policy's globs still hold.
+    assert lint(nested / "team-a", "generated/z.yaml").stdout.splitlines()[-1].endswith("from 0 files")
