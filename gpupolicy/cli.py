@@ -53,7 +53,7 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default=[],
         type=Path,
         metavar="FILE",
-        help="a policy file merged over the default and the repository's .gpupolicy.yaml",
+        help="a policy file merged over the default and each file's nearest .gpupolicy.yaml",
     )
     lint.add_argument("--no-repo-policy", action="store_true", help="ignore .gpupolicy.yaml files")
     lint.add_argument(
