@@ -279,10 +279,19 @@ def find_repo_policy(start: Path) -> Path | None:
 GIT_MARKER = ".git"
 
 
+def _holds(test: Callable[[], bool]) -> bool:
+    """A test of the filesystem that may meet a folder it cannot enter (Path.is_file raises
+    PermissionError there): what cannot be seen is not there."""
+    try:
+        return test()
+    except OSError:
+        return False
+
+
 def _repo_policy_in(folder: Path) -> Path | None:
     for name in REPO_POLICY_NAMES:
         candidate = folder / name
-        if candidate.is_file():
+        if _holds(candidate.is_file):
             return candidate
     return None
 
@@ -310,10 +319,14 @@ class RepoPolicies:
         kustomization) or walked (the directory itself may hold the policy)."""
         if not self.use_repo_policies:
             return None
-        folder = path if path.is_dir() else path.parent
+        folder = path if _holds(path.is_dir) else path.parent
         resolved = self._resolved.get(folder)
         if resolved is None:
-            resolved = self._resolved[folder] = folder.resolve()
+            try:
+                resolved = folder.resolve()
+            except (OSError, RuntimeError):  # a symlink loop (RuntimeError in 3.11)
+                resolved = folder.absolute()
+            self._resolved[folder] = resolved
         return self._nearest_from(resolved)
 
     def _nearest_from(self, folder: Path) -> Path | None:
@@ -327,7 +340,7 @@ class RepoPolicies:
                 break
             walked.append(here)
             found = _repo_policy_in(here)
-            if found is not None or (here / GIT_MARKER).exists() or here.parent == here:
+            if found is not None or _holds((here / GIT_MARKER).exists) or here.parent == here:
                 break
             here = here.parent
         for folder_walked in walked:

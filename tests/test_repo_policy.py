@@ -280,3 +280,11 @@ def test_a_nested_policy_excludes_below_its_folder_in_every_mode(nested: Path) -
     assert named.stdout.splitlines()[-1].endswith("in 0 objects from 0 files"), named.stdout
     # Named on its own, from its folder: its policy's globs still hold.
     assert lint(nested / "team-a", "generated/z.yaml").stdout.splitlines()[-1].endswith("from 0 files")
+
+
+def test_a_path_through_a_symlink_loop_gets_the_policy_above_it(tmp_path: Path) -> None:
+    """The folder of a walked manifest-named link that leads nowhere (inputs yields it, for GP001)."""
+    (tmp_path / ".git").mkdir()
+    top = write(tmp_path / ".gpupolicy.yaml", "failOn: info\n")
+    (tmp_path / "loop").symlink_to("loop")
+    assert RepoPolicies().file_for(tmp_path / "loop" / "x.yaml") == top
