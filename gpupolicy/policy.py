@@ -274,8 +274,8 @@ def find_repo_policy(start: Path) -> Path | None:
 
 
 # The top-level of a git work tree holds `.git`: a directory, or a file in a linked worktree and a
-# submodule (https://git-scm.com/docs/gitrepository-layout). Tools that look for their settings
-# walking up stop there too (black's find_project_root, ruff's project root).
+# submodule (https://git-scm.com/docs/gitrepository-layout). black's find_project_root stops its
+# walk for settings there too.
 GIT_MARKER = ".git"
 
 
@@ -301,8 +301,9 @@ class RepoPolicies:
     above the path, and `extra` (`--policy`) merged over it; only `extra` with `use_repo_policies`
     False (`--no-repo-policy`).
 
-    The nearest file wins, with no implicit merging of the files above it (as ruff and Prettier
-    find theirs): a nested policy that builds on its parent says `extends: ../.gpupolicy.yaml`.
+    The nearest file wins, with no implicit merging of the files above it (as ruff finds its
+    settings: https://docs.astral.sh/ruff/configuration/#config-file-discovery): a nested policy
+    that builds on its parent says `extends: ../.gpupolicy.yaml`.
     The walk stops at the top-level of the git work tree (a policy above the repository is not
     the repository's), or at the filesystem root outside one. Each folder is looked at once and
     each policy file loaded once per run (both bounded by the folders of the run's inputs)."""

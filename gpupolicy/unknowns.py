@@ -1,6 +1,7 @@
 """Saying "unknown" once: when neither the policy nor the inventory holds a fact of the cluster
 (its GPU taints, its node pools, its PriorityClasses, its NetworkPolicies), a rule that needs it
-reports that as one info finding per missing fact and evaluation, naming how to supply the fact,
+reports that as one info finding per missing fact and evaluation (a lint run whose files fall
+under several policies shares one), naming how to supply the fact,
 never as an error and never silently. Given the fact, the rule works at full strength."""
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def first_time(ctx: Context, key: Hashable) -> bool:
 
 
 def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: str) -> Iterator[Violation]:
-    """One info finding per evaluation for a missing cluster fact (nothing once it has been said)."""
+    """One info finding per run for a missing cluster fact (nothing once it has been said)."""
     if first_time(ctx, ("cluster-fact", fact.what)):
         yield Violation(
             path,
