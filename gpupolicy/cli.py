@@ -1,7 +1,8 @@
 """The `gpupolicy` command. A thin shell: parse arguments, load, evaluate, print, pick the exit code.
 
-Exit codes: 0 clean; 1 findings at or above the failing severity; 2 usage errors, unreadable
-policy or input that could not be read at all (GP001), or an internal error in a rule.
+Exit codes (EXIT_CODES_HELP): 0 clean; 1 findings at or above the failing severity, input findings
+such as a YAML syntax error (GP001) included; 2 usage or configuration errors only; 3 an internal
+error (a rule that raised, a crash), so that CI can tell a broken manifest from a broken tool.
 """
 
 from __future__ import annotations
@@ -10,17 +11,31 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from gpupolicy import __version__
 from gpupolicy.findings import Severity
 from gpupolicy.runtime import paused_cyclic_gc
 
+if TYPE_CHECKING:
+    from gpupolicy.changes import Since
+
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_CODES_HELP = (
+    "exit codes: 0 nothing at or above the failing severity; 1 findings at or above it (input "
+    "findings such as a YAML syntax error, GP001, included); 2 usage or configuration errors (bad "
+    "arguments, a missing path, an unusable policy or baseline); 3 an internal error (a rule that "
+    "raised, a crash: the results are incomplete, please report it)"
+)
+# Set to print the traceback of an internal error (for a bug report).
+DEBUG_ENV = "GPUPOLICY_DEBUG"
+T = TypeVar("T")
 # Subcommands that need the [webhook] extra (FastAPI, uvicorn, kubernetes, SQLAlchemy...).
 WEBHOOK_COMMANDS = frozenset({"serve", "provenance"})
 
@@ -30,7 +45,11 @@ class UsageError(Exception):
 
 
 def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    lint = commands.add_parser("lint", help="lint manifests (files, directories, - for stdin)")
+    lint = commands.add_parser(
+        "lint",
+        help="lint manifests (files, directories, - for stdin)",
+        epilog=EXIT_CODES_HELP,
+    )
     lint.add_argument("paths", nargs="*", default=["."], metavar="PATH")
     lint.add_argument(
         "--format",
@@ -88,6 +107,12 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="FILE",
         help="write the current findings to FILE as the baseline, then exit 0",
     )
+    lint.add_argument(
+        "--changed-since",
+        metavar="REF",
+        help="report only on objects that are new or differ from the git revision REF (charts and "
+        "kustomizations compared as rendered), with the whole repository as context: for pull requests",
+    )
     context = lint.add_mutually_exclusive_group()
     context.add_argument(
         "--context-root",
@@ -117,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpupolicy",
         description="Policy linter and admission webhook for GPU workloads on Kubernetes.",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action="version", version=f"gpupolicy {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -177,6 +203,9 @@ def run_lint(args: argparse.Namespace) -> int:
             raise UsageError(f"{policy_file}: no such policy file")
     anchor = next((Path(raw) for raw in args.paths if raw != "-"), Path.cwd())
     context_root = _context_root(args, anchor)
+    since = _changed_since(args, anchor)
+    if since is not None:
+        context_root = context_root or since.root
     # Each input is judged under its nearest .gpupolicy.yaml (gpupolicy/policy_scopes.py); the lint
     # root's (the context root's, else the first path's) decides what is per run: failOn, exclude.
     policies = RepoPolicies(extra=args.policy, use_repo_policies=not args.no_repo_policy)
@@ -207,10 +236,23 @@ def run_lint(args: argparse.Namespace) -> int:
         report = lint_by_policy(sources, policies, policy, context=context)
     except PolicyError as exc:  # a nested .gpupolicy.yaml that cannot be used
         raise UsageError(str(exc)) from exc
+    if since is not None:
+        from gpupolicy.changes import LintRun, restrict
+
+        run = LintRun(
+            args.paths,
+            context_root or since.root,
+            policy,
+            exclude,
+            not args.no_remote,
+            policy.limits,
+            policies,
+        )
+        report = _or_usage_error(lambda: restrict(report, since, run))
     if args.write_baseline is not None:
         count = baselines.write(args.write_baseline, report)
         print(f"gpupolicy: wrote {count} findings to the baseline {args.write_baseline}", file=sys.stderr)
-        return EXIT_USAGE if report.errors else EXIT_CLEAN
+        return EXIT_INTERNAL if report.errors else EXIT_CLEAN
     if accepted is not None:
         baselines.apply(report, accepted)
     threshold = (
@@ -236,9 +278,29 @@ def run_lint(args: argparse.Namespace) -> int:
             f"gpupolicy: internal error in {error.rule_id} on {error.object}: {error.message}",
             file=sys.stderr,
         )
-    if report.errors or any(finding.rule_id == "GP001" for finding in report.findings):
-        return EXIT_USAGE
+    if report.errors:
+        return EXIT_INTERNAL
     return EXIT_FINDINGS if report.fails(threshold) else EXIT_CLEAN
+
+
+def _changed_since(args: argparse.Namespace, anchor: Path) -> Since | None:
+    """--changed-since REF, checked before anything is linted."""
+    if args.changed_since is None:
+        return None
+    if "-" in args.paths:
+        raise UsageError("--changed-since compares files with git: it cannot read stdin")
+    from gpupolicy.changes import Since
+
+    return _or_usage_error(lambda: Since.resolve(args.changed_since, anchor))
+
+
+def _or_usage_error(call: Callable[[], T]) -> T:
+    from gpupolicy.changes import ChangeError
+
+    try:
+        return call()
+    except ChangeError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
@@ -248,23 +310,10 @@ def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
         return Path(args.context_root)
     if not args.context_from_git:
         return None
-    import subprocess
+    from gpupolicy.changes import git_toplevel
 
     folder = anchor.resolve() if anchor.is_dir() else anchor.resolve().parent
-    try:
-        completed = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"--context-from-git: cannot run git: {exc}") from exc
-    if completed.returncode != 0:
-        raise UsageError(f"--context-from-git: {folder} is not inside a git work tree")
-    return Path(completed.stdout.strip())
+    return _or_usage_error(lambda: git_toplevel(folder, what="--context-from-git"))
 
 
 def run_rules(args: argparse.Namespace) -> int:
@@ -318,6 +367,21 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
         return EXIT_CLEAN
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug in gpupolicy, not in the input: say so, exit 3
+        return _internal_error(exc)
+
+
+def _internal_error(exc: Exception) -> int:
+    """One line for the user (a traceback only on request: it is for the bug report), exit 3."""
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exc()
+    else:
+        print(
+            f"gpupolicy: internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the "
+            "traceback; please report it)",
+            file=sys.stderr,
+        )
+    return EXIT_INTERNAL
 
 
 def _exit_now(code: int) -> NoReturn:

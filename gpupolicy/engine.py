@@ -327,6 +327,9 @@ class Report:
     # The policy files behind the findings (Policy.sources), in merge order; several policies'
     # files when the inputs had different nearest `.gpupolicy.yaml`s (gpupolicy/policy_scopes.py).
     policy_sources: tuple[str, ...] = ()
+    # --changed-since REF: the objects linted as context only, because they equal REF's (changes.py).
+    unchanged: int = 0
+    changed_since: str | None = None
 
     def counts(self) -> dict[Severity, int]:
         counts = dict.fromkeys(Severity, 0)

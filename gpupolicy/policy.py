@@ -314,12 +314,25 @@ class RepoPolicies:
         self._nearest: dict[Path, Path | None] = {}  # a folder (resolved) -> its nearest policy file
         self._resolved: dict[Path, Path] = {}  # a folder as given -> resolved
         self._policies: dict[Path | None, Policy] = {}
+        self._read_as: tuple[Path, Path] | None = None
+
+    def read_as(self, exported: Path, tree: Path) -> RepoPolicies:
+        """These policies for a copy of `tree` exported to `exported` (REF's tree, for lint
+        --changed-since): a path below `exported` gets the policy of the same path below `tree`."""
+        view = RepoPolicies(extra=self.extra, use_repo_policies=self.use_repo_policies)
+        view._policies = self._policies  # each file loaded once in the run
+        view._read_as = (exported, tree)
+        return view
 
     def file_for(self, path: Path) -> Path | None:
         """The nearest policy file of a file, or of a directory linted as one unit (a Helm chart, a
         kustomization) or walked (the directory itself may hold the policy)."""
         if not self.use_repo_policies:
             return None
+        if self._read_as is not None:
+            exported, tree = self._read_as
+            if path.is_relative_to(exported):
+                path = tree / path.relative_to(exported)
         folder = path if _holds(path.is_dir) else path.parent
         resolved = self._resolved.get(folder)
         if resolved is None:

@@ -70,6 +70,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "db-secret": {"provenance": {"db": {"existingSecret": "gpupolicy-db", "secretKey": "dsn"}}},
     "no-provenance": {"provenance": {"enabled": False}},
     "provenance-api": {"provenance": {"apiPort": 8444}},
+    "no-cluster-facts": {"clusterFacts": {"enabled": False}},
+    "slow-cluster-facts": {"clusterFacts": {"recomputeSeconds": 60}},
     "modes": {
         "mode": "warn",
         "namespaceModes": [{"namespaces": ["sandbox-*"], "mode": "audit"}],
@@ -189,6 +191,8 @@ def test_helm_template_renders(variant: str) -> None:
         ),
         ({"provenance": {"apiPort": 8443}}, "provenance.apiPort must not be the containerPort"),
         ({"provenance": {"apiPort": 70000}}, "apiPort"),
+        ({"clusterFacts": {"recomputeSeconds": -1}}, "recomputeSeconds"),
+        ({"clusterFacts": {"enable": False}}, "enable"),
     ],
 )
 def test_bad_values_are_refused(values: dict[str, Any], message: str, tmp_path: Path) -> None:
@@ -535,6 +539,10 @@ def test_container_args_are_gpupolicy_serve_flags(variant: str) -> None:
     assert parsed.provenance_api_port == provenance.get("apiPort")
     assert parsed.provenance_api_host == "127.0.0.1"
     assert ("--db-timeout=2" in args) is not parsed.no_provenance
+    facts = {"enabled": True, "recomputeSeconds": 10, **VARIANTS[variant].get("clusterFacts", {})}
+    assert parsed.no_cluster_facts is not facts["enabled"]
+    if facts["enabled"]:
+        assert parsed.cluster_facts_seconds == facts["recomputeSeconds"]
     env = {e["name"]: e for e in container(docs).get("env", [])}
     # The database URL holds a password: from the Secret through the environment, never an argument.
     assert parsed.db is None and parsed.db_url_file is None

@@ -129,11 +129,12 @@ def test_policy_with_typo_names_key_file_and_line(work: Path) -> None:
     assert "did you mean 'severity'?" in result.stderr
 
 
-def test_yaml_syntax_error_exits_2_with_finding(work: Path) -> None:
+def test_yaml_syntax_error_is_a_finding_and_exits_1(work: Path) -> None:
+    """A broken manifest is the input's fault, not a usage error: CI must tell it from a broken tool."""
     text = (EXAMPLES / "GP001" / "fires.yaml").read_text(encoding="utf-8")
     (work / "broken.yaml").write_text(text, encoding="utf-8")
     result = lint(work, "broken.yaml")
-    assert result.returncode == 2
+    assert result.returncode == 1
     expected_line = next(i for i, line in enumerate(text.splitlines(), 1) if "# expect: GP001" in line)
     assert re.search(
         rf"^broken\.yaml:{expected_line}:\d+: GP001 error yaml-syntax-error: ", result.stdout, re.M
@@ -203,7 +204,7 @@ def test_bad_inputs_as_json_validate(tmp_path: Path) -> None:
     for name, data in BAD_INPUTS.items():
         (tmp_path / name).write_bytes(data)
     result = lint(tmp_path, "--format", "json", ".")
-    assert result.returncode == 2  # GP001 in some of them
+    assert result.returncode == 1  # GP001 in some of them: findings, not a usage error
     report = json.loads(result.stdout)
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8"))).validate(report)
     assert report["internalErrors"] == []

@@ -288,3 +288,15 @@ def test_a_path_through_a_symlink_loop_gets_the_policy_above_it(tmp_path: Path) 
     top = write(tmp_path / ".gpupolicy.yaml", "failOn: info\n")
     (tmp_path / "loop").symlink_to("loop")
     assert RepoPolicies().file_for(tmp_path / "loop" / "x.yaml") == top
+
+
+@pytest.mark.slow
+def test_changed_since_judges_both_sides_under_each_files_nearest_policy(nested: Path) -> None:
+    git(nested, "-c", "user.email=t@example.com", "-c", "user.name=t", "add", ".")
+    git(nested, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "base")
+    write(nested / "team-a" / "x.yaml", job("x").replace("name: train", "name: trainer"))
+    result = lint(nested, "--changed-since", "HEAD", ".")
+    found = findings(result.stdout)
+    # Only the changed file; y.yaml (unchanged, under team-a's policy on both sides) is not reported.
+    assert set(found) == {"team-a/x.yaml"}, result.stdout + result.stderr
+    assert "GP202 warning" in rules_of(found["team-a/x.yaml"])

@@ -19,10 +19,20 @@ from urllib.parse import urlsplit
 from gpupolicy.provenance.locations import DB_ENV
 
 MODES = ("enforce", "warn", "audit")
+SERVE_EXIT_CODES = (
+    "exit codes: 0 stopped by SIGTERM or SIGINT after draining in-flight reviews and the provenance "
+    "queue; 2 configuration errors (bad arguments, an unusable policy or TLS file, a port that cannot "
+    "be bound); 3 an internal error (please report it). Admission decisions are HTTP responses, "
+    "never exit codes."
+)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = commands.add_parser("serve", help="run the validating admission webhook (extra: [webhook])")
+    serve = commands.add_parser(
+        "serve",
+        help="run the validating admission webhook (extra: [webhook])",
+        epilog=SERVE_EXIT_CODES,
+    )
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     serve.add_argument("--port", type=int, default=8443, help="port to listen on (default 8443)")
     serve.add_argument(
@@ -140,7 +150,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpupolicy.cli import UsageError
+    from gpupolicy.cli import EXIT_CLEAN, UsageError
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("give both --tls-cert and --tls-key")
@@ -183,9 +193,13 @@ def run(args: argparse.Namespace) -> int:
     server, cleanup = build_server(args)
     try:
         server.run()
+    except SystemExit as exc:  # uvicorn exits 1 when it cannot start (port taken, TLS files unusable)
+        if exc.code in (0, None):
+            raise
+        raise UsageError("could not start the server (uvicorn logged why above)") from exc
     finally:
         cleanup()
-    return 0
+    return EXIT_CLEAN
 
 
 def database_url(args: argparse.Namespace) -> str | None:

@@ -32,6 +32,13 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
     }
 
 
+def _changed_since(report: Report) -> dict[str, Any]:
+    """With --changed-since: the REF and how many unchanged objects were linted but not reported."""
+    if report.changed_since is None:
+        return {}
+    return {"changedSince": report.changed_since, "unchanged": report.unchanged}
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     return {
         "schema": SCHEMA_VERSION,
@@ -47,6 +54,7 @@ def report_dict(report: Report) -> dict[str, Any]:
             "warnings": _count(report, "warning"),
             "info": _count(report, "info"),
             "suppressed": len(report.suppressed),
+            **_changed_since(report),
         },
         "findings": [finding_dict(finding) for finding in report.findings],
         "suppressed": [{**finding_dict(finding), "reason": reason} for finding, reason in report.suppressed],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding, Severity
 from gpupolicy.formats import RenderOptions, register
+from gpupolicy.formats.text import unchanged_note
 
 MAX_ROWS = 50
 ICONS = {Severity.ERROR: "🔴 error", Severity.WARNING: "🟡 warning", Severity.INFO: "🔵 info"}
@@ -38,7 +39,8 @@ def render_markdown(report: Report, options: RenderOptions) -> str:
     lines = [
         f"### gpupolicy: {verdict}",
         "",
-        f"{report.objects} objects in {report.files} files; fails on {options.fail_on.label} and above.",
+        f"{report.objects} objects in {report.files} files{unchanged_note(report)}; "
+        f"fails on {options.fail_on.label} and above.",
         "",
         "| errors | warnings | info | suppressed |",
         "| ---: | ---: | ---: | ---: |",

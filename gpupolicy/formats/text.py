@@ -32,7 +32,14 @@ def summary_line(report: Report) -> str:
         f"{counts[Severity.INFO]} info",
     ]
     suppressed = f", {len(report.suppressed)} suppressed" if report.suppressed else ""
-    return f"{', '.join(parts)}{suppressed} in {report.objects} objects from {report.files} files"
+    return f"{', '.join(parts)}{suppressed} in {report.objects} objects from {report.files} files{unchanged_note(report)}"
+
+
+def unchanged_note(report: Report) -> str:
+    """With --changed-since: how many objects were linted as context only (gpupolicy/changes.py)."""
+    if report.changed_since is None:
+        return ""
+    return f"; {report.unchanged} unchanged objects not reported (--changed-since {report.changed_since})"
 
 
 @register("text")

@@ -1,6 +1,6 @@
 """Input that once gave a traceback, exit 1 or an internal error on every object: each is now
 one line naming file and line — exit 2 for a policy or configuration error; for manifests, a
-finding, with the other documents still linted."""
+finding (exit 1), with the other documents still linted."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.cli import EXIT_USAGE, main
+from gpupolicy.cli import EXIT_FINDINGS, EXIT_USAGE, main
 
 GOOD = """\
 apiVersion: v1
@@ -39,7 +39,7 @@ def test_an_unknown_boolean_in_a_manifest_is_a_finding_and_the_rest_is_linted(
     code, out, _ = run(capsys, str(manifest))
     assert f"{manifest}:4:11: GP001" in out or "maybe.yaml:4:11: GP001" in out
     assert "GP605" in out  # the second document
-    assert code == EXIT_USAGE  # input that could not be read (GP001)
+    assert code == EXIT_FINDINGS  # input that could not be read is a finding (GP001), not a usage error
 
 
 def test_a_symlink_loop_in_a_linted_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,7 +51,7 @@ def test_a_symlink_loop_in_a_linted_directory(tmp_path: Path, capsys: pytest.Cap
     assert len(unreadable) == 2 and all("cannot read file" in line for line in unreadable)
     assert "a.yaml" in unreadable[0] and "b.yaml" in unreadable[1]
     assert "GP605" in out
-    assert code == EXIT_USAGE
+    assert code == EXIT_FINDINGS
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_an_unreadable_subdirectory_is_a_finding(
     (line,) = [line for line in out.splitlines() if "GP001" in line]
     assert "locked" in line and "cannot read directory: Permission denied" in line
     assert out.count("GP605") == 1  # good.yaml, linted
-    assert code == EXIT_USAGE
+    assert code == EXIT_FINDINGS
 
 
 @pytest.mark.parametrize(

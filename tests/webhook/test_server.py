@@ -396,3 +396,16 @@ def test_unusable_settings_are_usage_errors(tmp_path: Path, args: list[str], wor
                "--port", str(free_port()), "--data-dir", str(tmp_path), *args]  # fmt: skip
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and words in result.stderr, result.stderr
+
+
+def test_a_port_that_cannot_be_bound_is_a_configuration_error(tmp_path: Path) -> None:
+    """uvicorn exits 1 when it cannot bind; 1 means findings to a linter's user, so serve says 2."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "gpupolicy", "serve", "--insecure-dev", "--no-cluster",
+                   "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(tmp_path)]  # fmt: skip
+        result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "gpupolicy: could not start the server" in result.stderr

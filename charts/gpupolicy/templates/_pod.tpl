@@ -104,6 +104,11 @@ spec:
         {{- /* The database URL (it holds a password) is read from GPUPOLICY_PROVENANCE_DB below,
                never passed as an argument: arguments are visible to anyone who lists processes. */}}
         {{- end }}
+        {{- if .Values.clusterFacts.enabled }}
+        - --cluster-facts-seconds={{ .Values.clusterFacts.recomputeSeconds }}
+        {{- else }}
+        - --no-cluster-facts
+        {{- end }}
         - --log-level={{ .Values.logLevel }}
       env:
         - name: TMPDIR
