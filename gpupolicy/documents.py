@@ -46,6 +46,16 @@ class LoadProblem:
     severity: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A document that is not a Kubernetes object (gpupolicy/object_evidence.py), or a whole file
+    that holds none (`doc_index` None): not linted, counted in the report's summary."""
+
+    file: str
+    doc_index: int | None
+    reason: str
+
+
 class LineIndex:
     """Editor positions in a text where libyaml's differ. libyaml (YAML 1.1) also ends a line at
     a lone "\r", NEL, LS and PS, and skips a leading BOM; git, GitHub annotations, SARIF viewers
@@ -96,6 +106,7 @@ class Resource:
         "duplicates",
         "facts",
         "file",
+        "in_list",
         "line_offset",
         "lines",
         "node",
@@ -114,6 +125,7 @@ class Resource:
         line_offset: int = 0,
         duplicates: list[DuplicateKey] | None = None,
         lines: LineIndex | None = None,
+        in_list: bool = False,
     ) -> None:
         self.obj = obj
         self.file = file
@@ -124,6 +136,7 @@ class Resource:
         self.line_offset = line_offset
         self.lines = lines  # where libyaml's line numbers are not the editor's (None: they are)
         self.duplicates = duplicates or []
+        self.in_list = in_list  # an item of a `kind: List` document (whose wrapper said it is an object)
         self._templates: Any = None  # memoised by pod_spec.workload_of
         self.facts: dict[Any, Any] | None = None  # engine.Context.object_fact's, made on first use
 
@@ -545,16 +558,41 @@ def find_helm_action(text: str) -> tuple[int, int] | None:
     return None
 
 
+def helm_actions_only_in_strings(text: str) -> bool:
+    """Whether `text` reads as YAML and every Helm-looking action in it lies inside a string: the
+    template language of the file's own program (GoReleaser's `name_template: "{{ .Version }}"`),
+    not actions that make the file's structure, as Helm's do (`{{ include "x" . }}` alone reads
+    as a flow mapping)."""
+    spans = _go_template_text_ranges(text, None)
+    if spans is None:
+        return False
+    spans.sort()
+    starts = [start for start, _ in spans]
+    line, line_start, counted = 1, 0, 0  # counted once, left to right: linear in the text
+    for match in _HELM_ACTION.finditer(text):
+        start = match.start()
+        newlines = text.count("\n", counted, start)
+        if newlines:
+            line += newlines
+            line_start = text.rfind("\n", counted, start) + 1
+        counted = start
+        position = (line, start - line_start + 1)
+        index = bisect.bisect_right(starts, position) - 1
+        if index < 0 or not position < spans[index][1]:
+            return False
+    return True
+
+
 def _go_template_text_ranges(
-    text: str, keys: frozenset[str] = _GO_TEMPLATE_TEXT_KEYS
+    text: str, keys: frozenset[str] | None = _GO_TEMPLATE_TEXT_KEYS
 ) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
-    """(line, column) spans of string scalars under `keys`; None when the text is not valid YAML
-    (a Helm template usually is not)."""
+    """(line, column) spans of string scalars under `keys` (None: every string scalar); None when
+    the text is not valid YAML (a Helm template usually is not)."""
     nodes = _compose_stream(text)
     if nodes is None:
         return None
     spans: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    stack: list[tuple[yaml.Node, bool]] = [(node, False) for node in nodes]
+    stack: list[tuple[yaml.Node, bool]] = [(node, keys is None) for node in nodes]
     seen: set[int] = set()
     while stack:
         node, literal = stack.pop()
@@ -568,7 +606,7 @@ def _go_template_text_ranges(
         elif isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
                 key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-                stack.append((value_node, literal or key in keys))
+                stack.append((value_node, literal or (keys is not None and key in keys)))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, literal) for item in node.value)
     return spans
@@ -596,6 +634,8 @@ class LoadedText:
     problems: list[LoadProblem] = field(default_factory=list)
     # `# gpupolicy: ignore` comments (suppressions.InlineDirective), filled in by inputs.load_text
     directives: list[Any] = field(default_factory=list)
+    # documents and files that hold no Kubernetes object, filled in by inputs.load_text
+    skipped: list[Skipped] = field(default_factory=list)
 
 
 def _error_at(exc: Exception, chunk: str, line_offset: int) -> tuple[int | None, int | None, str]:
@@ -856,6 +896,7 @@ def _add_document(
                 line_offset=line_offset,
                 duplicates=duplicates if item_node is node else _duplicates_below(duplicates, item_node),
                 lines=lines,
+                in_list=item is not obj,
             )
         )
 

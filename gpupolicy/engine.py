@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, 
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpupolicy.documents import LoadProblem, Resource
+from gpupolicy.documents import LoadProblem, Resource, Skipped
 from gpupolicy.findings import Finding, JsonPath, ObjectRef, Severity
 from gpupolicy.inventory import Bundle, Inventory, namespace_of
 from gpupolicy.pod_spec import PodTemplate, Workload, workload_of
@@ -322,7 +322,7 @@ class Report:
     suppressed: list[tuple[Finding, str]] = field(default_factory=list)
     errors: list[InternalError] = field(default_factory=list)
     objects: int = 0
-    files: int = 0
+    files: int = 0  # files linted: those skipped whole are counted in `skipped`, not here
     policy_digest: str = ""
     # The policy files behind the findings (Policy.sources), in merge order; several policies'
     # files when the inputs had different nearest `.gpupolicy.yaml`s (gpupolicy/policy_scopes.py).
@@ -330,6 +330,17 @@ class Report:
     # --changed-since REF: the objects linted as context only, because they equal REF's (changes.py).
     unchanged: int = 0
     changed_since: str | None = None
+    # Documents that are not Kubernetes objects, and files that hold none (doc_index None): not linted.
+    skipped: list[Skipped] = field(default_factory=list)
+
+    @property
+    def skipped_files(self) -> int:
+        return sum(1 for item in self.skipped if item.doc_index is None)
+
+    @property
+    def skipped_documents(self) -> int:
+        """Documents skipped in files that were linted (a file skipped whole is counted as a file)."""
+        return len(self.skipped) - self.skipped_files
 
     def counts(self) -> dict[Severity, int]:
         counts = dict.fromkeys(Severity, 0)

@@ -22,11 +22,14 @@ from gpupolicy.documents import (
     LoadLimits,
     LoadProblem,
     Resource,
+    Skipped,
     find_helm_action,
+    helm_actions_only_in_strings,
     iter_parse,
     parse_text,
 )
 from gpupolicy.kustomizations import KUSTOMIZATION_FILES, remote_reference
+from gpupolicy.object_evidence import ObjectFilter
 from gpupolicy.suppressions import InlineDirective, scan_comments
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -47,11 +50,13 @@ class Loaded:
     problems: list[LoadProblem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     directives: list[InlineDirective] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
     def extend(self, other: LoadedText, file: str) -> None:
         self.resources.extend(other.resources)
         self.problems.extend(other.problems)
         self.directives.extend(other.directives)
+        self.skipped.extend(other.skipped)
         self.files.append(file)
 
 
@@ -142,18 +147,23 @@ def render_hint(path: Path, *, helm: bool = False) -> str:
     return f"render it first, e.g. envsubst < {display_path(path)} | gpupolicy lint -"
 
 
-def _helm_problem(text: str, file: str, hint_path: Path | None) -> LoadProblem | None:
+def _helm_problem(
+    text: str, file: str, hint_path: Path | None, limits: LoadLimits = DEFAULT_LIMITS
+) -> LoadProblem | None:
+    """GP004 for a file with Helm template actions, unless they are strings of a YAML file that
+    holds no Kubernetes object (a .goreleaser.yaml's `"{{ .Version }}"`: its own template language)."""
     helm = find_helm_action(text)
-    if helm is None:
+    if helm is None or _holds_no_object(text, file, limits):
         return None
     hint = render_hint(hint_path, helm=True) if hint_path else "render it with helm template first"
     return LoadProblem("GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm)
 
 
-def _empty_problem(file: str) -> LoadProblem:
-    return LoadProblem(
-        "GP003", "file holds no Kubernetes object (it is empty)", file, 1, 1, severity="warning"
-    )
+def _holds_no_object(text: str, file: str, limits: LoadLimits) -> bool:
+    if not helm_actions_only_in_strings(text):
+        return False
+    loaded = parse_text(text, file, limits=limits)
+    return not loaded.problems and not ObjectFilter(file).take(loaded.resources)
 
 
 def load_text(
@@ -164,14 +174,16 @@ def load_text(
     rendered_from: str | None = None,
     limits: LoadLimits = DEFAULT_LIMITS,
 ) -> LoadedText:
-    """Parse one file's text, reporting templates (GP004) and empty files (GP003)."""
-    helm = _helm_problem(text, file, hint_path)
+    """Parse one file's text, reporting templates (GP004); documents that are not Kubernetes
+    objects, and files that hold none (empty ones too), are skipped (object_evidence.py)."""
+    helm = _helm_problem(text, file, hint_path, limits)
     if helm is not None:
         return LoadedText(problems=[helm])
     loaded = parse_text(text, file, rendered_from=rendered_from, limits=limits)
     loaded.directives = scan_comments(text, file)
-    if not loaded.resources and not loaded.problems:
-        loaded.problems.append(_empty_problem(file))
+    objects = ObjectFilter(file)
+    loaded.resources = objects.take(loaded.resources, problems=bool(loaded.problems))
+    loaded.skipped = objects.finish()
     return loaded
 
 
@@ -179,20 +191,21 @@ def iter_text(
     text: str, file: str, *, hint_path: Path | None = None, limits: LoadLimits = DEFAULT_LIMITS
 ) -> Iterator[LoadedText]:
     """What `load_text` finds, one document at a time (documents.iter_parse); the file's
-    `# gpupolicy: ignore` comments come first, on their own."""
-    helm = _helm_problem(text, file, hint_path)
+    `# gpupolicy: ignore` comments come first, on their own, and what it skipped last."""
+    helm = _helm_problem(text, file, hint_path, limits)
     if helm is not None:
         yield LoadedText(problems=[helm])
         return
     directives = scan_comments(text, file)
     if directives:
         yield LoadedText(directives=directives)
-    empty = True
+    objects = ObjectFilter(file)
     for document in iter_parse(text, file, limits=limits):
-        empty = empty and not document.resources and not document.problems
+        document.resources = objects.take(document.resources, problems=bool(document.problems))
         yield document
-    if empty:
-        yield LoadedText(problems=[_empty_problem(file)])
+    skipped = objects.finish()
+    if skipped:
+        yield LoadedText(skipped=skipped)
 
 
 def load_file(path: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:

@@ -103,8 +103,9 @@ def lint_by_policy(
 
 def merge_reports(reports: Sequence[Report], order: Sequence[str]) -> Report:
     """One report of the groups' reports, as one run would list it: findings and suppressed findings
-    sorted by position, workloads in the order of the inputs (`order`: the names of the run's
-    inputs), the counts summed, the policy files of every group, and a digest of the group digests."""
+    sorted by position, workloads and skipped documents in the order of the inputs (`order`: the
+    names of the run's inputs), the counts summed, the policy files of every group, and a digest of
+    the group digests. A field added to `Report` that a lint fills must be merged here too."""
     rank = {name: index for index, name in enumerate(order)}
     merged = Report(
         findings=sorted((f for report in reports for f in report.findings), key=Finding.sort_key),
@@ -119,5 +120,8 @@ def merge_reports(reports: Sequence[Report], order: Sequence[str]) -> Report:
             "\n".join(report.policy_digest for report in reports).encode()
         ).hexdigest(),
         policy_sources=tuple(dict.fromkeys(source for report in reports for source in report.policy_sources)),
+        skipped=sorted(
+            (item for report in reports for item in report.skipped), key=lambda s: rank.get(s.file, -1)
+        ),
     )
     return merged

@@ -47,6 +47,7 @@ from gpupolicy.documents import (
     LoadLimits,
     LoadProblem,
     Resource,
+    Skipped,
     StreamReadsDifferently,
 )
 from gpupolicy.engine import Context, Evaluation, Report, complete_kinds, evaluate
@@ -142,7 +143,8 @@ def lint_in_memory(
             said=said,
         )
         report.objects = len(loaded.resources)
-    report.files = len(loaded.files)
+    report.skipped = loaded.skipped
+    report.files = len(loaded.files) - report.skipped_files
     return report
 
 
@@ -283,6 +285,7 @@ class _Stream:
         self.readers: _Readers | None = None
         self.problems: list[LoadProblem] = []
         self.directives: list[InlineDirective] = []
+        self.skipped: list[Skipped] = []
         self.subjects: list[tuple[Key, SuppressionSubject]] = []
         self.deferred: list[tuple[Key, Resource]] = []
         self.chosen: set[tuple[str, int]] | None = None  # (file, document) reported on, with context
@@ -320,7 +323,8 @@ class _Stream:
         if self.deferred and report.errors:  # in the order of the inputs, as evaluate() lists them
             order = sorted(range(len(report.errors)), key=self.error_keys.__getitem__)
             report.errors = [report.errors[index] for index in order]
-        report.objects, report.files = self.objects, self.files
+        report.skipped = self.skipped
+        report.objects, report.files = self.objects, self.files - report.skipped_files
         return report
 
     def _index(
@@ -370,6 +374,7 @@ class _Stream:
             if reported:
                 self.problems.extend(document.problems)
                 self.directives.extend(document.directives)
+                self.skipped.extend(document.skipped)
                 directive_files.update(directive.file for directive in document.directives)
             position = self._take_document(unit, position, document, kept, reported, directive_files)
         if kept:

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
-from gpupolicy.cli import main
+from gpupolicy.cli import EXIT_FINDINGS, main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -289,7 +289,7 @@ def test_a_syntax_error_in_a_changed_file_is_reported_and_an_old_one_is_not(
     assert [(finding["rule"], finding["file"]) for finding in report["findings"]] == [
         ("GP001", "apps/a.yaml")
     ]
-    assert code != 0  # an input finding fails (its exit code is the CLI's to choose)
+    assert code == EXIT_FINDINGS  # an input finding fails like any finding at the threshold
 
 
 def test_a_bad_ref_is_a_usage_error_on_one_line(

@@ -16,10 +16,16 @@ REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "policies" / "schemas" / "lint-report.v1.schema.json"
 EXAMPLES = REPO / "gpupolicy" / "rules" / "examples"
 SUMMARY = re.compile(
-    r"^\d+ errors?, \d+ warnings?, \d+ info(, \d+ suppressed)? in \d+ objects from \d+ files$"
+    r"^\d+ errors?, \d+ warnings?, \d+ info(, \d+ suppressed)? in \d+ objects from \d+ files"
+    r"(; skipped \d+ non-Kubernetes (files?|documents?)( and \d+ documents?)?)?$"
 )
 
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: ai-lab\ndata:\n  LOG_LEVEL: info\n"
+# An experiment ConfigMap that is not immutable: one GP809 warning, nothing else.
+EXPERIMENT = (
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: day29-experiment, namespace: ai-lab}\n"
+    'data: {change: placement, fixed: "image, model, input", metrics: "P95, error rate", repeats: "3"}\n'
+)
 
 
 def lint(
@@ -46,7 +52,8 @@ def work(tmp_path: Path) -> Path:
         (EXAMPLES / "GP102" / "fires.yaml").read_text(encoding="utf-8"), encoding="utf-8"
     )
     (tmp_path / "configmap.yaml").write_text(CONFIGMAP, encoding="utf-8")
-    (tmp_path / "empty.yaml").write_text("# nothing here yet\n", encoding="utf-8")
+    (tmp_path / "experiment.yaml").write_text(EXPERIMENT, encoding="utf-8")
+    (tmp_path / "empty.yaml").write_text("# nothing here yet\n", encoding="utf-8")  # skipped, counted
     return tmp_path
 
 
@@ -78,13 +85,13 @@ def test_clean_input_exits_0(work: Path) -> None:
 
 
 def test_warnings_fail_only_with_strict_or_fail_on(work: Path) -> None:
-    default = lint(work, "empty.yaml")
+    default = lint(work, "experiment.yaml")
     assert default.returncode == 0
-    assert "empty.yaml:1:1: GP003 warning malformed-object:" in default.stdout
-    assert lint(work, "--strict", "empty.yaml").returncode == 1
-    assert lint(work, "--fail-on", "warning", "empty.yaml").returncode == 1
-    assert lint(work, "--fail-on", "info", "empty.yaml").returncode == 1
-    assert lint(work, "--fail-on", "error", "configmap.yaml", "empty.yaml").returncode == 0
+    assert "experiment.yaml:3:12: GP809 warning experiment-config-mutable:" in default.stdout
+    assert lint(work, "--strict", "experiment.yaml").returncode == 1
+    assert lint(work, "--fail-on", "warning", "experiment.yaml").returncode == 1
+    assert lint(work, "--fail-on", "info", "experiment.yaml").returncode == 1
+    assert lint(work, "--fail-on", "error", "configmap.yaml", "experiment.yaml").returncode == 0
 
 
 def test_fail_on_error_ignores_warnings_but_not_errors(work: Path) -> None:
@@ -92,10 +99,10 @@ def test_fail_on_error_ignores_warnings_but_not_errors(work: Path) -> None:
 
 
 def test_policy_severity_override_changes_exit_code(work: Path) -> None:
-    (work / "strict.yaml").write_text("rules:\n  GP003:\n    severity: error\n", encoding="utf-8")
-    result = lint(work, "--policy", "strict.yaml", "empty.yaml")
+    (work / "strict.yaml").write_text("rules:\n  GP809:\n    severity: error\n", encoding="utf-8")
+    result = lint(work, "--policy", "strict.yaml", "experiment.yaml")
     assert result.returncode == 1
-    assert "GP003 error malformed-object" in result.stdout
+    assert "GP809 error experiment-config-mutable" in result.stdout
 
 
 def test_missing_path_exits_2(work: Path) -> None:
@@ -155,7 +162,7 @@ def test_stdin(work: Path) -> None:
 def test_directory_and_several_paths(work: Path) -> None:
     result = lint(work, ".")
     assert result.returncode == 1
-    assert result.stdout.splitlines()[-1].endswith("from 3 files")
+    assert result.stdout.splitlines()[-1].endswith("from 3 files; skipped 1 non-Kubernetes file")
 
 
 BAD_INPUTS = {
@@ -242,8 +249,10 @@ def test_json_format_matches_the_schema(work: Path) -> None:
         "document": 0,
         "container": "vllm",
     }
-    empty = next(f for f in report["findings"] if f["file"] == "empty.yaml")
-    assert (empty["rule"], empty["object"], empty["severity"]) == ("GP003", None, "warning")
+    mutable = next(f for f in report["findings"] if f["file"] == "experiment.yaml")
+    assert (mutable["rule"], mutable["severity"]) == ("GP809", "warning")
+    assert (report["summary"]["skippedFiles"], report["summary"]["skippedDocuments"]) == (1, 0)
+    assert report["skipped"] == [{"file": "empty.yaml", "document": None, "reason": "empty"}]
     counts = report["summary"]
     assert counts["errors"] == sum(1 for f in report["findings"] if f["severity"] == "error")
     assert counts["warnings"] == sum(1 for f in report["findings"] if f["severity"] == "warning")
@@ -279,7 +288,7 @@ def test_schema_rejects_what_the_report_never_holds() -> None:
 def test_no_arguments_lints_the_current_directory(work: Path) -> None:
     result = lint(work)
     assert result.returncode == 1
-    assert result.stdout.splitlines()[-1].endswith("from 3 files")
+    assert result.stdout.splitlines()[-1].endswith("from 3 files; skipped 1 non-Kubernetes file")
 
 
 def test_unknown_format_is_a_usage_error(work: Path) -> None:
@@ -292,7 +301,7 @@ def test_exclude_flag_and_policy_exclude(work: Path) -> None:
     excluded = lint(work, "--exclude", "llm.yaml", ".")
     assert excluded.returncode == 0
     assert "llm.yaml" not in excluded.stdout
-    assert excluded.stdout.splitlines()[-1].endswith("from 2 files")
+    assert excluded.stdout.splitlines()[-1].endswith("from 2 files; skipped 1 non-Kubernetes file")
     (work / "exclude-policy.yaml").write_text("exclude: ['*.yaml']\n", encoding="utf-8")
     nothing = lint(work, "--policy", "exclude-policy.yaml", ".")
     assert nothing.returncode == 0

@@ -192,11 +192,11 @@ def test_an_override_never_raises_an_unknown_above_info(severity: str) -> None:
 
 
 def test_input_rules_can_be_overridden_too() -> None:
-    loaded = load_text("", "empty.yaml")
-    policy = policy_from_mapping({"rules": {"GP003": {"severity": "error"}}})
+    loaded = load_text("apiVersion: v1\nkind: ConfigMap\nmetadata: [\n", "broken.yaml")
+    policy = policy_from_mapping({"rules": {"GP001": {"severity": "warning"}}})
     report = evaluate(loaded.resources, policy, problems=loaded.problems)
-    assert [(f.rule_id, f.severity) for f in report.findings] == [("GP003", Severity.ERROR)]
-    disabled = policy_from_mapping({"rules": {"GP003": {"enabled": False}}})
+    assert [(f.rule_id, f.severity) for f in report.findings] == [("GP001", Severity.WARNING)]
+    disabled = policy_from_mapping({"rules": {"GP001": {"enabled": False}}})
     assert evaluate(loaded.resources, disabled, problems=loaded.problems).findings == []
 
 

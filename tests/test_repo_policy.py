@@ -201,11 +201,15 @@ def test_examples_and_examples_experiments_agree() -> None:
 
 
 def test_unknown_facts_are_said_once_across_policies(nested: Path) -> None:
+    write(nested / "team-a" / "notes.yaml", "owner: team-a\n")  # not Kubernetes objects: skipped
+    write(nested / "mkdocs.yml", "site_name: x\n")
     result = lint(nested.parent, "repo", fmt="json")
     report = json.loads(result.stdout)
     said = [f for f in report["findings"] if f["message"].startswith("unknown: the cluster's GPU node pools")]
     assert len(said) == 1, said  # neither policy declares nodePools: one info for the run
     assert report["summary"]["files"] == 4 and report["summary"]["objects"] == 4
+    assert report["summary"]["skippedFiles"] == 2
+    assert [item["file"] for item in report["skipped"]] == ["repo/mkdocs.yml", "repo/team-a/notes.yaml"]
     assert report["policy"]["sources"] == ["<default>", "repo/.gpupolicy.yaml", "repo/team-a/.gpupolicy.yaml"]
     assert [workload["file"] for workload in report["workloads"]] == [
         "repo/jobs/train.yaml",

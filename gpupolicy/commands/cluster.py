@@ -155,9 +155,8 @@ def read_file(source: str, policy: Policy, *, complete: Sequence[str], partial: 
         if not path.is_file():
             raise UsageError(f"{source}: no such file")
         loaded = load_file(path, policy.limits)
-    for problem in loaded.problems:
-        if problem.rule_id != "GP003":  # an empty file: said below
-            raise UsageError(f"{problem.file}:{problem.line or 1}:{problem.column or 1}: {problem.message}")
+    for problem in loaded.problems:  # documents that are not objects were skipped: said below when all were
+        raise UsageError(f"{problem.file}:{problem.line or 1}:{problem.column or 1}: {problem.message}")
     resources = [item for item in loaded.resources if item.is_mapping and item.kind]
     if not resources:
         raise UsageError(f"{source}: holds no Kubernetes objects")

@@ -55,9 +55,14 @@ def report_dict(report: Report) -> dict[str, Any]:
             "info": _count(report, "info"),
             "suppressed": len(report.suppressed),
             **_changed_since(report),
+            "skippedFiles": report.skipped_files,
+            "skippedDocuments": report.skipped_documents,
         },
         "findings": [finding_dict(finding) for finding in report.findings],
         "suppressed": [{**finding_dict(finding), "reason": reason} for finding, reason in report.suppressed],
+        "skipped": [
+            {"file": item.file, "document": item.doc_index, "reason": item.reason} for item in report.skipped
+        ],
         "workloads": [_workload_dict(item) for item in report.roles],
         "internalErrors": [
             {"rule": error.rule_id, "object": error.object, "message": error.message}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding, Severity
 from gpupolicy.formats import RenderOptions, register
-from gpupolicy.formats.text import unchanged_note
+from gpupolicy.formats.text import skipped_phrase, unchanged_note
 
 MAX_ROWS = 50
 ICONS = {Severity.ERROR: "🔴 error", Severity.WARNING: "🟡 warning", Severity.INFO: "🔵 info"}
@@ -36,10 +36,11 @@ def render_markdown(report: Report, options: RenderOptions) -> str:
     counts = report.counts()
     failing = report.fails(options.fail_on)
     verdict = "❌ failed" if failing else "✅ passed"
+    skipped = f" ({skipped_phrase(report)})" if report.skipped else ""
     lines = [
         f"### gpupolicy: {verdict}",
         "",
-        f"{report.objects} objects in {report.files} files{unchanged_note(report)}; "
+        f"{report.objects} objects in {report.files} files{skipped}{unchanged_note(report)}; "
         f"fails on {options.fail_on.label} and above.",
         "",
         "| errors | warnings | info | suppressed |",

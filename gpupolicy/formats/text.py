@@ -32,7 +32,11 @@ def summary_line(report: Report) -> str:
         f"{counts[Severity.INFO]} info",
     ]
     suppressed = f", {len(report.suppressed)} suppressed" if report.suppressed else ""
-    return f"{', '.join(parts)}{suppressed} in {report.objects} objects from {report.files} files{unchanged_note(report)}"
+    skipped = f"; {skipped_phrase(report)}" if report.skipped else ""
+    return (
+        f"{', '.join(parts)}{suppressed} in {report.objects} objects from {report.files} files"
+        f"{skipped}{unchanged_note(report)}"
+    )
 
 
 def unchanged_note(report: Report) -> str:
@@ -40,6 +44,16 @@ def unchanged_note(report: Report) -> str:
     if report.changed_since is None:
         return ""
     return f"; {report.unchanged} unchanged objects not reported (--changed-since {report.changed_since})"
+
+
+def skipped_phrase(report: Report) -> str:
+    """`skipped 3 non-Kubernetes files and 1 document`: what was not linted, and why in one word."""
+    files, documents = report.skipped_files, report.skipped_documents
+    counted = [f"{files} non-Kubernetes file{'s' if files != 1 else ''}"] if files else []
+    if documents:
+        noun = "document" if documents == 1 else "documents"
+        counted.append(f"{documents} {noun}" if files else f"{documents} non-Kubernetes {noun}")
+    return "skipped " + " and ".join(counted)
 
 
 @register("text")

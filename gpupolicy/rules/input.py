@@ -209,10 +209,21 @@ def _dup_path(path: tuple[str | int, ...], key: str) -> tuple[str | int, ...]:
     name="malformed-object",
     severity="error",
     scope=Scope.OBJECT,
-    summary="Reports documents that are not Kubernetes objects: no apiVersion, kind or metadata.name "
-    "(or generateName), a document that is not a mapping, an empty file, or - for kinds without a "
-    "bundled OpenAPI schema - pod-spec fields of the wrong type.",
-    rationale="The API server rejects such objects, and every other rule would be judging a guess.",
+    summary="Reports documents that try to be Kubernetes objects and fail: no apiVersion, kind or "
+    "metadata.name (or generateName), a document that is not a mapping among objects, or - for kinds "
+    "without a bundled OpenAPI schema - pod-spec fields of the wrong type. A document tries to be an "
+    "object when it has an `apiVersion`, a `kind` beside `metadata`, `spec`, `data`, `stringData` or "
+    "`items`, or a `metadata` mapping with a name, namespace, labels or annotations; or when it is an item "
+    "of a `kind: List`, or plain text or a list in a file that holds objects. Other YAML and JSON (CI "
+    "workflows, mkdocs.yml, compose files, Helm values, OpenAPI specs, renovate.json, empty files) and the "
+    "configuration files of Kubernetes' programs (kubeconfig, kubeadm, kubelet, kind, kustomize) are "
+    "skipped and counted in the summary, never reported.",
+    rationale="The API server rejects such objects, and every other rule would be judging a guess. A "
+    "repository keeps other YAML beside its manifests, and pre-commit passes every changed file; which "
+    "files are applied is the deploy tool's choice (a kustomization's resources, an Argo CD path with its "
+    "include and exclude globs). A finding on a CI workflow or an empty placeholder file would be noise, "
+    "so only a document with the evidence of an object is held to an object's rules, and what was "
+    "skipped is counted where a reviewer sees it.",
     remediation="Give the object apiVersion, kind and metadata.name, and the pod-spec fields their API types.",
     references=("https://kubernetes.io/docs/concepts/overview/working-with-objects/#required-fields",),
 )
