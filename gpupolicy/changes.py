@@ -40,7 +40,7 @@ from gpupolicy.baseline import fingerprint
 from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits, Resource
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding, ObjectRef, Severity
-from gpupolicy.inputs import Source, display_path, sources_with_context
+from gpupolicy.inputs import RenderSession, Source, display_path, sources_with_context
 from gpupolicy.policy import Policy, RepoPolicies
 
 GIT_TIMEOUT_SECONDS = 120
@@ -231,6 +231,12 @@ class LintRun:
     # Each file's nearest .gpupolicy.yaml (None: `policy` for every file); REF's files are judged
     # under the working tree's policies, as the working tree's are.
     policies: RepoPolicies | None = None
+    # The run's renderings (reused for the working tree's side) and the policy's Helm values files.
+    session: RenderSession | None = None
+
+    def ref_session(self) -> RenderSession:
+        """A session of REF's own (its charts are other files), rendering with the same values files."""
+        return RenderSession(helm_values=self.session.helm_values if self.session else ())
 
 
 @dataclass(slots=True)
@@ -253,7 +259,11 @@ class _AtRef:
             context_rel = _relative(str(run.context_root), since.root)
             context_root = top / context_rel if context_rel is not None else run.context_root
             sources, context = sources_with_context(
-                paths, context_root, exclude=run.exclude, allow_remote=run.allow_remote
+                paths,
+                context_root,
+                exclude=run.exclude,
+                allow_remote=run.allow_remote,
+                session=run.ref_session(),
             )
             if run.policies is None:
                 report = lint(sources, run.policy, context=context, limits=run.limits)
@@ -286,7 +296,7 @@ def restrict(report: Report, since: Since, run: LintRun) -> Report:
     changed = since.changed_files()
     at_ref = _AtRef.lint(since, run, changed)
     after_sources, _ = sources_with_context(
-        run.paths, run.context_root, exclude=run.exclude, allow_remote=run.allow_remote
+        run.paths, run.context_root, exclude=run.exclude, allow_remote=run.allow_remote, session=run.session
     )
     after = [source for source in after_sources if _worth_loading(source, since.root, changed)]
     refs, count = _changed_objects(after, at_ref.values, run.limits)

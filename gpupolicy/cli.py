@@ -37,7 +37,7 @@ EXIT_CODES_HELP = (
 DEBUG_ENV = "GPUPOLICY_DEBUG"
 T = TypeVar("T")
 # Subcommands that need the [webhook] extra (FastAPI, uvicorn, kubernetes, SQLAlchemy...).
-WEBHOOK_COMMANDS = frozenset({"serve", "provenance"})
+WEBHOOK_COMMANDS = frozenset({"serve", "provenance", "results"})
 
 
 class UsageError(Exception):
@@ -135,6 +135,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpupolicy.commands.serve",
     "gpupolicy.commands.experiment",
     "gpupolicy.commands.cluster",
+    "gpupolicy.commands.results",
 )
 
 
@@ -221,16 +222,20 @@ def run_lint(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from exc
 
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-    from gpupolicy.inputs import iter_sources, sources_with_context
+    from gpupolicy.inputs import RenderSession, iter_sources, rendered_context, sources_with_context
     from gpupolicy.policy_scopes import lint_by_policy
 
     exclude = [*policy.exclude, *args.exclude]
+    session = RenderSession(helm_values=[str(item) for item in policy.get("helm.valuesFiles") or []])
     context = None
     if context_root is None:
-        sources = list(iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote))
+        sources = list(
+            iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote, session=session)
+        )
+        context = rendered_context(sources) or None
     else:
         sources, context = sources_with_context(
-            args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote
+            args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote, session=session
         )
     try:
         report = lint_by_policy(sources, policies, policy, context=context)
@@ -247,6 +252,7 @@ def run_lint(args: argparse.Namespace) -> int:
             not args.no_remote,
             policy.limits,
             policies,
+            session=session,
         )
         report = _or_usage_error(lambda: restrict(report, since, run))
     if args.write_baseline is not None:

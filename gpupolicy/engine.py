@@ -545,6 +545,8 @@ class Evaluation:
         findings.extend(
             finding_from_problem(problem, policy) for problem in problems if problem.rule_id in active_ids
         )
+        # A base file's comments come once with each overlay that renders it: one comment, one directive.
+        directives = list(dict.fromkeys(directives))
         outcome = apply_suppressions(findings, subjects, policy, directives, active=active_ids)
         if outcome.suppressed:
             report.suppressed = sorted(outcome.suppressed, key=lambda item: item[0].sort_key())

@@ -185,3 +185,104 @@ def _strings(value: Any, path: JsonPath, *, target: bool) -> Iterator[_Entry]:
         for index, item in enumerate(value):
             if isinstance(item, str) and "\n" not in item.strip() and item.strip():
                 yield _Entry(item, (*path, index), target)
+
+
+# -- what a kustomization reads: for linting a base or a patch through the overlays that use it --------
+
+PATCH_FIELDS = ("patches", "patchesJson6902")  # [{path: …, target: {kind, name, …}}]
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    file: Path  # resolved
+    kustomization: Path  # the kustomization file that applies it, resolved
+    target: dict[str, str]  # its `target` selector's kind and name, where given
+
+
+@dataclass(slots=True)
+class Reach:
+    """The local folders, files and patches a kustomization reads, itself and through the local
+    kustomizations it names (resolved paths)."""
+
+    folders: set[Path]
+    files: set[Path]
+    patches: list[Patch]
+
+
+def resolved(path: Path) -> Path | None:
+    """The path with symlinks resolved; None for a symlink loop (RuntimeError in Python 3.11)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
+def kustomization_file(folder: Path) -> Path | None:
+    return _kustomization_file(folder)
+
+
+def direct_folders(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> list[Path]:
+    """The local folders a kustomization names as resources, bases or components (resolved)."""
+    found = _read(folder, str, limits)
+    if not isinstance(found, Resource) or not isinstance(found.obj, dict):
+        return []
+    return [
+        target
+        for entry in _entries(found.obj)
+        if entry.target and not looks_remote(entry.value) and (folder / entry.value.strip()).is_dir()
+        for target in [resolved(folder / entry.value.strip())]
+        if target is not None
+    ]
+
+
+def reach(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> Reach:
+    """What `folder`'s kustomization reads, transitively (at most MAX_KUSTOMIZATIONS of them)."""
+    result = Reach(set(), set(), [])
+    pending = [folder.resolve()]
+    while pending and len(result.folders) < MAX_KUSTOMIZATIONS:
+        current = pending.pop()
+        if current in result.folders:
+            continue
+        result.folders.add(current)
+        found = _read(current, str, limits)
+        if not isinstance(found, Resource) or not isinstance(found.obj, dict):
+            continue
+        own = _kustomization_file(current)
+        if own is not None:
+            result.files.add(own.resolve())
+        for entry in _entries(found.obj):
+            value = entry.value.strip()
+            if looks_remote(value):
+                continue
+            target = resolved(current / value)
+            if target is None:
+                continue
+            if target.is_dir() and entry.target:
+                pending.append(target)
+            elif target.is_file():
+                result.files.add(target)
+        result.patches.extend(_patches(found.obj, current, own))
+    return result
+
+
+def _patches(obj: dict[str, Any], folder: Path, own: Path | None) -> Iterator[Patch]:
+    if own is None:
+        return
+    for name in PATCH_FIELDS:
+        for _index, item in _items(obj.get(name)):
+            path = item.get("path")
+            if not isinstance(path, str) or looks_remote(path) or "\n" in path.strip():
+                continue
+            raw_target = item.get("target")
+            target = {
+                key: str(raw_target[key])
+                for key in ("kind", "name")
+                if isinstance(raw_target, dict) and isinstance(raw_target.get(key), str)
+            }
+            file = resolved(folder / path.strip())
+            if file is not None:
+                yield Patch(file, own.resolve(), target)
+    for entry in _strings(obj.get("patchesStrategicMerge"), ("patchesStrategicMerge",), target=False):
+        file = None if looks_remote(entry.value) else resolved(folder / entry.value.strip())
+        if file is not None:
+            yield Patch(file, own.resolve(), {})

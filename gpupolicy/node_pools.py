@@ -24,6 +24,10 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _price(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True, slots=True)
 class NodePool:
     name: str
@@ -36,6 +40,7 @@ class NodePool:
     mig_strategy: str = "none"
     node_labels: Mapping[str, str] = field(default_factory=dict)
     spare_gpus: int | None = None
+    price_per_gpu_hour: float | None = None  # what one GPU of the pool costs an hour (results cost)
 
     @classmethod
     def parse(cls, raw: Any) -> NodePool:
@@ -52,6 +57,7 @@ class NodePool:
             mig_strategy=str(pool.get("migStrategy", "none")),
             node_labels={str(key): str(value) for key, value in as_mapping(pool.get("nodeLabels")).items()},
             spare_gpus=_int(pool.get("spareGpus")),
+            price_per_gpu_hour=_price(pool.get("pricePerGpuHour")),
         )
 
     @property
@@ -71,6 +77,19 @@ class NodePool:
         if not self.gpu_product:
             return [base]
         return [{**base, PRODUCT_LABEL: f"{self.gpu_product}{suffix}"} for suffix in ("", "-SHARED")]
+
+
+def pool_for_selector(policy: Policy, node_selector: Mapping[str, Any]) -> NodePool | None:
+    """The one pool a node selector points at: by its GPU product label (with or without
+    -SHARED) or by all of the pool's nodeLabels; None when no pool or several match."""
+    product = str(node_selector.get(PRODUCT_LABEL, ""))
+    matches = [
+        pool
+        for pool in node_pools(policy)
+        if (pool.gpu_product and product in (pool.gpu_product, f"{pool.gpu_product}-SHARED"))
+        or (pool.node_labels and all(node_selector.get(k) == v for k, v in pool.node_labels.items()))
+    ]
+    return matches[0] if len(matches) == 1 else None
 
 
 def node_pools(policy: Policy) -> tuple[NodePool, ...]:

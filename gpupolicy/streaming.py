@@ -52,7 +52,7 @@ from gpupolicy.documents import (
 )
 from gpupolicy.engine import Context, Evaluation, Report, complete_kinds, evaluate
 from gpupolicy.experiments import EXPERIMENT_LABEL, arm_link
-from gpupolicy.inputs import Loaded, Source
+from gpupolicy.inputs import Loaded, Source, merge_overlay_findings
 from gpupolicy.inventory import Bundle, namespace_of
 from gpupolicy.pod_spec import as_list, as_mapping, workload_of
 from gpupolicy.policy import Policy
@@ -98,11 +98,13 @@ def lint(
     what the run has said once already (`engine.Context.said`), updated with what this lint says."""
     before = None if said is None else set(said)
     try:
-        return stream(sources, policy, context=context, limits=limits, said=said)
+        report = stream(sources, policy, context=context, limits=limits, said=said)
     except Fallback:
         if said is not None and before is not None:  # the stream may have said some before it stopped
             said.intersection_update(before)
-        return lint_in_memory(sources, policy, context=context, limits=limits, said=said)
+        report = lint_in_memory(sources, policy, context=context, limits=limits, said=said)
+    merge_overlay_findings(report, sources)
+    return report
 
 
 def lint_in_memory(

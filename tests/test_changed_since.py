@@ -352,6 +352,33 @@ def test_a_values_change_reports_the_rendered_objects_that_changed(
     assert lint(repo, monkeypatch, capsys)[1]["findings"] == []
 
 
+@pytest.mark.skipif(HELM is None, reason="helm not found on PATH or at .tools/helm (charts/install-helm.sh)")
+def test_both_sides_render_with_the_values_files_the_policy_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`helm.valuesFiles` applies to REF's tree too: a change in values-prod.yaml is a change."""
+    assert HELM is not None
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    repo = make_repo(
+        tmp_path,
+        {
+            ".gpupolicy.yaml": "helm:\n  valuesFiles: [values-prod.yaml]\n",
+            "charts/llm/Chart.yaml": "apiVersion: v2\nname: llm\nversion: 0.1.0\n",
+            "charts/llm/values.yaml": "replicas: 2\n",
+            "charts/llm/values-prod.yaml": "replicas: 3\n",
+            "charts/llm/templates/server.yaml": server("server").replace(
+                "replicas: 2", "replicas: {{ .Values.replicas }}"
+            ),
+            "charts/llm/templates/embedder.yaml": server("embedder"),
+        },
+    )
+    assert lint(repo, monkeypatch, capsys)[1]["findings"] == []  # nothing changed
+    write(repo, {"charts/llm/values-prod.yaml": "replicas: 4\n"})
+    _, report, _ = lint(repo, monkeypatch, capsys)
+    assert objects_of(report) == {"Deployment ai-lab/server"}
+    assert report["summary"]["unchanged"] == 1
+
+
 @needs_kubectl
 def test_a_kustomize_patch_change_reports_the_patched_object_of_the_overlay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

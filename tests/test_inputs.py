@@ -187,19 +187,28 @@ def test_a_chart_is_rendered_with_helm_and_linted(tmp_path: Path, monkeypatch: p
     assert deployment.name == "gpupolicy-lint-llm" and deployment.rendered_from == "helm"
     report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
     (gp102,) = [f for f in report.findings if f.rule_id == "GP102"]
-    assert gp102.file == "charts/llm" and isinstance(gp102.line, int)
+    # Reported on the template (Helm's `# Source:` comment), at the line of the field in it.
+    assert gp102.file == "charts/llm/templates/deployment.yaml"
+    assert (
+        gp102.line == HELM_TEMPLATE_FULL.splitlines().index("            requests: {nvidia.com/gpu: 2}") + 1
+    )
     assert not [f for f in report.findings if f.rule_id == "GP004"]
 
 
-def test_a_helm_template_given_as_a_file_says_helm_template(
+def test_a_helm_template_given_as_a_file_stands_for_its_chart_rendered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Without helm, the chart of the template is one GP004 saying how to render it (not a
+    GP004 per template action)."""
     monkeypatch.chdir(tmp_path)
     chart = helm_chart(tmp_path)
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    monkeypatch.setenv("PATH", str(empty_bin))
     ((file, line, message),) = gp004([str((chart / "templates" / "deployment.yaml").relative_to(tmp_path))])
-    assert file == "charts/llm/templates/deployment.yaml"
-    assert line == 4
-    assert "helm template RELEASE charts/llm | gpupolicy lint -" in message
+    assert file == "charts/llm"
+    assert line is None
+    assert "helm template gpupolicy-lint charts/llm | gpupolicy lint -" in message
 
 
 def test_helm_template_outside_a_chart_still_says_helm(
@@ -319,7 +328,7 @@ def test_kustomize_directory_is_rendered_and_findings_name_it(
     report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
     gp102 = [f for f in report.findings if f.rule_id == "GP102"]
     assert len(gp102) == 1
-    assert gp102[0].file == "overlays/prod"
+    assert gp102[0].file == "overlays/prod/deployment.yaml"  # the file kustomize read it from
     assert isinstance(gp102[0].line, int) and gp102[0].line > 0
     assert str(gp102[0].object) == "Deployment ai-lab/prod-vllm"
 
@@ -353,19 +362,27 @@ def test_broken_kustomization_is_gp004_not_a_crash(tmp_path: Path, monkeypatch: 
 
 @pytest.fixture
 def recording_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `kubectl` first on PATH that records each call in the returned file and prints one
-    Namespace: whether kubectl ran at all is what --no-remote decides."""
+    """A `kubectl` first on PATH that records each call in the returned file (its subcommand and
+    the folder the wrapper kustomization names) and prints one Namespace: whether kubectl ran at
+    all is what --no-remote decides."""
     calls = tmp_path / "kubectl-calls"
     folder = tmp_path / "fake-bin"
     script = folder / "kubectl"
     write(
         script,
-        f'#!/bin/sh\necho "$@" >> {calls}\nprintf "apiVersion: v1\\nkind: Namespace\\nmetadata:\\n  name: rendered\\n"\n',
+        f'#!/bin/sh\necho "$1" >> {calls}\nsed -n "s/^- //p" "$2/kustomization.yaml" >> {calls}\nprintf "apiVersion: v1\\nkind: Namespace\\nmetadata:\\n  name: rendered\\n"\n',
     )
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.chdir(tmp_path)
     return calls
+
+
+def called(calls: Path) -> list[str]:
+    """The subcommand and the name of the folder rendered (through the wrapper kustomization)."""
+    subcommand, *entries = calls.read_text().split()
+    (folder,) = [entry for entry in entries if "/" in entry]  # not buildMetadata's entries
+    return [subcommand, Path(folder).name]
 
 
 REMOTE_ENTRIES = [
@@ -447,14 +464,35 @@ def test_no_remote_renders_local_kustomizations(recording_kubectl: Path) -> None
     loaded = load_paths(["app"], allow_remote=False)
     assert loaded.problems == []
     assert [resource.name for resource in loaded.resources] == ["rendered"]
-    assert recording_kubectl.read_text().split() == ["kustomize", "app"]
+    assert called(recording_kubectl) == ["kustomize", "app"]
 
 
 def test_without_no_remote_kubectl_renders_remote_bases(recording_kubectl: Path) -> None:
     """The default is unchanged: kubectl kustomize decides (and fetches)."""
     write(Path("app/kustomization.yaml"), f"resources:\n  - {REMOTE_ENTRIES[0]}\n")
     loaded = load_paths(["app"])
-    assert loaded.problems == [] and recording_kubectl.read_text().split() == ["kustomize", "app"]
+    assert loaded.problems == [] and called(recording_kubectl) == ["kustomize", "app"]
+
+
+def test_a_kubectl_without_build_metadata_still_renders_the_overlay_untraced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kustomize before v4.5 refuses `buildMetadata` (the wrapper that traces objects to their
+    files): the overlay is then rendered as it is, findings naming its folder."""
+    folder = tmp_path / "old-bin"
+    write(
+        folder / "kubectl",
+        '#!/bin/sh\nif grep -q buildMetadata "$2/kustomization.yaml"; then\n'
+        '  echo "Error: json: unknown field \\"buildMetadata\\"" >&2; exit 1\nfi\n'
+        'printf "apiVersion: v1\\nkind: Namespace\\nmetadata:\\n  name: rendered\\n"\n',
+    )
+    (folder / "kubectl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    write(Path("app/kustomization.yaml"), "resources:\n  - ns.yaml\n")
+    loaded = load_paths(["app"])
+    assert loaded.problems == []
+    assert [(resource.name, resource.file) for resource in loaded.resources] == [("rendered", "app")]
 
 
 def test_lint_no_remote_reports_gp004_and_fails(

@@ -176,17 +176,19 @@ def test_the_pre_commit_hook_agrees_with_lint_of_the_tree(nested: Path) -> None:
 
 
 def test_a_rendered_directory_gets_the_policy_of_its_folder(nested: Path) -> None:
+    """An overlay is linted as rendered, under the policy of its folder; its findings are traced to
+    the file that holds the object, in every mode."""
     if shutil.which("kubectl") is None:
         pytest.skip("needs kubectl (kustomize)")
     overlay = nested / "team-a" / "overlay"
     write(overlay / "kustomization.yaml", "resources: [job.yaml]\n")
     write(overlay / "job.yaml", job("rendered"))
     tree = findings(lint(nested.parent, "repo").stdout)
-    assert "GP202 warning" in rules_of(tree["team-a/overlay"])
-    assert not {"GP102 warning", "GP102 error"} & rules_of(tree["team-a/overlay"])
-    assert findings(lint(nested.parent, "repo/team-a/overlay", "--context-root", "repo").stdout) == only(
-        tree, ["team-a/overlay"]
-    )
+    assert "GP202 warning" in rules_of(tree["team-a/overlay/job.yaml"])
+    assert not {"GP102 warning", "GP102 error"} & rules_of(tree["team-a/overlay/job.yaml"])
+    for given in ("repo/team-a/overlay", "repo/team-a/overlay/job.yaml"):
+        alone = findings(lint(nested.parent, given, "--context-root", "repo").stdout)
+        assert alone == only(tree, ["team-a/overlay/job.yaml"]), given
 
 
 def test_examples_and_examples_experiments_agree() -> None:

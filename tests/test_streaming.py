@@ -242,7 +242,7 @@ def test_a_kustomization_is_rendered_once(
         assert_streams_the_same(sources, default_policy(), context)
     else:
         report = assert_streams_the_same(list(iter_sources(["."])), default_policy())
-        assert any(finding.file == "overlays/prod" for finding in report.findings)
+        assert any(finding.file == "overlays/prod/all.yaml" for finding in report.findings)
 
 
 def test_stdin_text() -> None:

@@ -27,13 +27,18 @@ from gpupolicy.provenance.rendering import FORMATS, render, render_detail
 EXIT_NOT_FOUND = EXIT_FINDINGS
 
 
-def _common(parser: argparse.ArgumentParser, *, default_format: str) -> None:
+def add_db_arguments(parser: argparse.ArgumentParser) -> None:
+    """--db and --schema, read by `open_store_from_args` (also used by `gpupolicy results`)."""
     parser.add_argument(
         "--db",
         metavar="URL",
         help=f"sqlite:///path.db or postgresql://… (default: ${DB_ENV}, else /var/lib/gpupolicy/provenance.db)",
     )
     parser.add_argument("--schema", help="PostgreSQL schema holding the tables (default: search_path)")
+
+
+def _common(parser: argparse.ArgumentParser, *, default_format: str) -> None:
+    add_db_arguments(parser)
     parser.add_argument("--format", "-f", choices=FORMATS, default=default_format)
 
 
@@ -66,10 +71,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         parser.set_defaults(handler=run)
 
 
-def _open(args: argparse.Namespace) -> Any:
+def open_store_from_args(args: argparse.Namespace, *, create: bool = False) -> Any:
+    """The store named by --db/--schema (or $GPUPOLICY_PROVENANCE_DB). A SQLite file must exist
+    unless `create` (a writer such as `results ingest` may start a new database)."""
     url = args.db or default_db_url()
     path = sqlite_path(url)
-    if path is not None and not path.is_file():
+    if path is not None and not path.is_file() and not (create and path.parent.is_dir()):
         raise UsageError(f"no provenance database at {path} (pass --db or set ${DB_ENV})")
     try:
         from gpupolicy.provenance.store import open_reader
@@ -112,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     from gpupolicy.provenance.filters import FilterError as CursorError
 
     flt = _record_filter(args) if args.provenance_action != "show" else None
-    store = _open(args)
+    store = open_store_from_args(args)
     try:
         from gpupolicy.provenance.store import StoreUnavailable
 

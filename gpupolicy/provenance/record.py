@@ -84,6 +84,9 @@ class ProvenanceRecord:
     experiment: str | None = None
     arm: str | None = None
     fixed: list[str] | None = None
+    # The experiment ConfigMap as admitted with this arm ({name, namespace, data}), so that
+    # `gpupolicy results report` judges the runs by the config they ran under.
+    experiment_config: dict[str, Any] | None = None
     rollback_criteria: str | None = None
     model: str | None = None
     input: str | None = None
@@ -216,6 +219,7 @@ def build_record(
         experiment=experiment,
         arm=_first_label(workload, ARM_LABEL),
         fixed=_fixed(experiment_config, experiment),
+        experiment_config=_config_snapshot(experiment_config, experiment),
         rollback_criteria=_str(annotations.get(ROLLBACK_ANNOTATION)),
         model=_str(annotations.get(MODEL_ANNOTATION)),
         input=_str(annotations.get(INPUT_ANNOTATION)),
@@ -363,6 +367,19 @@ def _fixed(config: Mapping[str, Any] | None, experiment: str | None) -> list[str
     if not isinstance(raw, str):
         return []
     return [item.strip() for item in re.split(r"[,\n、，]", raw) if item.strip()]
+
+
+def _config_snapshot(config: Mapping[str, Any] | None, experiment: str | None) -> dict[str, Any] | None:
+    """The experiment ConfigMap's name, namespace and string data, when it is this experiment's."""
+    if config is None or experiment is None:
+        return None
+    metadata = as_mapping(config.get("metadata"))
+    if _str(metadata.get("name")) != experiment:
+        return None
+    data = {
+        str(key): value for key, value in as_mapping(config.get("data")).items() if isinstance(value, str)
+    }
+    return {"name": experiment, "namespace": _str(metadata.get("namespace")), "data": data}
 
 
 def git_source(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> dict[str, Any]:

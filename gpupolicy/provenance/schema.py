@@ -16,6 +16,7 @@ from sqlalchemy import (
     Column,
     Connection,
     Engine,
+    Float,
     Integer,
     MetaData,
     String,
@@ -52,6 +53,40 @@ records = Table(
     # v2
     Column("status_changed_at", String(32)),
     Column("git_revision", Text),
+)
+
+# v3: experiment results (gpupolicy/results/, docs/results.md). One row per run of an arm,
+# with its per-request samples (so a report can apply another SLO), and the experiment
+# ConfigMaps `results ingest --config` supplied.
+result_runs = Table(
+    "result_runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("experiment", String(253), nullable=False),
+    Column("arm", String(253), nullable=False),
+    Column("repeat", Integer, nullable=False),
+    Column("ingested_at", String(32), nullable=False),
+    Column("format", String(32), nullable=False),
+    Column("files", Text, nullable=False),  # JSON list of the files read
+    Column("run_date", String(64)),  # when the benchmark ran, as the file says
+    Column("duration_s", Float, nullable=False),
+    Column("gpus", Float, nullable=False),
+    Column("gpu_source", Text, nullable=False),  # "workload ns/name" or "--gpus"
+    Column("price_per_gpu_hour", Float),
+    Column("node_pool", String(253)),
+    Column("record_uid", String(128)),  # the provenance record of --workload
+    Column("template_hash", String(80)),
+    Column("provenance", Text),  # JSON: images, model, input, placement, priority, gpu of the record
+    Column("samples", Text, nullable=False),  # JSON: one row per request (RequestSample.to_row)
+)
+
+result_experiments = Table(
+    "result_experiments",
+    metadata,
+    Column("name", String(253), primary_key=True),
+    Column("stored_at", String(32), nullable=False),
+    Column("source", Text, nullable=False),  # the --config file it came from
+    Column("config", Text, nullable=False),  # the ConfigMap object, JSON
 )
 
 schema_version = Table("provenance_schema_version", metadata, Column("version", Integer, nullable=False))
@@ -112,8 +147,50 @@ def _v2_status_time_and_revision(conn: Connection) -> None:
             conn.execute(update(records).where(records.c.uid == uid).values(git_revision=revision))
 
 
+def _v3_results(conn: Connection) -> None:
+    """Experiment results: runs (unique per experiment, arm and repeat) and experiment configs."""
+    conn.execute(
+        text(
+            """
+            CREATE TABLE result_runs (
+                run_id VARCHAR(64) NOT NULL PRIMARY KEY,
+                experiment VARCHAR(253) NOT NULL,
+                arm VARCHAR(253) NOT NULL,
+                repeat INTEGER NOT NULL,
+                ingested_at VARCHAR(32) NOT NULL,
+                format VARCHAR(32) NOT NULL,
+                files TEXT NOT NULL,
+                run_date VARCHAR(64),
+                duration_s DOUBLE PRECISION NOT NULL,
+                gpus DOUBLE PRECISION NOT NULL,
+                gpu_source TEXT NOT NULL,
+                price_per_gpu_hour DOUBLE PRECISION,
+                node_pool VARCHAR(253),
+                record_uid VARCHAR(128),
+                template_hash VARCHAR(80),
+                provenance TEXT,
+                samples TEXT NOT NULL,
+                CONSTRAINT uq_result_runs_repeat UNIQUE (experiment, arm, repeat)
+            )
+            """
+        )
+    )
+    conn.execute(
+        text(
+            """
+            CREATE TABLE result_experiments (
+                name VARCHAR(253) NOT NULL PRIMARY KEY,
+                stored_at VARCHAR(32) NOT NULL,
+                source TEXT NOT NULL,
+                config TEXT NOT NULL
+            )
+            """
+        )
+    )
+
+
 Migration = Callable[[Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_v1_create, _v2_status_time_and_revision)
+MIGRATIONS: tuple[Migration, ...] = (_v1_create, _v2_status_time_and_revision, _v3_results)
 LATEST = len(MIGRATIONS)
 
 

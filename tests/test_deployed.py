@@ -1,0 +1,484 @@
+"""Linted as deployed: a Helm chart through `helm template`, a kustomize base or patch through the
+overlays that use it, with findings on the template, base or patch file a person edits.
+
+A small GitOps repository (a chart with two templates and a values file; a kustomize base with a
+dev and a prod overlay, prod patching the base) is linted with the real helm, the real `kubectl
+kustomize` and, for the hook, the real `pre-commit`. Needs helm (on PATH, or at .tools/helm:
+charts/install-helm.sh) and kubectl; skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpupolicy.cli import main
+from gpupolicy.inputs import RenderSession, iter_sources, sources_with_context
+from gpupolicy.policy import default_policy
+from gpupolicy.rendering import Origin, SourceText, helm_template_file
+from tests.test_precommit import PRE_COMMIT, git, hook_config, run
+from tests.test_streaming import assert_streams_the_same
+
+REPO = Path(__file__).resolve().parent.parent
+HELM = shutil.which("helm") or next(
+    (str(path) for path in [REPO / ".tools" / "helm"] if path.is_file() and os.access(path, os.X_OK)), None
+)
+pytestmark = [
+    pytest.mark.skipif(
+        HELM is None, reason="helm not found on PATH or at .tools/helm (charts/install-helm.sh)"
+    ),
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) is not on PATH"),
+]
+
+CHART_YAML = "apiVersion: v2\nname: trainer-chart\nversion: 0.1.0\n"
+VALUES = "image: nvcr.io/nvidia/pytorch:24.01-py3\ngpus: 1\n"
+# The deployment's GPU request and limit disagree (GP102) only when a values file says so.
+DEPLOYMENT_TEMPLATE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}-trainer
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: trainer}
+  template:
+    metadata:
+      labels: {app: trainer}
+    spec:
+      containers:
+        - name: main
+          image: {{ .Values.image }}
+          resources:
+            requests:
+              nvidia.com/gpu: 1
+            limits:
+              nvidia.com/gpu: {{ .Values.gpus }}
+"""
+SERVICE_TEMPLATE = """\
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}-svc
+spec:
+  selector: {app: trainer}
+  ports:
+    - port: 80
+"""
+BASE_DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: worker
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: worker}
+  template:
+    metadata:
+      labels: {app: worker}
+    spec:
+      containers:
+        - name: main
+          image: nvcr.io/nvidia/pytorch:24.01-py3
+          resources:
+            requests:
+              nvidia.com/gpu: 1
+            limits:
+              nvidia.com/gpu: 1
+"""
+# prod asks for a second GPU in the limit only: a GP102 of prod alone.
+PROD_PATCH = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: worker
+spec:
+  template:
+    spec:
+      containers:
+        - name: main
+          resources:
+            limits:
+              nvidia.com/gpu: 2
+"""
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(number for number, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def make_repo(root: Path) -> Path:
+    chart = root / "charts" / "trainer"
+    write(chart / "Chart.yaml", CHART_YAML)
+    write(chart / "values.yaml", VALUES)
+    write(chart / "values-prod.yaml", "gpus: 2\n")
+    write(chart / "templates" / "deployment.yaml", DEPLOYMENT_TEMPLATE)
+    write(chart / "templates" / "service.yaml", SERVICE_TEMPLATE)
+    write(chart / "templates" / "_helpers.tpl", '{{- define "trainer.name" -}}trainer{{- end }}\n')
+    apps = root / "apps"
+    write(apps / "base" / "kustomization.yaml", "resources:\n  - deployment.yaml\n")
+    write(apps / "base" / "deployment.yaml", BASE_DEPLOYMENT)
+    write(apps / "overlays" / "dev" / "kustomization.yaml", "resources:\n  - ../../base\nnamespace: dev\n")
+    write(
+        apps / "overlays" / "prod" / "kustomization.yaml",
+        "resources:\n  - ../../base\nnamespace: prod\npatches:\n  - path: gpus.yaml\n",
+    )
+    write(apps / "overlays" / "prod" / "gpus.yaml", PROD_PATCH)
+    return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    assert HELM is not None
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    return make_repo(tmp_path)
+
+
+def lint(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, Any]]:
+    main(["lint", "--no-repo-policy", "--format", "json", *args])
+    findings: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["findings"]
+    return findings
+
+
+def where(findings: list[dict[str, Any]], rule: str) -> list[tuple[str, int]]:
+    return sorted((finding["file"], finding["line"]) for finding in findings if finding["rule"] == rule)
+
+
+# -- Helm ------------------------------------------------------------------------------------------
+
+
+def test_a_chart_is_reported_on_its_template_files(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    findings = lint(capsys, ".")
+    files = {finding["file"] for finding in findings}
+    assert "charts/trainer" not in files and "charts/trainer/templates/deployment.yaml" in files
+    image_line = line_of(DEPLOYMENT_TEMPLATE, "image:")
+    assert ("charts/trainer/templates/deployment.yaml", image_line) in where(findings, "GP701")
+    assert not where(findings, "GP004") and not where(findings, "GP003")
+    # values.yaml: 1 GPU requested, 1 in the limit
+    assert not [found for found in where(findings, "GP102") if found[0].startswith("charts/")]
+
+
+def test_the_policy_names_values_files_the_chart_is_rendered_with(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(repo / "policy.yaml", "helm:\n  valuesFiles: [values-prod.yaml]\n")
+    findings = lint(capsys, "--policy", "policy.yaml", "charts")
+    # values-prod.yaml sets 2 GPUs in the limit: the mismatch is on the template, at its field.
+    assert where(findings, "GP102") == [
+        ("charts/trainer/templates/deployment.yaml", line_of(DEPLOYMENT_TEMPLATE, "nvidia.com/gpu: 1"))
+    ]
+
+
+def test_one_template_given_renders_its_chart_and_reports_only_that_template(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    findings = lint(capsys, "charts/trainer/templates/service.yaml")
+    assert {finding["file"] for finding in findings} <= {"charts/trainer/templates/service.yaml"}
+    assert not where(findings, "GP004")
+    main(["lint", "--no-repo-policy", "charts/trainer/templates/service.yaml"])
+    assert capsys.readouterr().out.splitlines()[-1].endswith("in 1 objects from 1 files")
+    findings = lint(
+        capsys, "charts/trainer/templates/deployment.yaml", "charts/trainer/templates/service.yaml"
+    )
+    assert ("charts/trainer/templates/deployment.yaml", line_of(DEPLOYMENT_TEMPLATE, "image:")) in where(
+        findings, "GP701"
+    )
+    assert not where(findings, "GP004")
+
+
+def test_a_values_file_given_renders_its_whole_chart(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    findings = lint(capsys, "--context-root", ".", "charts/trainer/values.yaml")
+    assert "charts/trainer/templates/deployment.yaml" in {finding["file"] for finding in findings}
+    assert not where(findings, "GP003")
+
+
+def test_a_subchart_template_is_traced_through_its_parent(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sub = repo / "charts" / "trainer" / "charts" / "sidecar"
+    write(sub / "Chart.yaml", "apiVersion: v2\nname: sidecar\nversion: 0.1.0\n")
+    write(sub / "templates" / "job.yaml", BASE_DEPLOYMENT.replace("name: worker", "name: sidecar"))
+    findings = lint(capsys, "charts/trainer/charts/sidecar/templates/job.yaml")
+    assert {finding["file"] for finding in findings} == {"charts/trainer/charts/sidecar/templates/job.yaml"}
+    assert ("charts/trainer/charts/sidecar/templates/job.yaml", line_of(BASE_DEPLOYMENT, "image:")) in where(
+        findings, "GP701"
+    )
+
+
+def test_a_library_chart_is_one_gp004_with_helms_error(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    library = repo / "library"
+    write(library / "Chart.yaml", "apiVersion: v2\nname: common\nversion: 0.1.0\ntype: library\n")
+    write(library / "templates" / "_labels.yaml", '{{- define "common.labels" -}}app: x{{- end }}\n')
+    findings = lint(capsys, "library")
+    (gp004,) = [finding for finding in findings if finding["rule"] == "GP004"]
+    assert gp004["file"] == "library" and "helm template gpupolicy-lint library failed:" in gp004["message"]
+    assert "library charts are not installable" in gp004["message"]
+
+
+# -- kustomize -------------------------------------------------------------------------------------
+
+
+def test_a_base_is_reported_once_through_its_overlays(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    findings = lint(capsys, "apps")
+    image_line = line_of(BASE_DEPLOYMENT, "image:")
+    (gp701,) = [finding for finding in findings if finding["rule"] == "GP701"]
+    assert (gp701["file"], gp701["line"]) == ("apps/base/deployment.yaml", image_line)
+    assert gp701["message"].endswith("(as rendered by apps/overlays/dev, apps/overlays/prod)")
+    # prod's patch makes a mismatch only prod has: shown once, naming prod.
+    (gp102,) = [finding for finding in findings if finding["rule"] == "GP102"]
+    assert gp102["file"] == "apps/base/deployment.yaml"
+    assert gp102["message"].endswith("(as rendered by apps/overlays/prod)")
+    assert "apps/base" not in {finding["file"] for finding in findings}
+
+
+def test_a_base_file_given_is_linted_through_the_overlays(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    findings = lint(capsys, "apps/base/deployment.yaml")
+    assert {finding["file"] for finding in findings} == {"apps/base/deployment.yaml"}
+    assert where(findings, "GP701") == [("apps/base/deployment.yaml", line_of(BASE_DEPLOYMENT, "image:"))]
+    assert [finding["object"]["namespace"] for finding in findings if finding["rule"] == "GP102"] == ["prod"]
+
+
+def test_a_patch_file_given_reports_the_objects_it_patches(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    findings = lint(capsys, "apps/overlays/prod/gpus.yaml")
+    assert {finding["file"] for finding in findings} == {"apps/overlays/prod/gpus.yaml"}
+    (gp102,) = [finding for finding in findings if finding["rule"] == "GP102"]
+    assert gp102["object"]["namespace"] == "prod"
+    assert gp102["line"] == line_of(PROD_PATCH, "resources:")  # requests are not in the patch
+
+
+def test_build_annotations_are_removed_before_the_rules(repo: Path) -> None:
+    (source,) = iter_sources(["apps/overlays/prod"])
+    (deployment,) = source.load().resources
+    assert "annotations" not in deployment.obj["metadata"]
+    assert deployment.file == "apps/base/deployment.yaml"
+
+
+def test_no_remote_still_refuses_a_remote_base(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(
+        repo / "apps" / "overlays" / "dev" / "kustomization.yaml",
+        "resources:\n  - ../../base\n  - https://github.com/acme/manifests//base?ref=v1\n",
+    )
+    findings = lint(capsys, "--no-remote", "apps/overlays/dev")
+    (gp004,) = [finding for finding in findings if finding["rule"] == "GP004"]
+    assert gp004["file"] == "apps/overlays/dev/kustomization.yaml" and "--no-remote" in gp004["message"]
+
+
+# -- the stream and the in-memory path agree ------------------------------------------------------
+
+
+def test_streaming_agrees_on_rendered_parts(repo: Path) -> None:
+    policy = default_policy()
+    assert_streams_the_same(list(iter_sources(["."])), policy)
+    for given in (["charts/trainer/templates/deployment.yaml"], ["apps/base/deployment.yaml"]):
+        sources, context = sources_with_context(given, repo, session=RenderSession())
+        assert [source.part.only for source in sources if source.part.only]
+        assert any(source.part.without for source in context)
+        assert_streams_the_same(sources, policy, context)
+
+
+# -- the pre-commit hook ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_pre_commit_reports_a_changed_template_and_a_changed_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not PRE_COMMIT.is_file() or shutil.which("git") is None:
+        pytest.skip("needs git and pre-commit (in the test extra)")
+    assert HELM is not None
+    root = make_repo(tmp_path / "gitops")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "test@example.com")
+    git(root, "config", "user.name", "test")
+    write(root / ".pre-commit-config.yaml", yaml.safe_dump(hook_config(), sort_keys=False))
+    git(root, "add", ".")
+    git(root, "commit", "-q", "--no-verify", "-m", "initial")
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    result = run([str(PRE_COMMIT), "run", "--all-files"], root, tmp_path)
+    output = result.stdout + result.stderr
+    assert "GP004" not in output and "GP003" not in output, output
+    assert re.search(r"^charts/trainer/templates/deployment\.yaml:\d+:\d+: GP701", output, re.M), output
+    assert len(re.findall(r"^apps/base/deployment\.yaml:\d+:\d+: GP701", output, re.M)) == 1, output
+
+    # A changed values file: its chart rendered again, the finding on the template.
+    write(root / "charts" / "trainer" / "values.yaml", VALUES.replace("gpus: 1", "gpus: 4"))
+    git(root, "add", ".")
+    result = run([str(PRE_COMMIT), "run", "--files", "charts/trainer/values.yaml"], root, tmp_path)
+    output = result.stdout + result.stderr
+    line = line_of(DEPLOYMENT_TEMPLATE, "nvidia.com/gpu: 1")
+    assert result.returncode != 0, output
+    assert re.search(rf"^charts/trainer/templates/deployment\.yaml:{line}:\d+: GP102", output, re.M), output
+
+    # A changed template: only its objects are reported, on it.
+    result = run(
+        [str(PRE_COMMIT), "run", "--files", "charts/trainer/templates/deployment.yaml"], root, tmp_path
+    )
+    output = result.stdout + result.stderr
+    reported = re.findall(r"^(\S+?):\d+:\d+: GP\d+", output, re.M)
+    assert reported and set(reported) == {"charts/trainer/templates/deployment.yaml"}, output
+    result = run([str(PRE_COMMIT), "run", "--files", "charts/trainer/templates/service.yaml"], root, tmp_path)
+    assert "deployment.yaml" not in result.stdout + result.stderr
+
+    # A changed base, judged through the overlays that use it.
+    write(
+        root / "apps" / "base" / "deployment.yaml",
+        BASE_DEPLOYMENT.replace(
+            "limits:\n              nvidia.com/gpu: 1", "limits:\n              nvidia.com/gpu: 3"
+        ),
+    )
+    result = run([str(PRE_COMMIT), "run", "--files", "apps/base/deployment.yaml"], root, tmp_path)
+    output = result.stdout + result.stderr
+    assert re.search(
+        r"^apps/base/deployment\.yaml:\d+:\d+: GP102 .*as rendered by apps/overlays/dev", output, re.M
+    ), output
+    assert "apps/overlays/prod/gpus.yaml" not in output
+
+
+# -- suppression comments in the files a person edits ----------------------------------------------
+
+IGNORE = "          # gpupolicy: ignore GP701 -- pulled through the registry mirror, which pins\n"
+
+
+def test_an_ignore_comment_in_a_template_or_a_base_suppresses_there(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for path in (repo / "charts/trainer/templates/deployment.yaml", repo / "apps/base/deployment.yaml"):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace("          image:", IGNORE + "          image:", 1), encoding="utf-8")
+    main(["lint", "--no-repo-policy", "--format", "json", "."])
+    report = json.loads(capsys.readouterr().out)
+    assert not where(report["findings"], "GP701")
+    assert not where(report["findings"], "GP011")  # the base's comment is one comment, used
+    suppressed = sorted(item["file"] for item in report["suppressed"] if item["rule"] == "GP701")
+    assert suppressed == ["apps/base/deployment.yaml", "charts/trainer/templates/deployment.yaml"]
+
+
+# -- tracing, on its own ---------------------------------------------------------------------------
+
+
+def test_a_source_comment_names_a_file_inside_the_chart_only(tmp_path: Path) -> None:
+    chart = tmp_path / "chart"
+    write(chart / "templates" / "a.yaml", "kind: ConfigMap\n")
+    write(tmp_path / "secret.yaml", "kind: Secret\n")
+    assert (
+        helm_template_file(chart, "any-name/templates/a.yaml") == (chart / "templates" / "a.yaml").resolve()
+    )
+    assert helm_template_file(chart, "any-name/../secret.yaml") is None  # leaves the chart
+    assert helm_template_file(chart, "any-name/charts/sub-0.1.0.tgz/templates/x.yaml") is None  # packaged
+    assert helm_template_file(chart, "no-slash") is None
+
+
+def test_a_field_is_found_by_its_keys_and_falls_back_to_the_kind_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    write(path, "# a comment\n---\n" + DEPLOYMENT_TEMPLATE)
+    text = SourceText.read(path)
+    origin = Origin("t.yaml", text, text.kind_lines("Deployment")[0])
+    offset = 2  # the comment and the document marker
+    containers = ("spec", "template", "spec", "containers", 0)
+    assert origin.position((*containers, "image")) == (offset + line_of(DEPLOYMENT_TEMPLATE, "image:"), 11)
+    limits = (*containers, "resources", "limits")
+    assert origin.position((*limits, "nvidia.com/gpu"))[0] == offset + line_of(DEPLOYMENT_TEMPLATE, "gpu: {{")
+    # a key the template does not hold (Helm writes it): the nearest key above it that it holds
+    assert origin.position((*limits, "amd.com/gpu"))[0] == offset + line_of(DEPLOYMENT_TEMPLATE, "limits:")
+    assert origin.position(())[0] == offset + 2  # kind: Deployment
+    assert Origin("t.yaml", text, None).position(("nothing",)) == (1, 1)
+
+
+def test_a_symlink_loop_named_by_a_kustomization_or_beside_a_chart_is_no_crash(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / "apps" / "base" / "loop-a.yaml").symlink_to(repo / "apps" / "base" / "loop-b.yaml")
+    (repo / "apps" / "base" / "loop-b.yaml").symlink_to(repo / "apps" / "base" / "loop-a.yaml")
+    write(repo / "apps" / "base" / "kustomization.yaml", "resources:\n  - deployment.yaml\n  - loop-a.yaml\n")
+    (repo / "charts" / "trainer" / "values-loop.yaml").symlink_to(
+        repo / "charts" / "trainer" / "values-loop.yaml"
+    )
+    main(
+        [
+            "lint",
+            "--no-repo-policy",
+            "--context-root",
+            ".",
+            "apps/base/loop-a.yaml",
+            "charts/trainer/values-loop.yaml",
+        ]
+    )
+    main(["lint", "--no-repo-policy", "."])
+    out = capsys.readouterr().out
+    assert "kubectl kustomize apps/overlays/dev failed" in out  # kustomize's own error, once per overlay
+
+
+def test_a_kustomization_or_chart_file_given_stands_for_the_whole_overlay_or_chart(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    findings = lint(capsys, "apps/overlays/prod/kustomization.yaml", "charts/trainer/Chart.yaml")
+    files = {finding["file"] for finding in findings}
+    assert files == {"apps/base/deployment.yaml", "charts/trainer/templates/deployment.yaml"}
+    assert {
+        finding["object"]["namespace"] for finding in findings if finding["file"].startswith("apps/")
+    } == {"prod"}
+    # a base's kustomization file: every overlay that uses the base
+    findings = lint(capsys, "apps/base/kustomization.yaml")
+    assert {finding["object"]["namespace"] for finding in findings if finding["rule"] == "GP106"} == {"dev"}
+    assert "(as rendered by apps/overlays/dev, apps/overlays/prod)" in " ".join(
+        f["message"] for f in findings
+    )
+
+
+TWO_CONTAINERS = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: two
+spec:
+  containers:
+  - name: first
+    image: a:1
+  {{- if .Values.second }}
+  - name: second
+    image: b:1
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+  {{- end }}
+  volumes:
+    - name: resources
+"""
+
+
+def test_list_items_are_counted_and_a_key_is_searched_in_its_own_block(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    write(path, TWO_CONTAINERS)
+    text = SourceText.read(path)
+    origin = Origin("pod.yaml", text, text.kind_lines("Pod")[0])
+    containers = ("spec", "containers")
+    assert origin.position((*containers, 1, "image")) == (line_of(TWO_CONTAINERS, "image: b:1"), 5)
+    assert origin.position((*containers, 0, "image"))[0] == line_of(TWO_CONTAINERS, "image: a:1")
+    # the first container has no resources: its item, not the second container's resources
+    assert origin.position((*containers, 0, "resources", "limits"))[0] == line_of(
+        TWO_CONTAINERS, "- name: first"
+    )
+    assert origin.position((*containers, 1, "resources", "limits", "nvidia.com/gpu"))[0] == line_of(
+        TWO_CONTAINERS, "nvidia.com/gpu: 1"
+    )
+    assert origin.position((*containers, 2, "image"))[0] == line_of(TWO_CONTAINERS, "containers:")
