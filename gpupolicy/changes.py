@@ -41,7 +41,7 @@ from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits, Resource
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding, ObjectRef, Severity
 from gpupolicy.inputs import RenderSession, Source, display_path, sources_with_context
-from gpupolicy.policy import Policy
+from gpupolicy.policy import Policy, RepoPolicies
 
 GIT_TIMEOUT_SECONDS = 120
 # What a CI job must do for REF to exist in its clone (a shallow clone has no base commit).
@@ -228,6 +228,9 @@ class LintRun:
     exclude: Sequence[str] = ()
     allow_remote: bool = True
     limits: LoadLimits = DEFAULT_LIMITS
+    # Each file's nearest .gpupolicy.yaml (None: `policy` for every file); REF's files are judged
+    # under the working tree's policies, as the working tree's are.
+    policies: RepoPolicies | None = None
     # The run's renderings (reused for the working tree's side) and the policy's Helm values files.
     session: RenderSession | None = None
 
@@ -262,7 +265,13 @@ class _AtRef:
                 allow_remote=run.allow_remote,
                 session=run.ref_session(),
             )
-            report = lint(sources, run.policy, context=context, limits=run.limits)
+            if run.policies is None:
+                report = lint(sources, run.policy, context=context, limits=run.limits)
+            else:
+                from gpupolicy.policy_scopes import lint_by_policy
+
+                policies = run.policies.read_as(top, since.root)
+                report = lint_by_policy(sources, policies, run.policy, context=context)
             loaded = [source for source in [*sources, *context] if _worth_loading(source, top, changed)]
             values = _values(loaded, run.limits)
             said = [*report.findings, *(finding for finding, _ in report.suppressed)]

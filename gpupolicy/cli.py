@@ -72,7 +72,7 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default=[],
         type=Path,
         metavar="FILE",
-        help="a policy file merged over the default and the repository's .gpupolicy.yaml",
+        help="a policy file merged over the default and each file's nearest .gpupolicy.yaml",
     )
     lint.add_argument("--no-repo-policy", action="store_true", help="ignore .gpupolicy.yaml files")
     lint.add_argument(
@@ -186,7 +186,7 @@ def _parse_outputs(formats: list[str], outputs: list[str]) -> dict[str, str | No
 def run_lint(args: argparse.Namespace) -> int:
     from gpupolicy import baseline as baselines
     from gpupolicy.formats import RenderOptions, load_formatters
-    from gpupolicy.policy import PolicyError, find_repo_policy, load_policy
+    from gpupolicy.policy import PolicyError, RepoPolicies
 
     formatters = load_formatters()
     formats = [item.strip() for item in args.format.split(",") if item.strip()]
@@ -203,9 +203,15 @@ def run_lint(args: argparse.Namespace) -> int:
         if not policy_file.is_file():
             raise UsageError(f"{policy_file}: no such policy file")
     anchor = next((Path(raw) for raw in args.paths if raw != "-"), Path.cwd())
-    repo_policy = None if args.no_repo_policy else find_repo_policy(anchor)
+    context_root = _context_root(args, anchor)
+    since = _changed_since(args, anchor)
+    if since is not None:
+        context_root = context_root or since.root
+    # Each input is judged under its nearest .gpupolicy.yaml (gpupolicy/policy_scopes.py); the lint
+    # root's (the context root's, else the first path's) decides what is per run: failOn, exclude.
+    policies = RepoPolicies(extra=args.policy, use_repo_policies=not args.no_repo_policy)
     try:
-        policy = load_policy(repo_policy=repo_policy, extra=args.policy)
+        policy = policies.policy_for(context_root or anchor)
     except PolicyError as exc:
         raise UsageError(str(exc)) from exc
     accepted = None
@@ -217,24 +223,24 @@ def run_lint(args: argparse.Namespace) -> int:
 
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
     from gpupolicy.inputs import RenderSession, iter_sources, rendered_context, sources_with_context
-    from gpupolicy.streaming import lint
+    from gpupolicy.policy_scopes import lint_by_policy
 
     exclude = [*policy.exclude, *args.exclude]
-    context_root = _context_root(args, anchor)
-    since = _changed_since(args, anchor)
-    if since is not None:
-        context_root = context_root or since.root
     session = RenderSession(helm_values=[str(item) for item in policy.get("helm.valuesFiles") or []])
+    context = None
     if context_root is None:
         sources = list(
             iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote, session=session)
         )
-        report = lint(sources, policy, context=rendered_context(sources) or None, limits=policy.limits)
+        context = rendered_context(sources) or None
     else:
         sources, context = sources_with_context(
             args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote, session=session
         )
-        report = lint(sources, policy, context=context, limits=policy.limits)
+    try:
+        report = lint_by_policy(sources, policies, policy, context=context)
+    except PolicyError as exc:  # a nested .gpupolicy.yaml that cannot be used
+        raise UsageError(str(exc)) from exc
     if since is not None:
         from gpupolicy.changes import LintRun, restrict
 
@@ -245,6 +251,7 @@ def run_lint(args: argparse.Namespace) -> int:
             exclude,
             not args.no_remote,
             policy.limits,
+            policies,
             session=session,
         )
         report = _or_usage_error(lambda: restrict(report, since, run))

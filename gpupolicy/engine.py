@@ -193,10 +193,20 @@ class Context:
     """What a rule may read besides its object: the policy, the inventory, and memos for work
     that several rules share (computed once per evaluation, or once per object, not once per rule)."""
 
-    def __init__(self, policy: Policy, inventory: Inventory, resources: Sequence[Resource]) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        inventory: Inventory,
+        resources: Sequence[Resource],
+        *,
+        said: set[Hashable] | None = None,
+    ) -> None:
         self.policy = policy
         self.inventory = inventory
         self.resources = resources
+        # What has been said once (gpupolicy/unknowns.py): one run may evaluate several groups of
+        # files, each under its own policy (gpupolicy/policy_scopes.py), and say it once in all.
+        self.said: set[Hashable] = set() if said is None else said
         self._memo: dict[Any, Any] = {}
         self._subject_memo: dict[Any, Any] = {}
         self.gpu = policy.gpu
@@ -314,6 +324,9 @@ class Report:
     objects: int = 0
     files: int = 0  # files linted: those skipped whole are counted in `skipped`, not here
     policy_digest: str = ""
+    # The policy files behind the findings (Policy.sources), in merge order; several policies'
+    # files when the inputs had different nearest `.gpupolicy.yaml`s (gpupolicy/policy_scopes.py).
+    policy_sources: tuple[str, ...] = ()
     # --changed-since REF: the objects linted as context only, because they equal REF's (changes.py).
     unchanged: int = 0
     changed_since: str | None = None
@@ -476,10 +489,11 @@ class Evaluation:
         resources: Sequence[Resource] = (),
         *,
         rules: Iterable[Rule] | None = None,
+        said: set[Hashable] | None = None,
     ) -> None:
         self.policy = policy
-        self.ctx = Context(policy, inventory, resources)
-        self.report = Report(policy_digest=policy.digest)
+        self.ctx = Context(policy, inventory, resources, said=said)
+        self.report = Report(policy_digest=policy.digest, policy_sources=policy.sources)
         self.plan = _plan(policy, rules)
         self.findings: list[Finding] = []
 
@@ -550,15 +564,17 @@ def evaluate(
     report_on: Callable[[Resource], bool] | None = None,
     rules: Iterable[Rule] | None = None,
     directives: Iterable[InlineDirective] = (),
+    said: set[Hashable] | None = None,
 ) -> Report:
     """Run every enabled rule over `resources`. `inventory` defaults to a Bundle of them;
     `report_on` keeps only findings about chosen objects (pre-commit's changed files).
     Suppressions (annotations of the chosen objects, `directives` — the `# gpupolicy: ignore`
-    comments of the chosen files — and policy exemptions) move findings to `report.suppressed`."""
+    comments of the chosen files — and policy exemptions) move findings to `report.suppressed`.
+    `said`: what this run has said once already (`Context.said`)."""
     inventory = (
         inventory if inventory is not None else Bundle(resources, complete_kinds=complete_kinds(policy))
     )
-    evaluation = Evaluation(policy, inventory, resources, rules=rules)
+    evaluation = Evaluation(policy, inventory, resources, rules=rules, said=said)
     subjects = [resource for resource in resources if report_on is None or report_on(resource)]
     for resource in subjects:
         evaluation.check(resource)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import bisect
 import gc
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from operator import itemgetter
 
 from gpupolicy.disruption import HPA, PDB, pdb_selects
@@ -91,13 +91,18 @@ def lint(
     *,
     context: Sequence[Source] | None = None,
     limits: LoadLimits = DEFAULT_LIMITS,
+    said: set[Hashable] | None = None,
 ) -> Report:
     """Lint `sources`; `context` inputs are read only for what cross-object rules look up (pre-commit's
-    repository) and never reported on. Streams when it can, else loads everything at once."""
+    repository) and never reported on. Streams when it can, else loads everything at once. `said`:
+    what the run has said once already (`engine.Context.said`), updated with what this lint says."""
+    before = None if said is None else set(said)
     try:
-        report = stream(sources, policy, context=context, limits=limits)
+        report = stream(sources, policy, context=context, limits=limits, said=said)
     except Fallback:
-        report = lint_in_memory(sources, policy, context=context, limits=limits)
+        if said is not None and before is not None:  # the stream may have said some before it stopped
+            said.intersection_update(before)
+        report = lint_in_memory(sources, policy, context=context, limits=limits, said=said)
     merge_overlay_findings(report, sources)
     return report
 
@@ -108,6 +113,7 @@ def lint_in_memory(
     *,
     context: Sequence[Source] | None = None,
     limits: LoadLimits = DEFAULT_LIMITS,
+    said: set[Hashable] | None = None,
 ) -> Report:
     """Every input loaded at once and `evaluate()`d: the reference the stream must match."""
     loaded = Loaded()
@@ -117,7 +123,9 @@ def lint_in_memory(
         else:
             loaded.problems.append(source.problem)
     if context is None:
-        report = evaluate(loaded.resources, policy, problems=loaded.problems, directives=loaded.directives)
+        report = evaluate(
+            loaded.resources, policy, problems=loaded.problems, directives=loaded.directives, said=said
+        )
     else:
         given = set(loaded.files) | {resource.file for resource in loaded.resources}
         others = [
@@ -134,6 +142,7 @@ def lint_in_memory(
             problems=loaded.problems,
             directives=loaded.directives,
             report_on=lambda resource: resource.file in chosen,
+            said=said,
         )
         report.objects = len(loaded.resources)
     report.skipped = loaded.skipped
@@ -147,10 +156,11 @@ def stream(
     *,
     context: Sequence[Source] | None = None,
     limits: LoadLimits = DEFAULT_LIMITS,
+    said: set[Hashable] | None = None,
 ) -> Report:
     """The streaming lint; raises Fallback where it cannot vouch for its report."""
     try:
-        return _Stream(policy, limits).run(sources, context)
+        return _Stream(policy, limits, said).run(sources, context)
     except StreamReadsDifferently as exc:
         raise Fallback(str(exc)) from exc
 
@@ -268,10 +278,10 @@ class _Readers:
 class _Stream:
     """One streaming run: pass 1 (`_index`), pass 2 (`_read` of each input), the deferred readers."""
 
-    def __init__(self, policy: Policy, limits: LoadLimits) -> None:
+    def __init__(self, policy: Policy, limits: LoadLimits, said: set[Hashable] | None = None) -> None:
         self.limits = limits
         self.inventory = StreamInventory(complete_kinds=complete_kinds(policy))
-        self.evaluation = Evaluation(policy, self.inventory)
+        self.evaluation = Evaluation(policy, self.inventory, said=said)
         if self.evaluation.plan.bundle_rules:
             raise Fallback("rules of bundle scope read every object")
         self.readers: _Readers | None = None

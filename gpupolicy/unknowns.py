@@ -1,6 +1,7 @@
 """Saying "unknown" once: when neither the policy nor the inventory holds a fact of the cluster
 (its GPU taints, its node pools, its PriorityClasses, its NetworkPolicies), a rule that needs it
-reports that as one info finding per missing fact and evaluation, naming how to supply the fact,
+reports that as one info finding per missing fact and evaluation (a lint run whose files fall
+under several policies shares one), naming how to supply the fact,
 never as an error and never silently. Given the fact, the rule works at full strength."""
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ NETWORK_POLICIES = ClusterFact(
 
 
 def first_time(ctx: Context, key: Hashable) -> bool:
-    """True the first time `key` is seen in this evaluation."""
-    seen: set[Hashable] = ctx.memo("unknowns-said", set)
+    """True the first time `key` is seen in this run (`Context.said`: shared by the evaluations of
+    one lint run when its files fall under different policies)."""
+    seen = ctx.said
     if key in seen:
         return False
     seen.add(key)
@@ -51,7 +53,7 @@ def first_time(ctx: Context, key: Hashable) -> bool:
 
 
 def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: str) -> Iterator[Violation]:
-    """One info finding per evaluation for a missing cluster fact (nothing once it has been said)."""
+    """One info finding per run for a missing cluster fact (nothing once it has been said)."""
     if first_time(ctx, ("cluster-fact", fact.what)):
         yield Violation(
             path,

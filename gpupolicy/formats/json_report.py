@@ -9,6 +9,7 @@ from gpupolicy import __version__
 from gpupolicy.engine import Report, WorkloadRole
 from gpupolicy.findings import Finding
 from gpupolicy.formats import RenderOptions, register
+from gpupolicy.policy import display_source
 
 SCHEMA_VERSION = "gpupolicy.io/lint-report/v1"
 
@@ -42,7 +43,10 @@ def report_dict(report: Report) -> dict[str, Any]:
     return {
         "schema": SCHEMA_VERSION,
         "tool": {"name": "gpupolicy", "version": __version__},
-        "policy": {"digest": report.policy_digest},
+        "policy": {
+            "digest": report.policy_digest,
+            "sources": [display_source(source) for source in report.policy_sources],
+        },
         "summary": {
             "objects": report.objects,
             "files": report.files,

@@ -21,6 +21,7 @@ from gpupolicy.baseline import fingerprint
 from gpupolicy.engine import REGISTRY, Report, Rule
 from gpupolicy.findings import Finding, Severity
 from gpupolicy.formats import RenderOptions, register
+from gpupolicy.policy import display_source
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/gpupolicy/gpupolicy"
@@ -136,7 +137,10 @@ def sarif_log(report: Report, options: RenderOptions) -> dict[str, Any]:
         "originalUriBaseIds": {SRCROOT: {"uri": Path.cwd().as_uri() + "/"}},
         "columnKind": "unicodeCodePoints",
         "results": results,
-        "properties": {"policyDigest": report.policy_digest},
+        "properties": {
+            "policyDigest": report.policy_digest,
+            "policySources": [display_source(source) for source in report.policy_sources],
+        },
     }
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
