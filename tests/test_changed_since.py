@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,19 +18,9 @@ import pytest
 import yaml
 
 from gpupolicy.cli import EXIT_FINDINGS, main
+from tests.real_tools import helm_on_path, needs_helm, needs_kubectl
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def find_helm() -> str | None:
-    local = REPO / ".tools" / "helm"
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which("helm")
-
-
-HELM = find_helm()
-needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
 
 
 def git(repo: Path, *args: str) -> str:
@@ -315,12 +304,11 @@ def test_outside_a_git_repository_is_a_usage_error(
     assert "is not inside a git work tree" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(HELM is None, reason="helm not found on PATH or at .tools/helm (charts/install-helm.sh)")
+@needs_helm
 def test_a_values_change_reports_the_rendered_objects_that_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert HELM is not None
-    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    helm_on_path(monkeypatch)
     chart = {
         "charts/llm/Chart.yaml": "apiVersion: v2\nname: llm\nversion: 0.1.0\n",
         "charts/llm/values.yaml": "replicas: 2\nembedderTag: 24.10-py3\n",
@@ -352,13 +340,12 @@ def test_a_values_change_reports_the_rendered_objects_that_changed(
     assert lint(repo, monkeypatch, capsys)[1]["findings"] == []
 
 
-@pytest.mark.skipif(HELM is None, reason="helm not found on PATH or at .tools/helm (charts/install-helm.sh)")
+@needs_helm
 def test_both_sides_render_with_the_values_files_the_policy_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`helm.valuesFiles` applies to REF's tree too: a change in values-prod.yaml is a change."""
-    assert HELM is not None
-    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    helm_on_path(monkeypatch)
     repo = make_repo(
         tmp_path,
         {

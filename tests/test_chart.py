@@ -32,6 +32,7 @@ from gpupolicy.policy import load_policy
 from gpupolicy.webhook.cluster_inventory import KINDS
 from gpupolicy.webhook.kinds import CROSS_OBJECT_KINDS
 from gpupolicy.webhook.settings import Mode, WebhookSettings
+from tests.real_tools import HELM, needs_helm
 from tests.webhook.reviews import admission_review, gpu_deployment
 from tests.webhook.server_process import client_context, free_port, write_certificate
 
@@ -42,18 +43,6 @@ CHART = REPO / "charts" / "gpupolicy"
 RELEASE, NAMESPACE = "gp", "gpu-policy"
 FULLNAME = f"{RELEASE}-gpupolicy"
 
-
-def find_helm() -> str | None:
-    local = REPO / ".tools" / "helm"
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which("helm")
-
-
-HELM = find_helm()
-needs_helm = pytest.mark.skipif(
-    HELM is None, reason="helm not found on PATH or at .tools/helm (install it: charts/install-helm.sh)"
-)
 
 # Values variants rendered by several tests: the defaults and the documented toggles.
 EXISTING_SECRET: dict[str, Any] = {

@@ -10,7 +10,6 @@ charts/install-helm.sh) and kubectl; skipped otherwise.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -23,19 +22,12 @@ from gpupolicy.cli import main
 from gpupolicy.inputs import RenderSession, iter_sources, sources_with_context
 from gpupolicy.policy import default_policy
 from gpupolicy.rendering import Origin, SourceText, helm_template_file
+from tests.real_tools import helm_on_path, needs_helm, needs_kubectl
 from tests.test_precommit import PRE_COMMIT, git, hook_config, run
 from tests.test_streaming import assert_streams_the_same
 
 REPO = Path(__file__).resolve().parent.parent
-HELM = shutil.which("helm") or next(
-    (str(path) for path in [REPO / ".tools" / "helm"] if path.is_file() and os.access(path, os.X_OK)), None
-)
-pytestmark = [
-    pytest.mark.skipif(
-        HELM is None, reason="helm not found on PATH or at .tools/helm (charts/install-helm.sh)"
-    ),
-    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) is not on PATH"),
-]
+pytestmark = [needs_helm, needs_kubectl]
 
 CHART_YAML = "apiVersion: v2\nname: trainer-chart\nversion: 0.1.0\n"
 VALUES = "image: nvcr.io/nvidia/pytorch:24.01-py3\ngpus: 1\n"
@@ -142,8 +134,7 @@ def make_repo(root: Path) -> Path:
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    assert HELM is not None
-    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    helm_on_path(monkeypatch)
     monkeypatch.chdir(tmp_path)
     return make_repo(tmp_path)
 
@@ -305,7 +296,6 @@ def test_pre_commit_reports_a_changed_template_and_a_changed_base(
 ) -> None:
     if not PRE_COMMIT.is_file() or shutil.which("git") is None:
         pytest.skip("needs git and pre-commit (in the test extra)")
-    assert HELM is not None
     root = make_repo(tmp_path / "gitops")
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.email", "test@example.com")
@@ -313,7 +303,7 @@ def test_pre_commit_reports_a_changed_template_and_a_changed_base(
     write(root / ".pre-commit-config.yaml", yaml.safe_dump(hook_config(), sort_keys=False))
     git(root, "add", ".")
     git(root, "commit", "-q", "--no-verify", "-m", "initial")
-    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    helm_on_path(monkeypatch)
     result = run([str(PRE_COMMIT), "run", "--all-files"], root, tmp_path)
     output = result.stdout + result.stderr
     assert "GP004" not in output and "GP003" not in output, output

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_deployed import HELM
+from tests.real_tools import helm_on_path, needs_helm, needs_kubectl
 from tests.test_precommit import GPUPOLICY, PRE_COMMIT, git, hook_config, run
 
 TREE = Path(__file__).resolve().parent / "data" / "gitops"
@@ -35,18 +35,15 @@ DESERVED = {
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        HELM is None, reason="helm not found on PATH or at .tools/helm (charts/install-helm.sh)"
-    ),
-    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) is not on PATH"),
+    needs_helm,
+    needs_kubectl,
     pytest.mark.skipif(not PRE_COMMIT.is_file(), reason="needs pre-commit (in the test extra)"),
 ]
 
 
 @pytest.fixture
 def gitops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    assert HELM is not None
-    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    helm_on_path(monkeypatch)
     root = tmp_path / "gitops"
     shutil.copytree(TREE, root)
     (root / "README.md").unlink()  # ours, about the test
