@@ -7,6 +7,7 @@ own imports) counts. No timing here: the start-up time is measured by `bench/sta
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -14,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from gpupolicy.cli import COMMAND_OWNERS, build_parser, main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -148,3 +151,39 @@ def test_an_invalid_repository_policy_still_gets_jsonschemas_messages(tmp_path: 
     code, _, modules = run_listing_modules(work, "one.yaml")
     assert code == 2
     assert "jsonschema" in modules
+
+
+def command_names(parser: argparse.ArgumentParser) -> list[str]:
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return list(commands.choices)
+
+
+def test_every_command_is_registered_by_the_module_it_is_listed_with() -> None:
+    everything = command_names(build_parser())
+    assert everything == ["lint", "rules", "explain", *COMMAND_OWNERS]
+    for name in COMMAND_OWNERS:
+        assert name in command_names(build_parser([name, "--help"]))
+
+
+def test_a_run_registers_its_command_alone_and_help_lists_them_all() -> None:
+    assert command_names(build_parser(["lint", "one.yaml"])) == ["lint", "rules", "explain"]
+    assert command_names(build_parser(["results", "report"])) == ["lint", "rules", "explain", "results"]
+    for argv in ([], ["--help"], ["-h", "lint"], ["--version"], ["lnt"]):
+        assert command_names(build_parser(argv)) == command_names(build_parser())
+
+
+def test_a_commands_parser_is_the_same_registered_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["lint", "--help"], ["init", "--help"], ["results", "report", "--help"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
+        full = capsys.readouterr().out
+        with pytest.raises(SystemExit):
+            build_parser(argv).parse_args(argv)
+        assert capsys.readouterr().out == full
+
+
+def test_an_unknown_command_is_refused_with_every_command_named(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["lnt"])
+    assert exited.value.code == 2
+    assert "choose from 'lint', 'rules', 'explain', 'provenance', 'serve'" in capsys.readouterr().err
