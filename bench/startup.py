@@ -11,7 +11,10 @@ The code timed is this checkout's (PYTHONPATH). Bytecode is written to a tempora
 PYTHONPYCACHEPREFIX and every command runs once before timing, as an installed package would
 run: with PYTHONDONTWRITEBYTECODE set, each run would compile every module again.
 
-    python bench/startup.py [--runs 7] [--top 12]
+With --against DIR (another checkout, such as the main branch's), its two lint cases are timed
+in the same rounds, for a before and after measured in one sitting.
+
+    python bench/startup.py [--runs 7] [--top 12] [--against DIR]
 """
 
 from __future__ import annotations
@@ -107,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--top", type=int, default=12, help="imports listed per lint case")
+    parser.add_argument(
+        "--against", type=Path, metavar="DIR", help="another checkout to time beside this one"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="gpupolicy-startup-") as tmp:
         root = Path(tmp)
@@ -118,19 +124,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPATH=str(REPO), PYTHONPYCACHEPREFIX=str(root / "pycache"), NO_COLOR="1")
         python = sys.executable
-        cases: dict[str, tuple[list[str], Path]] = {
-            "python -c pass": ([python, "-c", "pass"], bare),
-            "PyYAML parse of one.yaml": ([python, "-c", PARSE, "one.yaml"], bare),
-            "gpupolicy lint one.yaml": ([python, "-m", "gpupolicy", "lint", "one.yaml"], bare),
-            "... with a .gpupolicy.yaml": ([python, "-m", "gpupolicy", "lint", "one.yaml"], with_policy),
+        lint = [python, "-m", "gpupolicy", "lint", "one.yaml"]
+        cases: dict[str, tuple[list[str], Path, dict[str, str]]] = {
+            "python -c pass": ([python, "-c", "pass"], bare, env),
+            "PyYAML parse of one.yaml": ([python, "-c", PARSE, "one.yaml"], bare, env),
+            "gpupolicy lint one.yaml": (lint, bare, env),
+            "... with a .gpupolicy.yaml": (lint, with_policy, env),
         }
-        for command, cwd in cases.values():  # bytecode written, caches warm
-            timed(command, cwd, env)
+        if args.against is not None:
+            other = {**env, "PYTHONPATH": str(args.against.resolve())}
+            cases[f"lint one.yaml, {args.against.name}"] = (lint, bare, other)
+            cases[f"... .gpupolicy.yaml, {args.against.name}"] = (lint, with_policy, other)
+        for command, cwd, case_env in cases.values():  # bytecode written, caches warm
+            timed(command, cwd, case_env)
         walls: dict[str, list[float]] = {name: [] for name in cases}
         cpus: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.runs):
-            for name, (command, cwd) in cases.items():
-                wall, cpu = timed(command, cwd, env)
+            for name, (command, cwd, case_env) in cases.items():
+                wall, cpu = timed(command, cwd, case_env)
                 walls[name].append(wall)
                 cpus[name].append(cpu)
         wall = {name: statistics.median(values) for name, values in walls.items()}
@@ -139,14 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"medians of {args.runs} interleaved runs ({os.cpu_count()} cores, load {os.getloadavg()[0]:.2f})"
         )
-        print(f"{'command':28} {'wall s':>7} {'cpu s':>7} {'÷ pass':>7} {'÷ parse':>8}")
+        width = max(len(name) for name in cases)
+        print(f"{'command':{width}} {'wall s':>7} {'cpu s':>7} {'÷ pass':>7} {'÷ parse':>8}")
         for name in cases:
             print(
-                f"{name:28} {wall[name]:7.3f} {cpu[name]:7.3f} {wall[name] / floor:7.1f} {wall[name] / parse:8.2f}"
+                f"{name:{width}} {wall[name]:7.3f} {cpu[name]:7.3f} {wall[name] / floor:7.1f} {wall[name] / parse:8.2f}"
             )
-        for name in ("gpupolicy lint one.yaml", "... with a .gpupolicy.yaml"):
-            command, cwd = cases[name]
-            rows = import_profile(command, cwd, env)
+        for name in list(cases)[2:]:
+            command, cwd, case_env = cases[name]
+            rows = import_profile(command, cwd, case_env)
             total = sum(own for own, _, _ in rows) / 1000
             print(f"\n{name}: {len(rows)} modules imported, {total:.0f} ms of imports (-X importtime)")
             outermost = [row for row in rows if not row[2].startswith("  ")]

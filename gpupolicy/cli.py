@@ -11,7 +11,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
@@ -391,6 +390,8 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
 def _internal_error(exc: Exception) -> int:
     """One line for the user (a traceback only on request: it is for the bug report), exit 3."""
     if os.environ.get(DEBUG_ENV):
+        import traceback  # here: a run that does not crash does without it
+
         traceback.print_exc()
     else:
         print(
