@@ -42,7 +42,9 @@ def minor(text: str) -> tuple[int, int]:
 @functools.cache
 def removals() -> dict[tuple[str, str], Removal]:
     """(apiVersion, kind) → its removal, from the shipped table."""
-    data: Any = yaml.safe_load((policies_dir() / "api-removals.yaml").read_text(encoding="utf-8"))
+    text = (policies_dir() / "api-removals.yaml").read_text(encoding="utf-8")
+    # PyYAML's C loader when it was built with libyaml: the pure-Python one takes tens of ms here.
+    data: Any = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     table: dict[tuple[str, str], Removal] = {}
     for entry in data["removals"]:
         since = entry.get("availableSince")

@@ -11,7 +11,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
@@ -129,17 +128,34 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 # Further subcommands live in their own modules (gpupolicy/commands/<name>.py), each with
-# `register(subparsers) -> None` that adds its parser and sets `handler=run` on it.
-COMMAND_MODULES: tuple[str, ...] = (
-    "gpupolicy.commands.provenance",
-    "gpupolicy.commands.serve",
-    "gpupolicy.commands.experiment",
-    "gpupolicy.commands.cluster",
-    "gpupolicy.commands.results",
-)
+# `register(subparsers) -> None` that adds its parsers and sets `handler=run` on them. Each command
+# is listed with the module that registers it, in the order `--help` lists them: a run imports only
+# the module of the command it invokes (all of them for `--help` or an unknown command), so that
+# `gpupolicy lint` loads neither the provenance store, the results reader nor their dependencies.
+COMMAND_OWNERS: dict[str, str] = {
+    "provenance": "gpupolicy.commands.provenance",
+    "serve": "gpupolicy.commands.serve",
+    "experiment": "gpupolicy.commands.experiment",
+    "cluster": "gpupolicy.commands.cluster",
+    "init": "gpupolicy.commands.cluster",
+    "results": "gpupolicy.commands.results",
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMAND_OWNERS.values()))
+BUILT_IN_COMMANDS = frozenset({"lint", "rules", "explain"})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command modules a run of `argv` needs: the invoked command's only, when the first
+    argument names one (the top-level parser has only -h and --version, so it is the command)."""
+    first = argv[0] if argv else ""
+    if first in BUILT_IN_COMMANDS:
+        return ()
+    owner = COMMAND_OWNERS.get(first)
+    return (owner,) if owner is not None else COMMAND_MODULES
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with every command; given the `argv` it will parse, only what that run needs."""
     parser = argparse.ArgumentParser(
         prog="gpupolicy",
         description="Policy linter and admission webhook for GPU workloads on Kubernetes.",
@@ -154,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", help="explain one rule (GP102 or its name)")
     explain.add_argument("rule")
     explain.set_defaults(handler=run_explain)
-    for module_name in COMMAND_MODULES:
+    for module_name in COMMAND_MODULES if argv is None else _modules_for(argv):
         importlib.import_module(module_name).register(commands)
     return parser
 
@@ -344,7 +360,8 @@ def run_explain(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> int:
     """Run one command. With `exit_when_done` (the program itself, not a caller in Python), a batch
     command ends the process once its output is flushed (`_exit_now`)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -380,6 +397,8 @@ def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> 
 def _internal_error(exc: Exception) -> int:
     """One line for the user (a traceback only on request: it is for the bug report), exit 3."""
     if os.environ.get(DEBUG_ENV):
+        import traceback  # here: a run that does not crash does without it
+
         traceback.print_exc()
     else:
         print(

@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from gpupolicy.dimensions import DIMENSION_NAMES, DimensionDiff, diff_workloads
 from gpupolicy.documents import Resource
 from gpupolicy.findings import EXCERPT_CHARS, JsonPath, excerpt
@@ -318,6 +316,8 @@ def _schema_problems(data: Any) -> list[ConfigProblem]:
     precheck = _schema_precheck()
     if precheck is not None and precheck(data):
         return []
+    import jsonschema  # here: only experiment ConfigMaps that fail the precheck need its messages
+
     validator = jsonschema.Draft202012Validator(experiment_schema())
     problems = []
     for error in sorted(validator.iter_errors(data), key=lambda item: [str(step) for step in item.path]):

@@ -9,6 +9,7 @@ The "strict" variants forbid unknown fields, which is what catches `resouces:`.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import re
 from collections.abc import Iterator
@@ -32,9 +33,12 @@ class SchemaError:
 
 @functools.cache
 def _schemas_root() -> Path:
-    import kubernetes_validate
-
-    return Path(kubernetes_validate.__file__).resolve().parent / "kubernetes-json-schema"
+    # Found, not imported: importing kubernetes_validate loads jsonschema (a tenth of a second of
+    # every lint's start) for a validate() we do not call; only its data folder is read.
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("No module named 'kubernetes_validate'", name="kubernetes_validate")
+    return Path(spec.origin).resolve().parent / "kubernetes-json-schema"
 
 
 @functools.cache

@@ -18,13 +18,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from gpupolicy.documents import DEFAULT_LIMITS, LoadLimits, Resource, parse_text
 from gpupolicy.findings import Severity, excerpt
 from gpupolicy.gpu import GpuCatalog
 from gpupolicy.linear_regex import PatternError, check_pattern
 from gpupolicy.pod_spec import as_list, as_mapping
+from gpupolicy.schema_precheck import schema_precheck
 
 REPO_POLICY_NAMES = (".gpupolicy.yaml", ".gpupolicy.yml")
 FACTS_SOURCE = "<cluster facts>"
@@ -205,12 +204,34 @@ def _load_layer(text: str, file: str) -> tuple[dict[str, Any], Resource | None]:
 # `format: regex` in the schemas: checked (jsonschema checks no format unless given a checker),
 # and with the engine the patterns will run on (RE2, gpupolicy.linear_regex), so that a pattern
 # the policy loads is one that can run, in linear time, on every object.
-_FORMATS = jsonschema.FormatChecker()
-_FORMATS.checks("regex", raises=PatternError)(check_pattern)
+@functools.cache
+def _format_checker() -> Any:
+    import jsonschema  # only for a layer the precheck does not pass: see gpupolicy.schema_precheck
+
+    checker = jsonschema.FormatChecker()
+    checker.checks("regex", raises=PatternError)(check_pattern)
+    return checker
+
+
+def _runnable_pattern(pattern: str) -> bool:
+    try:
+        return check_pattern(pattern)
+    except PatternError:
+        return False
+
+
+@functools.cache
+def _valid_layer_precheck() -> Callable[[Any], bool]:
+    return schema_precheck(policy_schema(), formats={"regex": _runnable_pattern})
 
 
 def validate_layer(data: dict[str, Any], resource: Resource | None, file: str) -> None:
-    validator = jsonschema.Draft202012Validator(policy_schema(), format_checker=_FORMATS)
+    if _valid_layer_precheck()(data):
+        _check_kubernetes_version(data, resource, file)
+        return
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(policy_schema(), format_checker=_format_checker())
     errors = sorted(validator.iter_errors(data), key=lambda error: list(error.absolute_path))
     if not errors:
         _check_kubernetes_version(data, resource, file)

@@ -27,9 +27,8 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
 from gpupolicy.bounded_cache import bounded_memo
@@ -38,6 +37,9 @@ from gpupolicy.findings import JsonPath, excerpt
 from gpupolicy.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.pod_spec import as_list, as_mapping, int_or_default
 from gpupolicy.policy import policies_dir
+
+if TYPE_CHECKING:
+    import jsonschema
 
 ROLLBACK_ANNOTATION = "gpupolicy.io/rollback-criteria"
 ARGO_GROUP = "argoproj.io"
@@ -67,6 +69,8 @@ def rollback_schema() -> dict[str, Any]:
 
 @functools.cache
 def _rollback_validator() -> jsonschema.Draft202012Validator:
+    import jsonschema  # here: a lint of manifests without rollback criteria does without it
+
     return jsonschema.Draft202012Validator(rollback_schema())
 
 
