@@ -23,8 +23,8 @@ from typing import Any
 
 from gpupolicy.engine import Report
 from gpupolicy.findings import Finding
+from gpupolicy.vocabulary import BASELINE_SCHEMA
 
-SCHEMA = "gpupolicy.io/baseline/v1"
 BASELINE_REASON = "in the baseline {file}"
 
 
@@ -72,7 +72,7 @@ def render(findings: Iterable[Finding]) -> str:
             item["fingerprint"],
         ),
     )
-    return json.dumps({"schema": SCHEMA, "findings": entries}, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps({"schema": BASELINE_SCHEMA, "findings": entries}, indent=2, ensure_ascii=False) + "\n"
 
 
 def write(path: Path, report: Report) -> int:
@@ -90,10 +90,10 @@ def load(path: Path) -> Baseline:
         raise BaselineError(f"{path}:{exc.lineno}:{exc.colno}: baseline is not JSON: {exc.msg}") from exc
     if (
         not isinstance(data, dict)
-        or data.get("schema") != SCHEMA
+        or data.get("schema") != BASELINE_SCHEMA
         or not isinstance(data.get("findings"), list)
     ):
-        raise BaselineError(f"{path}: not a gpupolicy baseline (expected schema {SCHEMA})")
+        raise BaselineError(f"{path}: not a gpupolicy baseline (expected schema {BASELINE_SCHEMA})")
     counts: Counter[str] = Counter()
     for item in data["findings"]:
         if isinstance(item, dict) and isinstance(item.get("fingerprint"), str):

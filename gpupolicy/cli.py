@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 from gpupolicy import __version__
 from gpupolicy.findings import Severity
 from gpupolicy.runtime import paused_cyclic_gc
+from gpupolicy.vocabulary import format_help
 
 if TYPE_CHECKING:
     from gpupolicy.changes import Since
@@ -54,7 +55,7 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--format",
         "-f",
         default="text",
-        help="text, json, sarif, junit, github or markdown (comma-separated for several)",
+        help=f"{format_help()} (comma-separated for several)",
     )
     lint.add_argument(
         "--output",

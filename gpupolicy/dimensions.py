@@ -28,9 +28,7 @@ from gpupolicy.findings import JsonPath, format_path
 from gpupolicy.gpu import GpuCatalog
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.quantities import quantity_or_none
-
-MODEL_ANNOTATION = "gpupolicy.io/model"
-INPUT_ANNOTATION = "gpupolicy.io/input"
+from gpupolicy.vocabulary import INPUT_ANNOTATION, MODEL_ANNOTATION
 
 # Node labels that select a GPU-sharing configuration rather than a place
 # (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html).
@@ -150,21 +148,21 @@ DIMENSIONS: tuple[Dimension, ...] = (
     ),
     Dimension(
         "model",
-        "the model served (gpupolicy.io/model, --model, vllm serve NAME, MODEL_ID)",
+        f"the model served ({MODEL_ANNOTATION}, --model, vllm serve NAME, MODEL_ID)",
         (
             "@model",
-            'metadata.annotations["gpupolicy.io/model"]',
-            '@workload.metadata.annotations["gpupolicy.io/model"]',
+            f'metadata.annotations["{MODEL_ANNOTATION}"]',
+            f'@workload.metadata.annotations["{MODEL_ANNOTATION}"]',
             "spec.containers[*].env.{model-env}",
         ),
     ),
     Dimension(
         "input",
-        "the benchmark input (gpupolicy.io/input, --dataset, DATASET)",
+        f"the benchmark input ({INPUT_ANNOTATION}, --dataset, DATASET)",
         (
             "@input",
-            'metadata.annotations["gpupolicy.io/input"]',
-            '@workload.metadata.annotations["gpupolicy.io/input"]',
+            f'metadata.annotations["{INPUT_ANNOTATION}"]',
+            f'@workload.metadata.annotations["{INPUT_ANNOTATION}"]',
             "spec.containers[*].env.{input-env}",
         ),
     ),

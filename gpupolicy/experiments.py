@@ -30,9 +30,8 @@ from gpupolicy.findings import EXCERPT_CHARS, JsonPath, excerpt
 from gpupolicy.gpu import GpuCatalog
 from gpupolicy.pod_spec import Workload, as_mapping
 from gpupolicy.policy import policies_dir
+from gpupolicy.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
 
-EXPERIMENT_LABEL = "gpupolicy.io/experiment"
-ARM_LABEL = "gpupolicy.io/arm"
 CONTROL_ARM = "control"
 DEFAULT_MINIMUM_REPEATS = 3
 REQUIRED_KEYS = ("change", "fixed", "metrics", "repeats")
@@ -197,15 +196,19 @@ def normalise_dimension_word(word: str) -> str | None:
     return key if key in DIMENSION_NAMES else None
 
 
-def is_experiment_config(resource: Resource) -> bool:
-    """A ConfigMap whose name ends in -experiment, labelled gpupolicy.io/experiment, or whose data
-    has both `change` and `repeats`."""
-    if resource.kind != "ConfigMap" or not resource.is_mapping:
+def is_experiment_config(obj: Any) -> bool:
+    """DESIGN.md: a ConfigMap whose name ends in -experiment, labelled gpupolicy.io/experiment, or
+    whose data has both `change` and `repeats`. `obj` is the object itself: a `Resource.obj` from
+    the repository, or a cluster object (the webhook's inventory keeps only these ConfigMaps).
+    The name is read as `Resource.name` reads it (`generateName` when there is no `name`)."""
+    if not isinstance(obj, dict) or obj.get("kind") != "ConfigMap":
         return False
-    data = as_mapping(resource.obj.get("data"))
+    metadata = as_mapping(obj.get("metadata"))
+    name = metadata.get("name") or metadata.get("generateName")
+    data = as_mapping(obj.get("data"))
     return (
-        resource.name.endswith("-experiment")
-        or EXPERIMENT_LABEL in resource.labels
+        (isinstance(name, str) and name.endswith("-experiment"))
+        or EXPERIMENT_LABEL in as_mapping(metadata.get("labels"))
         or ("change" in data and "repeats" in data)
     )
 

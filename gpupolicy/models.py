@@ -39,7 +39,6 @@ from gpupolicy.findings import JsonPath
 from gpupolicy.images import parse_image
 from gpupolicy.pod_spec import Container, as_list, as_mapping
 
-MODEL_ANNOTATION = "gpupolicy.io/model"
 # Revisions that name a moving branch, not a fixed snapshot.
 FLOATING_REVISIONS = frozenset({"", "main", "master", "latest", "head"})
 

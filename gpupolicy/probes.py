@@ -18,6 +18,7 @@ from typing import Any
 
 from gpupolicy.findings import JsonPath
 from gpupolicy.pod_spec import Container, Workload, as_list, as_mapping
+from gpupolicy.vocabulary import MODEL_LOAD_ANNOTATION
 
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 DEFAULT_INITIAL_DELAY_SECONDS = 0
@@ -26,7 +27,6 @@ DEFAULT_FAILURE_THRESHOLD = 3
 # Deployment.spec.progressDeadlineSeconds defaults to 600 (so does Argo Rollouts').
 # https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#progress-deadline-seconds
 DEFAULT_PROGRESS_DEADLINE_SECONDS = 600
-MODEL_LOAD_ANNOTATION = "gpupolicy.io/model-load-seconds"
 PORT_HANDLERS = ("httpGet", "tcpSocket", "grpc")
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.vocabulary import WORKLOAD_CLASS_LABEL
 
 
 class Role(enum.Enum):
@@ -146,7 +147,6 @@ COMMAND_TEXT_LIMIT = 8192
 
 SERVING_CLASSES_DEFAULT = ("online", "embedding", "asr")
 BATCH_CLASSES_DEFAULT = ("batch", "training")
-CLASS_LABEL = "gpupolicy.io/workload-class"
 
 ServiceLookup = Callable[[Workload, PodTemplate], str | None]
 
@@ -269,14 +269,14 @@ def decide(
 ) -> RoleDecision:
     """The role of a workload, with the evidence for it. An explicit workload class wins, then the
     GPU stack's own images, then the kind (batch kinds, serving CRDs), then what the pods run."""
-    declared = workload.labels.get(CLASS_LABEL)
+    declared = workload.labels.get(WORKLOAD_CLASS_LABEL)
     if isinstance(declared, str):
         if declared in serving_classes:
-            return RoleDecision(Role.SERVER, f"labelled {CLASS_LABEL}={declared}")
+            return RoleDecision(Role.SERVER, f"labelled {WORKLOAD_CLASS_LABEL}={declared}")
         if declared in batch_classes:
-            return RoleDecision(Role.BATCH, f"labelled {CLASS_LABEL}={declared}")
+            return RoleDecision(Role.BATCH, f"labelled {WORKLOAD_CLASS_LABEL}={declared}")
         if declared == "dev":
-            return RoleDecision(Role.DEV, f"labelled {CLASS_LABEL}={declared}")
+            return RoleDecision(Role.DEV, f"labelled {WORKLOAD_CLASS_LABEL}={declared}")
     # A test pod that happens to run a GPU-stack image (GKE's NCCL tests beside the TCPX plugin)
     # is a test: only a DaemonSet is an agent before anything else.
     dev = (

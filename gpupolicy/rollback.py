@@ -37,11 +37,11 @@ from gpupolicy.findings import JsonPath, excerpt
 from gpupolicy.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.pod_spec import as_list, as_mapping, int_or_default
 from gpupolicy.policy import policies_dir
+from gpupolicy.vocabulary import ROLLBACK_ANNOTATION
 
 if TYPE_CHECKING:
     import jsonschema
 
-ROLLBACK_ANNOTATION = "gpupolicy.io/rollback-criteria"
 ARGO_GROUP = "argoproj.io"
 FLAGGER_GROUP = "flagger.app"
 ARG_PLACEHOLDER = re.compile(r"\{\{\s*args\.([A-Za-z0-9_.\-]+?)\s*\}\}")

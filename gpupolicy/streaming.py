@@ -51,12 +51,13 @@ from gpupolicy.documents import (
     StreamReadsDifferently,
 )
 from gpupolicy.engine import Context, Evaluation, Report, complete_kinds, evaluate
-from gpupolicy.experiments import EXPERIMENT_LABEL, arm_link
+from gpupolicy.experiments import arm_link
 from gpupolicy.inputs import Loaded, Source, merge_overlay_findings
 from gpupolicy.inventory import Bundle, namespace_of
 from gpupolicy.pod_spec import as_list, as_mapping, workload_of
 from gpupolicy.policy import Policy
-from gpupolicy.suppressions import ANNOTATION, InlineDirective, SuppressionSubject
+from gpupolicy.suppressions import InlineDirective, SuppressionSubject
+from gpupolicy.vocabulary import EXPERIMENT_LABEL, IGNORE_ANNOTATION
 
 # Kinds whose rules read plain workloads of any file: checked after the stream.
 READER_KINDS = frozenset({PDB, HPA, "Namespace", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
@@ -411,7 +412,7 @@ class _Stream:
         self.objects += 1
         if self.chosen is not None:
             self.chosen.add((resource.file, resource.doc_index))
-        if ANNOTATION in resource.annotations or resource.file in directive_files:
+        if IGNORE_ANNOTATION in resource.annotations or resource.file in directive_files:
             self.subjects.append((key, SuppressionSubject(resource)))
         if resource.kind in READER_KINDS:
             self.deferred.append((key, resource))  # checked once the stream has passed every workload

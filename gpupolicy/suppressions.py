@@ -30,9 +30,9 @@ from typing import Any
 from gpupolicy.documents import Resource, comment_starts
 from gpupolicy.findings import Finding, JsonPath, ObjectRef
 from gpupolicy.policy import Policy
+from gpupolicy.vocabulary import IGNORE_ANNOTATION
 
-ANNOTATION = "gpupolicy.io/ignore"
-ANNOTATION_PATH: JsonPath = ("metadata", "annotations", ANNOTATION)
+ANNOTATION_PATH: JsonPath = ("metadata", "annotations", IGNORE_ANNOTATION)
 INVALID = "GP010"
 UNUSED = "GP011"
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
@@ -104,9 +104,9 @@ class SuppressionSubject:
         self.annotations: dict[str, Any] = {}
         self._annotation_position: tuple[int, int] | None = None
         self.obj: Any = None
-        if ANNOTATION in annotations:
-            value = annotations[ANNOTATION]
-            self.annotations = {ANNOTATION: value}
+        if IGNORE_ANNOTATION in annotations:
+            value = annotations[IGNORE_ANNOTATION]
+            self.annotations = {IGNORE_ANNOTATION: value}
             self._annotation_position = resource.position(ANNOTATION_PATH)
             if isinstance(value, str) and "[" in value:  # a target like GP601[cuda-validator]
                 self.obj = resource.obj
@@ -397,7 +397,7 @@ def apply(
     if (
         not directives
         and not exemptions_of(policy)
-        and not any(ANNOTATION in resource.annotations for resource in resources)
+        and not any(IGNORE_ANNOTATION in resource.annotations for resource in resources)
     ):  # nothing can suppress: every finding is kept, and no suppression can be misused
         return Outcome(list(findings), [])
     rules = _Rules(policy, active)
@@ -488,7 +488,7 @@ def _marked(finding: Finding, source: str) -> Finding:
 def _annotation_suppressions(
     resource: Resource | SuppressionSubject, allowed: bool, rules: _Rules, problems: list[Finding]
 ) -> Iterator[_Suppression]:
-    value = resource.annotations.get(ANNOTATION)
+    value = resource.annotations.get(IGNORE_ANNOTATION)
     if value is None:
         return
     position = resource.position(ANNOTATION_PATH)
@@ -509,21 +509,23 @@ def _annotation_suppressions(
         )
 
     if not allowed:
-        problem(f"the policy does not allow {ANNOTATION} annotations (suppressions.annotations: false)")
+        problem(
+            f"the policy does not allow {IGNORE_ANNOTATION} annotations (suppressions.annotations: false)"
+        )
         return
     if not isinstance(value, str):
-        problem(f'{ANNOTATION} must be text like "GP601: reason; GP202: reason"')
+        problem(f'{IGNORE_ANNOTATION} must be text like "GP601: reason; GP202: reason"')
         return
     for targets, bad, reason in parse_annotation(value):
         if bad:
-            problem(f"{ANNOTATION}: {' '.join(bad)!r} is not a rule id or name")
-        valid = _valid_targets(targets, reason, f"{ANNOTATION} entry", rules, problem)
+            problem(f"{IGNORE_ANNOTATION}: {' '.join(bad)!r} is not a rule id or name")
+        valid = _valid_targets(targets, reason, f"{IGNORE_ANNOTATION} entry", rules, problem)
         if valid:
             yield _Suppression(
                 source="annotation",
                 targets=tuple(valid),
                 reason=reason,
-                where=f"{ANNOTATION} on {resource.ref}",
+                where=f"{IGNORE_ANNOTATION} on {resource.ref}",
                 file=resource.file,
                 line=line,
                 column=column,

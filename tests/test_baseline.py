@@ -13,6 +13,7 @@ from gpupolicy.cli import main
 from gpupolicy.engine import Report, evaluate
 from gpupolicy.inputs import load_text
 from gpupolicy.policy import default_policy
+from gpupolicy.vocabulary import BASELINE_SCHEMA
 
 
 def deployment(name: str, request: int = 1, limit: int = 2) -> str:
@@ -92,7 +93,7 @@ def test_baseline_file_is_sorted_json_without_line_numbers(tmp_path: Path) -> No
     target = tmp_path / "b.json"
     baseline.write(target, lint(deployment("b") + "---\n" + deployment("a")))
     data = json.loads(target.read_text())
-    assert data["schema"] == baseline.SCHEMA
+    assert data["schema"] == BASELINE_SCHEMA
     keys = [(e["file"], e["object"], e["rule"], e["path"]) for e in data["findings"]]
     assert keys == sorted(keys)
     assert all("line" not in entry for entry in data["findings"])

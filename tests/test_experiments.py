@@ -45,7 +45,7 @@ def test_three_seed_copies_exist_and_match_the_field_notes() -> None:
 @pytest.mark.parametrize("seed", SEED_COPIES, ids=lambda path: path.stem)
 def test_seed_configmaps_validate_without_error(seed: Path) -> None:
     resource = _resource(seed.read_text(encoding="utf-8"))
-    assert is_experiment_config(resource)
+    assert is_experiment_config(resource.obj)
     config = parse_experiment(resource)
     assert config.problems == []
     assert config.fixed == ["image", "model", "input"]
@@ -156,7 +156,7 @@ def test_free_form_metric_names_are_categorised_by_hints() -> None:
     ],
 )
 def test_experiment_config_detection(text: str, expected: bool) -> None:
-    assert is_experiment_config(_resource(text)) is expected
+    assert is_experiment_config(_resource(text).obj) is expected
 
 
 BROKEN = """\

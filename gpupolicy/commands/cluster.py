@@ -40,6 +40,7 @@ from gpupolicy.cli import EXIT_CLEAN, UsageError
 from gpupolicy.cluster_facts import ClusterFacts, read_cluster
 from gpupolicy.documents import Resource
 from gpupolicy.policy import REPO_POLICY_NAMES, Policy, PolicyError, load_policy
+from gpupolicy.vocabulary import POLICY_API_VERSION
 
 SNAPSHOT_FILE = "cluster-snapshot.yaml"
 PAGE_SIZE = 500
@@ -340,7 +341,7 @@ def render_snapshot(facts: ClusterFacts, *, source: str, taken: datetime) -> str
             f"Not written: {', '.join(left_out)} (a policy has no place for them; the webhook reads them live)."
         )
     lines = [_comment(text) for text in header]
-    body = {"apiVersion": "gpupolicy.io/v1alpha1", "kind": "Policy", "metadata": {"name": "cluster-snapshot"}}
+    body = {"apiVersion": POLICY_API_VERSION, "kind": "Policy", "metadata": {"name": "cluster-snapshot"}}
     lines.append(yaml.safe_dump(body, sort_keys=False, default_flow_style=False).rstrip("\n"))
     for key in SECTION_ORDER:
         if key in facts.fragment:

@@ -90,7 +90,7 @@ def _single_workload(path: str, resources: Sequence[Resource]) -> Workload:
 def _experiment_config(name: str, resources: Sequence[Resource]) -> ExperimentConfig | None:
     vocabulary = vocabulary_for(None)
     for resource in resources:
-        if resource.kind == "ConfigMap" and resource.name == name and is_experiment_config(resource):
+        if resource.kind == "ConfigMap" and resource.name == name and is_experiment_config(resource.obj):
             return parse_experiment(resource, vocabulary)
     return None
 

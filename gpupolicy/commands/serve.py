@@ -17,8 +17,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gpupolicy.provenance.locations import DB_ENV
+from gpupolicy.vocabulary import MODES
 
-MODES = ("enforce", "warn", "audit")
 SERVE_EXIT_CODES = (
     "exit codes: 0 stopped by SIGTERM or SIGINT after draining in-flight reviews and the provenance "
     "queue; 2 configuration errors (bad arguments, an unusable policy or TLS file, a port that cannot "

@@ -10,8 +10,7 @@ from gpupolicy.engine import Report, WorkloadRole
 from gpupolicy.findings import Finding
 from gpupolicy.formats import RenderOptions, register
 from gpupolicy.policy import display_source
-
-SCHEMA_VERSION = "gpupolicy.io/lint-report/v1"
+from gpupolicy.vocabulary import LINT_REPORT_SCHEMA
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
@@ -41,7 +40,7 @@ def _changed_since(report: Report) -> dict[str, Any]:
 
 def report_dict(report: Report) -> dict[str, Any]:
     return {
-        "schema": SCHEMA_VERSION,
+        "schema": LINT_REPORT_SCHEMA,
         "tool": {"name": "gpupolicy", "version": __version__},
         "policy": {
             "digest": report.policy_digest,

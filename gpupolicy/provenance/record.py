@@ -23,12 +23,14 @@ from gpupolicy.gpu import dra_gpu_claims
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.policy import Policy
 from gpupolicy.provenance.redaction import redact
-
-EXPERIMENT_LABEL = "gpupolicy.io/experiment"
-ARM_LABEL = "gpupolicy.io/arm"
-ROLLBACK_ANNOTATION = "gpupolicy.io/rollback-criteria"
-MODEL_ANNOTATION = "gpupolicy.io/model"
-INPUT_ANNOTATION = "gpupolicy.io/input"
+from gpupolicy.vocabulary import (
+    ARM_LABEL,
+    EXPERIMENT_LABEL,
+    GIT_REVISION_KEY,
+    INPUT_ANNOTATION,
+    MODEL_ANNOTATION,
+    ROLLBACK_ANNOTATION,
+)
 
 # GitOps tracking metadata (read from labels and annotations of the admitted object).
 # Argo CD: annotation tracking (`<app>:<group>/<kind>:<namespace>/<name>`) or label tracking
@@ -42,7 +44,7 @@ FLUX_PREFIXES = ("kustomize.toolkit.fluxcd.io/", "helm.toolkit.fluxcd.io/")
 REVISION_KEYS = (
     "kustomize.toolkit.fluxcd.io/revision",
     "helm.toolkit.fluxcd.io/revision",
-    "gpupolicy.io/git-revision",
+    GIT_REVISION_KEY,
 )
 
 STATUS_ADMITTED = "admitted"

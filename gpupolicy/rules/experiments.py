@@ -49,7 +49,7 @@ def _config(resource: Resource, ctx: Context) -> ExperimentConfig:
 
 
 def _experiment_configs(resource: Resource, ctx: Context) -> Iterator[ExperimentConfig]:
-    if is_experiment_config(resource):
+    if is_experiment_config(resource.obj):
         yield _config(resource, ctx)
 
 
@@ -155,7 +155,7 @@ def _linked(workload: Workload, ctx: Context) -> tuple[ArmLink, ExperimentConfig
 
 def _find_linked(workload: Workload, ctx: Context) -> tuple[ArmLink, ExperimentConfig] | None:
     looked_up = _lookup(workload, ctx)
-    if looked_up is None or looked_up[1] is None or not is_experiment_config(looked_up[1]):
+    if looked_up is None or looked_up[1] is None or not is_experiment_config(looked_up[1].obj):
         return None
     return looked_up[0], _config(looked_up[1], ctx)
 
@@ -243,7 +243,7 @@ def experiment_undefined(workload: Workload, ctx: Context) -> Iterator[Violation
         yield Violation(
             link.experiment_path, f"experiment ConfigMap {namespace}/{link.experiment} does not exist"
         )
-    elif not is_experiment_config(found):
+    elif not is_experiment_config(found.obj):
         yield Violation(
             link.experiment_path,
             f"ConfigMap {namespace}/{link.experiment} is not an experiment config "

@@ -15,6 +15,7 @@ from gpupolicy.node_pools import NodePool, node_pools
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.quantities import format_quantity
 from gpupolicy.scheduling import required_values, targeted_keys
+from gpupolicy.vocabulary import WORKLOAD_CLASS_LABEL
 
 GPU_SHARING = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html"
 MIG = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-mig.html"
@@ -166,7 +167,7 @@ def shared_product_label_mismatch(workload: Workload, ctx: Context) -> Iterator[
     references=(GPU_SHARING,),
 )
 def latency_critical_on_time_slicing(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if workload.labels.get("gpupolicy.io/workload-class") != "online":
+    if workload.labels.get(WORKLOAD_CLASS_LABEL) != "online":
         return
     for template in workload.templates:
         pool = _targets_shared_pool(template, ctx)

@@ -16,6 +16,7 @@ from gpupolicy.inventory import Coverage
 from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.roles import NOT_AGENT
 from gpupolicy.unknowns import PRIORITY_CLASSES, first_time, unknown_fact
+from gpupolicy.vocabulary import WORKLOAD_CLASS_LABEL
 
 PRIORITY = "https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/"
 PRIORITY_CLASS = f"{PRIORITY}#priorityclass"
@@ -25,7 +26,6 @@ KUEUE_PRIORITY = "https://kueue.sigs.k8s.io/docs/concepts/workload_priority_clas
 BUILTIN_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 # "The value of a PriorityClass ... can be any 32-bit integer value smaller than or equal to 1 billion."
 MAX_USER_VALUE = 1_000_000_000
-WORKLOAD_CLASS = "gpupolicy.io/workload-class"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
@@ -249,7 +249,7 @@ def multiple_global_default_priority(resource: Resource, ctx: Context) -> Iterat
     parameters=(Parameter("priority.tiers", "Workload class -> allowed PriorityClasses."),),
 )
 def priority_tier_violation(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    workload_class = workload.labels.get(WORKLOAD_CLASS)
+    workload_class = workload.labels.get(WORKLOAD_CLASS_LABEL)
     tiers = as_mapping(ctx.policy.get("priority.tiers", {}))
     if not isinstance(workload_class, str) or workload_class not in tiers:
         return
@@ -265,7 +265,7 @@ def priority_tier_violation(workload: Workload, ctx: Context) -> Iterator[Violat
 
 def is_batch(workload: Workload, ctx: Context) -> bool:
     return workload.kind in _policy_list(ctx, "workloads.batchKinds") or workload.labels.get(
-        WORKLOAD_CLASS
+        WORKLOAD_CLASS_LABEL
     ) in _policy_list(ctx, "workloads.batchClasses")
 
 

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.probes import (
-    MODEL_LOAD_ANNOTATION,
     PortStatus,
     model_load_budget,
     probe_budget,
@@ -22,6 +21,7 @@ from gpupolicy.probes import (
     progress_deadline,
 )
 from gpupolicy.roles import NOT_AGENT, SERVERS, injected, serving_templates_of
+from gpupolicy.vocabulary import MODEL_LOAD_ANNOTATION
 
 PROBES_DOC = (
     "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"

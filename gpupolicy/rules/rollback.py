@@ -22,7 +22,6 @@ from gpupolicy.node_pools import node_pools
 from gpupolicy.pod_spec import Workload, as_mapping
 from gpupolicy.roles import SERVERS
 from gpupolicy.rollback import (
-    ROLLBACK_ANNOTATION,
     RollbackForms,
     annotation_line,
     arg_placeholders,
@@ -38,6 +37,7 @@ from gpupolicy.rollback import (
     template_metrics,
 )
 from gpupolicy.scheduling import required_values
+from gpupolicy.vocabulary import ROLLBACK_ANNOTATION
 
 ARGO_ANALYSIS = "https://argo-rollouts.readthedocs.io/en/stable/features/analysis/"
 ARGO_SPEC = "https://argo-rollouts.readthedocs.io/en/stable/features/specification/"

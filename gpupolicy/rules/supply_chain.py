@@ -15,10 +15,11 @@ from typing import Any
 from gpupolicy.engine import Context, Parameter, Violation, rule
 from gpupolicy.findings import Severity
 from gpupolicy.images import ImageRef, parse_image, registry_allowed
-from gpupolicy.models import MODEL_ANNOTATION, ModelRef, models_of, parse_annotation, workload_models
+from gpupolicy.models import ModelRef, models_of, parse_annotation, workload_models
 from gpupolicy.placeholders import excerpt
 from gpupolicy.pod_spec import Container, Workload, as_list
 from gpupolicy.roles import NOT_AGENT, SERVERS, serving_templates_of
+from gpupolicy.vocabulary import MODEL_ANNOTATION
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
 SLSA = "https://slsa.dev/spec/v1.0/requirements"

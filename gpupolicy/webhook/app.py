@@ -29,6 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import ClientDisconnect
 
 from gpupolicy.inventory import Inventory
+from gpupolicy.vocabulary import EXPERIMENT_LABEL
 from gpupolicy.webhook.live_facts import LiveFacts
 from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
 from gpupolicy.webhook.metrics import WebhookMetrics
@@ -315,7 +316,7 @@ def _build_record(state: WebhookState, decision: Decision, engine: ReviewEngine)
 
 def _experiment_config(state: WebhookState, decision: Decision) -> Mapping[str, Any] | None:
     labels = (decision.object or {}).get("metadata", {}).get("labels") or {}
-    experiment = labels.get("gpupolicy.io/experiment") if isinstance(labels, dict) else None
+    experiment = labels.get(EXPERIMENT_LABEL) if isinstance(labels, dict) else None
     if not isinstance(experiment, str) or state.inventory is None:
         return None
     found = state.inventory.get("ConfigMap", experiment, decision.namespace)

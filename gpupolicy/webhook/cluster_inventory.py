@@ -45,8 +45,9 @@ from gpupolicy.cluster_facts import (
     resource_quota_projection,
 )
 from gpupolicy.documents import Resource
+from gpupolicy.experiments import is_experiment_config
 from gpupolicy.inventory import Coverage
-from gpupolicy.webhook.kinds import is_experiment_config
+from gpupolicy.vocabulary import CLUSTER_KIND_BY_NAME
 from gpupolicy.webhook.logs import LOGGER, log
 
 _log = logging.getLogger(LOGGER)
@@ -68,7 +69,7 @@ class KindSpec:
     namespaced: bool
     api: str = ""  # kubernetes.client API class for built-in kinds, e.g. "SchedulingV1Api"
     method: str = ""  # its list method (all namespaces)
-    plural: str = ""  # custom resources: listed with CustomObjectsApi
+    plural: str = ""  # custom resources are listed by it, with CustomObjectsApi
     keep: Callable[[dict[str, Any]], bool] | None = None  # which objects to cache (the whole object)
     project: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # what of a kept object to cache
     custom: bool = False
@@ -90,74 +91,62 @@ class KindSpec:
         return getattr(getattr(k8s, self.api)(api_client), self.method), ()
 
 
+def _spec(
+    kind: str,
+    api: str = "",
+    method: str = "",
+    *,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
+    project: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    older_versions: tuple[str, ...] = (),
+) -> KindSpec:
+    """How to list and keep one of the vocabulary's cached kinds: its typed API class and method
+    (built-in kinds), else it is a custom resource listed by group, version and plural."""
+    entry = CLUSTER_KIND_BY_NAME[kind]
+    return KindSpec(
+        entry.kind,
+        entry.api_version,
+        entry.namespaced,
+        api,
+        method,
+        entry.plural,
+        keep=keep,
+        project=project,
+        custom=not api,
+        older_versions=older_versions,
+    )
+
+
+# One spec per kind the vocabulary says is cached (tests/test_vocabulary.py checks they agree).
 KINDS: tuple[KindSpec, ...] = (
-    KindSpec("PriorityClass", "scheduling.k8s.io/v1", False, "SchedulingV1Api", "list_priority_class"),
-    KindSpec(
-        "PodDisruptionBudget",
-        "policy/v1",
-        True,
-        "PolicyV1Api",
-        "list_pod_disruption_budget_for_all_namespaces",
-    ),
-    KindSpec(
-        "HorizontalPodAutoscaler",
-        "autoscaling/v2",
-        True,
-        "AutoscalingV2Api",
-        "list_horizontal_pod_autoscaler_for_all_namespaces",
-    ),
+    _spec("PriorityClass", "SchedulingV1Api", "list_priority_class"),
+    _spec("PodDisruptionBudget", "PolicyV1Api", "list_pod_disruption_budget_for_all_namespaces"),
+    _spec("HorizontalPodAutoscaler", "AutoscalingV2Api", "list_horizontal_pod_autoscaler_for_all_namespaces"),
     # Only experiment configs are kept (a cluster has many ConfigMaps; rules ask for these).
-    KindSpec(
-        "ConfigMap", "v1", True, "CoreV1Api", "list_config_map_for_all_namespaces", keep=is_experiment_config
-    ),
-    KindSpec("Namespace", "v1", False, "CoreV1Api", "list_namespace"),
-    KindSpec(
-        "NetworkPolicy",
-        "networking.k8s.io/v1",
-        True,
-        "NetworkingV1Api",
-        "list_network_policy_for_all_namespaces",
-    ),
-    KindSpec("RuntimeClass", "node.k8s.io/v1", False, "NodeV1Api", "list_runtime_class"),
-    KindSpec("AnalysisTemplate", "argoproj.io/v1alpha1", True, plural="analysistemplates", custom=True),
-    KindSpec(
-        "ClusterAnalysisTemplate",
-        "argoproj.io/v1alpha1",
-        False,
-        plural="clusteranalysistemplates",
-        custom=True,
-    ),
-    KindSpec("Canary", "flagger.app/v1beta1", True, plural="canaries", custom=True),
+    _spec("ConfigMap", "CoreV1Api", "list_config_map_for_all_namespaces", keep=is_experiment_config),
+    _spec("Namespace", "CoreV1Api", "list_namespace"),
+    _spec("NetworkPolicy", "NetworkingV1Api", "list_network_policy_for_all_namespaces"),
+    _spec("RuntimeClass", "NodeV1Api", "list_runtime_class"),
+    _spec("AnalysisTemplate"),
+    _spec("ClusterAnalysisTemplate"),
+    _spec("Canary"),
     # The cluster facts (live_facts.py): GPU node pools and taints from the Nodes, GPU DeviceClasses,
     # and the namespaces a ResourceQuota lets use the system PriorityClasses (only those are kept).
-    KindSpec("Node", "v1", False, "CoreV1Api", "list_node", project=node_projection),
-    KindSpec(
+    _spec("Node", "CoreV1Api", "list_node", project=node_projection),
+    _spec(
         "DeviceClass",
-        "resource.k8s.io/v1",
-        False,
-        plural="deviceclasses",
         project=device_class_projection,
-        custom=True,
         older_versions=("v1beta2", "v1beta1"),  # DRA: GA in 1.34, beta before
     ),
-    KindSpec(
+    _spec(
         "ResourceQuota",
-        "v1",
-        True,
         "CoreV1Api",
         "list_resource_quota_for_all_namespaces",
         keep=admits_system_classes,
         project=resource_quota_projection,  # not status.used, which changes with every pod
     ),
     # Kueue's classes (GP308), when Kueue is installed.
-    KindSpec(
-        "WorkloadPriorityClass",
-        "kueue.x-k8s.io/v1beta2",
-        False,
-        plural="workloadpriorityclasses",
-        custom=True,
-        older_versions=("v1beta1",),
-    ),
+    _spec("WorkloadPriorityClass", older_versions=("v1beta1",)),
 )
 
 

@@ -2,43 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpupolicy.documents import Resource
+from gpupolicy.experiments import is_experiment_config
 from gpupolicy.gpu import dra_gpu_claims
-from gpupolicy.pod_spec import Workload, as_mapping
+from gpupolicy.pod_spec import Workload
 from gpupolicy.policy import Policy
-
-EXPERIMENT_LABEL = "gpupolicy.io/experiment"
-
-# Objects that cross-object rules read about GPU workloads: admitting a change to one of them
-# can break a workload that was fine (a PDB that now blocks drains, a deleted tier...).
-CROSS_OBJECT_KINDS = frozenset(
-    {
-        "ConfigMap",  # only experiment configs
-        "PodDisruptionBudget",
-        "PriorityClass",
-        "Rollout",  # also a workload; a Rollout with workloadRef carries no template of its own
-        "AnalysisTemplate",
-        "ClusterAnalysisTemplate",
-        "Canary",
-    }
-)
-
-
-def is_experiment_config(obj: Any) -> bool:
-    """DESIGN.md: a ConfigMap whose name ends in `-experiment`, that has the experiment label,
-    or whose data has both `change` and `repeats`."""
-    if not isinstance(obj, dict) or obj.get("kind") != "ConfigMap":
-        return False
-    metadata = as_mapping(obj.get("metadata"))
-    name = metadata.get("name")
-    if isinstance(name, str) and name.endswith("-experiment"):
-        return True
-    if EXPERIMENT_LABEL in as_mapping(metadata.get("labels")):
-        return True
-    data = as_mapping(obj.get("data"))
-    return "change" in data and "repeats" in data
+from gpupolicy.vocabulary import CROSS_OBJECT_KINDS
 
 
 def names_gpus(workload: Workload, policy: Policy) -> bool:
@@ -56,4 +25,5 @@ def is_cross_object(resource: Resource) -> bool:
     kind = resource.kind
     if kind not in CROSS_OBJECT_KINDS:
         return False
+    # ConfigMaps: only experiment configs (the vocabulary's CROSS_OBJECT_KINDS: what rules read).
     return kind != "ConfigMap" or is_experiment_config(resource.obj)

@@ -24,7 +24,8 @@ from gpupolicy.findings import Finding, Severity
 from gpupolicy.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.pod_spec import Workload, as_mapping, workload_of
 from gpupolicy.policy import Policy
-from gpupolicy.webhook.kinds import EXPERIMENT_LABEL, is_cross_object, names_gpus
+from gpupolicy.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
+from gpupolicy.webhook.kinds import is_cross_object, names_gpus
 from gpupolicy.webhook.settings import Mode, OnRuleError, WebhookSettings
 
 API_VERSION = "admission.k8s.io/v1"
@@ -37,7 +38,6 @@ KNOWN_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 WARNING_MAX_CHARS = 120
 WARNINGS_MAX_BYTES = 4096
 DENY_MESSAGE_MAX_CHARS = 32 * 1024
-ARM_LABEL = "gpupolicy.io/arm"
 
 
 class MalformedReview(ValueError):

@@ -12,6 +12,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpupolicy import vocabulary
 from gpupolicy.pod_spec import as_list, as_mapping
 from gpupolicy.policy import Policy
 
@@ -19,16 +20,18 @@ DEFAULT_MAX_BODY_BYTES = 7 * 1024 * 1024
 
 
 class Mode(enum.StrEnum):
-    ENFORCE = "enforce"  # deny on error findings
-    WARN = "warn"  # allow; findings as warnings
-    AUDIT = "audit"  # allow; record only
+    ENFORCE = vocabulary.ENFORCE  # deny on error findings
+    WARN = vocabulary.WARN  # allow; findings as warnings
+    AUDIT = vocabulary.AUDIT  # allow; record only
 
     @classmethod
     def parse(cls, text: str) -> Mode:
         try:
             return cls(text.strip().lower())
         except ValueError:
-            raise ValueError(f"unknown webhook mode {text!r} (use enforce, warn or audit)") from None
+            raise ValueError(
+                f"unknown webhook mode {text!r} (use {', '.join(vocabulary.MODES[:-1])} or {vocabulary.MODES[-1]})"
+            ) from None
 
 
 def _matches(value: str | None, patterns: Sequence[str]) -> bool:
@@ -61,7 +64,7 @@ class WebhookSettings:
             if "mode" in entry
         )
         return cls(
-            default_mode=mode or Mode.parse(str(section.get("mode", "enforce"))),
+            default_mode=mode or Mode.parse(str(section.get("mode", vocabulary.ENFORCE))),
             namespace_modes=namespace_modes,
             excluded_namespaces=tuple(str(item) for item in as_list(section.get("excludedNamespaces"))),
             max_body_bytes=int(section.get("maxBodyBytes", DEFAULT_MAX_BODY_BYTES)),
