@@ -491,7 +491,7 @@ def render_repo_policy(*, extends: str | None, name: str) -> str:
     lines = [
         "# gpupolicy settings for this repository, merged over the shipped policy (mappings key by key,",
         "# lists replaced). Schema: policies/schemas/policy.schema.json; every key: policies/default.yaml.",
-        "apiVersion: gpupolicy.io/v1alpha1",
+        f"apiVersion: {POLICY_API_VERSION}",
         "kind: Policy",
         "metadata:",
         f"  name: {yaml.safe_dump(name or 'repository', default_style=None).splitlines()[0]}",
