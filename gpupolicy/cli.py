@@ -16,6 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from gpupolicy import __version__
+from gpupolicy.exit_codes import EXIT_CLEAN as EXIT_CLEAN
+from gpupolicy.exit_codes import EXIT_FINDINGS as EXIT_FINDINGS
+from gpupolicy.exit_codes import EXIT_INTERNAL as EXIT_INTERNAL
+from gpupolicy.exit_codes import EXIT_USAGE as EXIT_USAGE
+from gpupolicy.exit_codes import UsageError as UsageError
 from gpupolicy.findings import Severity
 from gpupolicy.runtime import paused_cyclic_gc
 from gpupolicy.vocabulary import format_help
@@ -23,10 +28,6 @@ from gpupolicy.vocabulary import format_help
 if TYPE_CHECKING:
     from gpupolicy.changes import Since
 
-EXIT_CLEAN = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
 EXIT_CODES_HELP = (
     "exit codes: 0 nothing at or above the failing severity; 1 findings at or above it (input "
     "findings such as a YAML syntax error, GP001, included); 2 usage or configuration errors (bad "
@@ -38,10 +39,6 @@ DEBUG_ENV = "GPUPOLICY_DEBUG"
 T = TypeVar("T")
 # Subcommands that need the [webhook] extra (FastAPI, uvicorn, kubernetes, SQLAlchemy...).
 WEBHOOK_COMMANDS = frozenset({"serve", "provenance", "results"})
-
-
-class UsageError(Exception):
-    """Bad arguments or an unusable policy: one line on stderr, exit 2."""
 
 
 def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,1 +1,1 @@
-"""Subcommands beyond lint/rules/explain, one module each, listed in `cli.COMMAND_MODULES`."""
+"""Subcommands beyond lint/rules/explain, one module each, registered by `gpupolicy/cli.py`."""

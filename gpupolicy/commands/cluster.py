@@ -36,9 +36,9 @@ from typing import Any
 
 import yaml
 
-from gpupolicy.cli import EXIT_CLEAN, UsageError
 from gpupolicy.cluster_facts import ClusterFacts, read_cluster
 from gpupolicy.documents import Resource
+from gpupolicy.exit_codes import EXIT_CLEAN, UsageError
 from gpupolicy.policy import REPO_POLICY_NAMES, Policy, PolicyError, load_policy
 from gpupolicy.vocabulary import POLICY_API_VERSION
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpupolicy.cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from gpupolicy.documents import Resource
+from gpupolicy.exit_codes import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from gpupolicy.experiments import (
     CONTROL_ARM,
     ArmComparison,

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gpupolicy.cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError
+from gpupolicy.exit_codes import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from gpupolicy.provenance.filters import FilterError, RecordFilter
 from gpupolicy.provenance.locations import DB_ENV, default_db_url, sqlite_path
 from gpupolicy.provenance.record import STATUSES

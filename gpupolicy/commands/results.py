@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpupolicy.cli import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from gpupolicy.commands.experiment import _experiment_config, _load
 from gpupolicy.commands.provenance import add_db_arguments, open_store_from_args
 from gpupolicy.documents import Resource
+from gpupolicy.exit_codes import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from gpupolicy.experiments import ExperimentConfig, parse_experiment
 from gpupolicy.results.readers import FORMATS as INPUT_FORMATS
 from gpupolicy.results.report import FORMATS as REPORT_FORMATS

@@ -150,7 +150,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpupolicy.cli import EXIT_CLEAN, UsageError
+    from gpupolicy.exit_codes import EXIT_CLEAN, UsageError
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise UsageError("give both --tls-cert and --tls-key")
@@ -183,14 +183,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from gpupolicy.webhook.server import build_server
+        from gpupolicy.webhook.server import UnusableSettings, build_server
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise UsageError(
             f"gpupolicy serve needs the [webhook] extra: pip install 'gpupolicy[webhook]' ({exc})"
         ) from exc
 
     server: uvicorn.Server
-    server, cleanup = build_server(args)
+    try:
+        server, cleanup = build_server(args)
+    except UnusableSettings as exc:
+        raise UsageError(str(exc)) from exc
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits 1 when it cannot start (port taken, TLS files unusable)
@@ -205,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
 def database_url(args: argparse.Namespace) -> str | None:
     """The provenance database URL: `--db`, `--db-url-file`, else `$GPUPOLICY_PROVENANCE_DB`,
     else None (SQLite in --data-dir)."""
-    from gpupolicy.cli import UsageError
+    from gpupolicy.exit_codes import UsageError
 
     if args.db_url_file is not None:
         try:

@@ -188,11 +188,14 @@ class WebhookServer(uvicorn.Server):
         os._exit(1)
 
 
+class UnusableSettings(Exception):
+    """Settings the server cannot start with (a policy, a store, a port): the command that starts
+    it says so on one line and exits 2. Defined here so that the server imports nothing of the CLI."""
+
+
 def provenance_api_socket(args: argparse.Namespace) -> socket.socket | None:
     """The socket of `--provenance-api-port`, bound before anything else starts: a port in use
     is a usage error, not a server that runs without its API."""
-    from gpupolicy.cli import UsageError
-
     port = getattr(args, "provenance_api_port", None)
     if port is None or getattr(args, "no_provenance", False):
         return None
@@ -200,7 +203,7 @@ def provenance_api_socket(args: argparse.Namespace) -> socket.socket | None:
     try:
         return socket.create_server((host, port))
     except OSError as exc:
-        raise UsageError(f"cannot listen on --provenance-api-port {host}:{port}: {exc}") from exc
+        raise UnusableSettings(f"cannot listen on --provenance-api-port {host}:{port}: {exc}") from exc
 
 
 def provenance_api(
@@ -223,7 +226,6 @@ def provenance_api(
 
 
 def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[], None]]:
-    from gpupolicy.cli import UsageError
     from gpupolicy.policy import PolicyError, load_policy
 
     configure_logging(args.log_level)
@@ -232,7 +234,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
     try:
         policy = load_policy(extra=args.policy)
     except PolicyError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UnusableSettings(str(exc)) from exc
     mode = Mode.parse(args.mode) if args.mode else None
     engine = ReviewEngine.from_policy(policy, mode=mode)
     api_socket = provenance_api_socket(args)
@@ -249,7 +251,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
             else open_provenance(args.db, args.data_dir, timeout=getattr(args, "db_timeout", 2.0))
         )
     except (OSError, ValueError) as exc:  # an unwritable --data-dir, a URL of another database
-        raise UsageError(
+        raise UnusableSettings(
             f"cannot open the provenance store: {exc} (see --db, --data-dir, --no-provenance)"
         ) from exc
     certificate = ReloadingCertificate(args.tls_cert, args.tls_key) if args.tls_cert else None
