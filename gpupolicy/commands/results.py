@@ -26,6 +26,7 @@ from gpupolicy.commands.provenance import add_db_arguments, open_store_from_args
 from gpupolicy.documents import Resource
 from gpupolicy.exit_codes import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from gpupolicy.experiments import ExperimentConfig, parse_experiment
+from gpupolicy.quantities import quantity_or_none
 from gpupolicy.results.readers import FORMATS as INPUT_FORMATS
 from gpupolicy.results.report import FORMATS as REPORT_FORMATS
 
@@ -241,12 +242,10 @@ def record_gpus(record: Any) -> float:
                     f"{demand.get('resource')}: pass --gpus with the GPUs the run occupied"
                 )
             amount = demand.get("limit") or demand.get("request") or "0"
-            try:
-                per_pod += float(amount)
-            except ValueError:
-                raise UsageError(
-                    f"{record.namespace}/{record.name}: GPU amount {amount!r} is not a number"
-                ) from None
+            quantity = quantity_or_none(amount)  # as the API server reads it: no "nan", no "inf"
+            if quantity is None:
+                raise UsageError(f"{record.namespace}/{record.name}: GPU amount {amount!r} is not a quantity")
+            per_pod += float(quantity)
         if template.get("resource_claims"):
             raise UsageError(f"{record.namespace}/{record.name} claims GPUs through DRA: pass --gpus")
         replicas = template.get("replicas")

@@ -368,6 +368,12 @@ def test_gpus_from_a_record_are_gpus_per_pod_times_replicas() -> None:
         record_gpus(record({"replicas": 1, "resources": [device("1", kind="shared")]}))
     with pytest.raises(UsageError, match="shows no GPUs"):
         record_gpus(record({"replicas": 0, "resources": [device("1")]}))
+    assert (
+        record_gpus(record({"replicas": 2, "resources": [device("1e0")]})) == 2
+    )  # a quantity, as the API reads it
+    for amount in ("nan", "inf", "2 GPUs"):
+        with pytest.raises(UsageError, match="is not a quantity"):
+            record_gpus(record({"replicas": 1, "resources": [device(amount)]}))
 
 
 def test_an_unreachable_database_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
