@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpupolicy.experiments import CONTROL_ARM, ExperimentConfig
-from gpupolicy.results.metrics import METRIC_BY_NAME, METRICS, Kind, run_metrics
+from gpupolicy.results.metrics import METRIC_BY_NAME, METRICS, run_metrics
 from gpupolicy.results.slo import Slo
 from gpupolicy.results.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES
 from gpupolicy.results.verdict import (
@@ -276,7 +276,3 @@ def render_markdown(report: Report) -> str:
 
 def render_json(report: Report) -> str:
     return json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def compared_metric_names() -> list[str]:
-    return [metric.name for metric in METRICS if metric.kind is not Kind.INFO]
