@@ -367,6 +367,15 @@ def severity_for(
 # The `extra` of most findings: shared, never changed in place (a finding is frozen; whoever adds
 # to `extra` makes a new finding with a new dict, as suppressions and baselines do).
 _NO_EXTRA: dict[str, Any] = {}
+_UNKNOWN: dict[str, Any] = {"unknown": True}
+
+
+def _extra_of(violation: Violation) -> dict[str, Any]:
+    """What a finding carries beyond its fields: the cluster fact it lacks, or that it says a fact
+    could not be verified (about the cluster, not about one rendering of an object)."""
+    if violation.cluster_fact:
+        return {"clusterFact": violation.cluster_fact}
+    return _UNKNOWN if violation.unknown else _NO_EXTRA
 
 
 def finding_for(
@@ -392,7 +401,7 @@ def finding_for(
         column=position[1] if position else None,
         doc_index=target.doc_index,
         container=violation.container,
-        extra={"clusterFact": violation.cluster_fact} if violation.cluster_fact else _NO_EXTRA,
+        extra=_extra_of(violation),
     )
 
 

@@ -389,6 +389,11 @@ def inside(path: Path, roots: Iterable[Path]) -> bool:
 # -- one finding for the same field of the same base object, whatever overlays render it ------------
 
 
+def is_unknown(finding: Finding) -> bool:
+    """A finding that says a fact of the cluster is missing or could not be verified."""
+    return "clusterFact" in finding.extra or bool(finding.extra.get("unknown"))
+
+
 class OverlayFindings:
     """Which overlays rendered each traced object of a shared base, so that a finding the same in
     several overlays is reported once, naming them, and one of a single overlay names it."""
@@ -429,6 +434,9 @@ class OverlayFindings:
         for item in out:
             if item in merged:
                 finding, extra, names = merged[item]
+                if is_unknown(finding):  # about the cluster, said once per run: no overlay to name
+                    result.append((finding, extra))
+                    continue
                 note = f" (as rendered by {', '.join(names)})"
                 result.append((replace(finding, message=finding.message + note), extra))
             else:
