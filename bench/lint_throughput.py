@@ -151,11 +151,11 @@ def parse_only(folder: Path) -> int:
 
 def lint_in_process(folder: Path) -> int:
     import gpupolicy.rules  # noqa: F401
-    from gpupolicy.engine import evaluate
+    from gpupolicy.cli.runtime import paused_cyclic_gc
+    from gpupolicy.engine.evaluation import evaluate
     from gpupolicy.formats import RenderOptions, load_formatters
-    from gpupolicy.inputs import load_paths
-    from gpupolicy.policy import default_policy
-    from gpupolicy.runtime import paused_cyclic_gc
+    from gpupolicy.loading.inputs import load_paths
+    from gpupolicy.policy.loading import default_policy
 
     with paused_cyclic_gc():  # as `gpupolicy lint` does
         loaded = load_paths([str(folder)])

@@ -68,8 +68,8 @@ def main() -> int:
     from kubernetes import client as k8s
 
     import gpupolicy.rules  # noqa: F401
-    from gpupolicy.cluster_facts import node_projection, read_cluster
-    from gpupolicy.policy import default_policy
+    from gpupolicy.policy.cluster_facts import node_projection, read_cluster
+    from gpupolicy.policy.loading import default_policy
     from gpupolicy.webhook.review import ReviewEngine
     from gpupolicy.webhook.server import warm_up
     from tests.webhook.test_review import CLUSTER

@@ -41,7 +41,7 @@ def main() -> None:
     sys.path.insert(0, str(options.repo.resolve()))  # so --repo goes before it
 
     import gpupolicy.rules  # registers the rules, as the server does at start-up
-    from gpupolicy.policy import load_policy
+    from gpupolicy.policy.loading import load_policy
     from gpupolicy.webhook.cluster_inventory import ClusterInventory
     from gpupolicy.webhook.review import ReviewEngine, review
     from tests.webhook.fake_apiserver import FakeApiServer

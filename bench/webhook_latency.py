@@ -67,7 +67,7 @@ RUN = uuid.uuid4().hex[:8]
 
 def serve(argv: list[str]) -> None:
     """`gpupolicy serve` with the same arguments, plus POST /noop."""
-    from gpupolicy.cli import build_parser
+    from gpupolicy.cli.main import build_parser
     from gpupolicy.webhook.server import build_server
 
     args = build_parser().parse_args(["serve", *argv])

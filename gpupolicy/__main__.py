@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from gpupolicy.cli import entry
+from gpupolicy.cli.main import entry
 
 raise SystemExit(entry())

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.inputs import load_text
-from gpupolicy.policy import Policy, default_policy, policy_from_mapping
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

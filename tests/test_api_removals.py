@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.api_removals import Removal, minor, removals
-from gpupolicy.findings import Severity
-from gpupolicy.kube_schemas import OLDEST_SUPPORTED
+from gpupolicy.core.findings import Severity
+from gpupolicy.kube.api_removals import Removal, minor, removals
+from gpupolicy.kube.kube_schemas import OLDEST_SUPPORTED
 from tests.conftest import LintText
 
 ENTRIES = sorted(removals().values(), key=lambda r: (r.removed_in, r.api_version, r.kind))

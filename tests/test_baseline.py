@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy import baseline
-from gpupolicy.cli import main
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.inputs import load_text
-from gpupolicy.policy import default_policy
-from gpupolicy.vocabulary import BASELINE_SCHEMA
+from gpupolicy.cli.main import main
+from gpupolicy.core.vocabulary import BASELINE_SCHEMA
+from gpupolicy.engine import baseline
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy
 
 
 def deployment(name: str, request: int = 1, limit: int = 2) -> str:

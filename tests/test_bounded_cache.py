@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gpupolicy.bounded_cache import ENTRY_OVERHEAD, BoundedCache, bounded_memo, estimate_size
+from gpupolicy.core.bounded_cache import ENTRY_OVERHEAD, BoundedCache, bounded_memo, estimate_size
 
 
 def test_the_oldest_entries_make_room_and_the_budget_is_never_passed() -> None:

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from gpupolicy.cli import EXIT_FINDINGS, main
+from gpupolicy.cli.main import EXIT_FINDINGS, main
 from tests.real_tools import helm_on_path, needs_helm, needs_kubectl
 
 REPO = Path(__file__).resolve().parent.parent

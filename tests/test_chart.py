@@ -26,9 +26,9 @@ import pytest
 import trustme
 import yaml
 
-from gpupolicy.cli import build_parser
-from gpupolicy.pod_spec import EXTRACTORS
-from gpupolicy.policy import load_policy
+from gpupolicy.cli.main import build_parser
+from gpupolicy.kube.pod_spec import EXTRACTORS
+from gpupolicy.policy.loading import load_policy
 from gpupolicy.webhook.cluster_inventory import KINDS
 from gpupolicy.webhook.kinds import CROSS_OBJECT_KINDS
 from gpupolicy.webhook.settings import Mode, WebhookSettings

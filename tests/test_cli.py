@@ -313,7 +313,7 @@ def test_a_missing_dependency_is_one_line_not_a_traceback(tmp_path: Path) -> Non
     manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n")
     script = (
         "import sys; sys.modules['jsonschema_rs'] = None\n"
-        "from gpupolicy.cli import main\n"
+        "from gpupolicy.cli.main import main\n"
         f"raise SystemExit(main(['lint', {str(manifest)!r}]))\n"
     )
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.findings import Severity
-from gpupolicy.policy import PolicyError, default_policy, load_policy
+from gpupolicy.core.findings import Severity
+from gpupolicy.policy.loading import PolicyError, default_policy, load_policy
 from tests.conftest import REPO, LintText
 
 SERVER = """\

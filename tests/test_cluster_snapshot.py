@@ -19,9 +19,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpupolicy.cli import main
-from gpupolicy.cluster_facts import SNAPSHOT_KINDS, facts_from_objects, read_cluster
-from gpupolicy.commands.cluster import (
+from gpupolicy.cli.commands.cluster import (
     EXAMPLES_END,
     EXAMPLES_START,
     LISTINGS,
@@ -29,10 +27,12 @@ from gpupolicy.commands.cluster import (
     read_file,
     render_snapshot,
 )
-from gpupolicy.engine import REGISTRY, evaluate
-from gpupolicy.findings import Severity
-from gpupolicy.inputs import load_file
-from gpupolicy.policy import default_policy, load_policy, validate_layer
+from gpupolicy.cli.main import main
+from gpupolicy.core.findings import Severity
+from gpupolicy.engine.evaluation import REGISTRY, evaluate
+from gpupolicy.loading.inputs import load_file
+from gpupolicy.policy.cluster_facts import SNAPSHOT_KINDS, facts_from_objects, read_cluster
+from gpupolicy.policy.loading import default_policy, load_policy, validate_layer
 from tests.conftest import REPO, LintText
 
 DATA = REPO / "tests" / "data" / "cluster"
@@ -498,7 +498,7 @@ def test_every_kind_read_has_a_listing() -> None:
 def test_without_the_kubernetes_client_a_live_snapshot_is_one_line(tmp_path: Path) -> None:
     script = (
         "import sys; sys.modules['kubernetes'] = None\n"
-        "from gpupolicy.cli import main\n"
+        "from gpupolicy.cli.main import main\n"
         "raise SystemExit(main(['cluster', 'snapshot']))\n"
     )
     completed = subprocess.run(

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.inputs import MANIFEST_SUFFIXES, load_file
-from gpupolicy.policy import default_policy
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.loading.inputs import MANIFEST_SUFFIXES, load_file
+from gpupolicy.policy.loading import default_policy
 
 REPO = Path(__file__).resolve().parent.parent
 # The labelled copies of ../shared/corpus/real (their labels are comments): in the repository, so

@@ -1,6 +1,6 @@
 """The labelled corpus (tests/data/corpus/, copies of ../shared/corpus/real with their source and
 licence): the linter, with the shipped policy, says what each label expects and nothing a label
-forbids (gpupolicy/corpus_labels.py has the conventions; docs/accuracy.md the figures)."""
+forbids (gpupolicy/lint/corpus_labels.py has the conventions; docs/accuracy.md the figures)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.corpus_labels import Mismatch, check_file, compare, parse_labels
-from gpupolicy.findings import Finding, Severity
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.lint.corpus_labels import Mismatch, check_file, compare, parse_labels
 
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 FILES = sorted(path for path in CORPUS.iterdir() if path.suffix in (".yaml", ".yml"))

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gpupolicy.cli import main
-from gpupolicy.inputs import RenderSession, iter_sources, sources_with_context
-from gpupolicy.policy import default_policy
-from gpupolicy.rendering import Origin, SourceText, helm_template_file
+from gpupolicy.cli.main import main
+from gpupolicy.loading.inputs import RenderSession, iter_sources, sources_with_context
+from gpupolicy.loading.rendering import Origin, SourceText, helm_template_file
+from gpupolicy.policy.loading import default_policy
 from tests.real_tools import helm_on_path, needs_helm, needs_kubectl
 from tests.test_precommit import PRE_COMMIT, git, hook_config, run
 from tests.test_streaming import assert_streams_the_same

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.dimensions import (
+from gpupolicy.kube.dimensions import (
     DIMENSION_NAMES,
     DIMENSIONS,
     diff_templates,
@@ -15,8 +15,8 @@ from gpupolicy.dimensions import (
     parse_pattern,
     strip_identity,
 )
-from gpupolicy.inputs import load_text
-from gpupolicy.pod_spec import Workload, workload_of
+from gpupolicy.kube.pod_spec import Workload, workload_of
+from gpupolicy.loading.inputs import load_text
 
 
 def _template() -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.disruption import (
+from gpupolicy.kube.disruption import (
     Budget,
     IntOrPercent,
     budget_of,
@@ -20,9 +20,9 @@ from gpupolicy.disruption import (
     selectors_overlap,
     workload_kinds,
 )
-from gpupolicy.documents import Resource
-from gpupolicy.inventory import Bundle
-from gpupolicy.pod_spec import Workload, workload_of
+from gpupolicy.kube.inventory import Bundle
+from gpupolicy.kube.pod_spec import Workload, workload_of
+from gpupolicy.loading.documents import Resource
 
 
 def resource(obj: dict[str, Any]) -> Resource:

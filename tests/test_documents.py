@@ -9,10 +9,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpupolicy.documents import DEFAULT_LIMITS, Resource, parse_text
-from gpupolicy.engine import evaluate
-from gpupolicy.inputs import load_file, load_text
-from gpupolicy.policy import default_policy
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.loading.documents import DEFAULT_LIMITS, Resource, parse_text
+from gpupolicy.loading.inputs import load_file, load_text
+from gpupolicy.policy.loading import default_policy
 
 DEPLOYMENT = """\
 apiVersion: apps/v1

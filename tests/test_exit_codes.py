@@ -17,7 +17,7 @@ CLEAN = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: 
 RAISING_RULE = """
 import sys
 import gpupolicy.rules
-from gpupolicy.engine import Scope, rule
+from gpupolicy.engine.evaluation import Scope, rule
 
 @rule(id="GP990", name="always-raises", severity="error", scope=Scope.OBJECT,
       summary="Raises.", rationale="A test of the exit code.", remediation="None.")
@@ -25,7 +25,7 @@ def always_raises(resource, ctx):
     raise RuntimeError("rule bug")
     yield
 
-from gpupolicy.cli import main
+from gpupolicy.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """
 
@@ -38,7 +38,7 @@ def broken():
     raise RuntimeError("formatter registry bug")
 
 gpupolicy.formats.load_formatters = broken
-from gpupolicy.cli import main
+from gpupolicy.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """
 

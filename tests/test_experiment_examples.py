@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.documents import LoadProblem, Resource
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.inputs import iter_manifest_files, load_file
-from gpupolicy.policy import load_policy
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.loading.documents import LoadProblem, Resource
+from gpupolicy.loading.inputs import iter_manifest_files, load_file
+from gpupolicy.policy.loading import load_policy
 from tests.conftest import REPO
 
 CLEAN = REPO / "examples" / "experiments"
@@ -65,7 +65,7 @@ def test_clean_experiment_shows_all_three_rollback_forms() -> None:
 
 def test_every_rule_of_both_families_has_a_broken_variant() -> None:
     import gpupolicy.rules  # noqa: F401
-    from gpupolicy.engine import REGISTRY
+    from gpupolicy.engine.evaluation import REGISTRY
 
     ids = {rule.id for rule in REGISTRY if rule.id[:3] in ("GP8", "GP9")}
     assert {variant.name[:5] for variant in VARIANTS} == ids

@@ -11,11 +11,11 @@ import pytest
 
 import gpupolicy.rules  # noqa: F401
 import gpupolicy.rules.experiments as experiment_rules
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.inputs import iter_manifest_files, load_file
-from gpupolicy.inventory import Bundle, Coverage
-from gpupolicy.policy import load_policy
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.kube.inventory import Bundle, Coverage
+from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.inputs import iter_manifest_files, load_file
+from gpupolicy.policy.loading import load_policy
 from tests.conftest import REPO
 
 CLEAN = REPO / "examples" / "experiments"

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Report
-from gpupolicy.experiments import (
+from gpupolicy.engine.evaluation import Report
+from gpupolicy.kube.experiments import (
     MetricCategory,
     MetricVocabulary,
     is_experiment_config,
     metric_key,
     parse_experiment,
 )
-from gpupolicy.inputs import load_text
+from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.inputs import load_text
 from tests.conftest import SEEDS, LintText
 
 SEED_COPIES = sorted((Path(__file__).parent / "data" / "seeds").glob("*.yaml"))

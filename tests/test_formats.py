@@ -16,15 +16,15 @@ import jsonschema
 import pytest
 
 from gpupolicy import __version__
-from gpupolicy.baseline import fingerprint
-from gpupolicy.cli import main
-from gpupolicy.engine import REGISTRY, Report, evaluate
-from gpupolicy.findings import Finding, Severity
+from gpupolicy.cli.main import main
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.engine.baseline import fingerprint
+from gpupolicy.engine.evaluation import REGISTRY, Report, evaluate
 from gpupolicy.formats import RenderOptions, container_note, load_formatters
 from gpupolicy.formats.github import annotation
 from gpupolicy.formats.markdown import MAX_ROWS
-from gpupolicy.inputs import load_text
-from gpupolicy.policy import default_policy
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy
 
 TESTS = Path(__file__).resolve().parent
 # The official SARIF 2.1.0 schema, vendored from @microsoft/sarif-multitool-linux 5.7.0 (see data/README.md).

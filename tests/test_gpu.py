@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.gpu import GpuCatalog, GpuKind, dra_gpu_claims
-from gpupolicy.pod_spec import Container, PodTemplate
-from gpupolicy.policy import default_policy
+from gpupolicy.kube.gpu import GpuCatalog, GpuKind, dra_gpu_claims
+from gpupolicy.kube.pod_spec import Container, PodTemplate
+from gpupolicy.policy.loading import default_policy
 
 
 @pytest.fixture(scope="module")

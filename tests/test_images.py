@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.images import parse_image, registry_allowed, tag_valid
+from gpupolicy.kube.images import parse_image, registry_allowed, tag_valid
 
 DIGEST = "sha256:" + "a" * 64
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.engine import evaluate
-from gpupolicy.inputs import iter_manifest_files, load_paths, load_text
-from gpupolicy.policy import default_policy
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.loading.inputs import iter_manifest_files, load_paths, load_text
+from gpupolicy.policy.loading import default_policy
 
 GPU_DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -498,7 +498,7 @@ def test_a_kubectl_without_build_metadata_still_renders_the_overlay_untraced(
 def test_lint_no_remote_reports_gp004_and_fails(
     recording_kubectl: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpupolicy.cli import main
+    from gpupolicy.cli.main import main
 
     write(Path("app/kustomization.yaml"), f"resources:\n  - {REMOTE_ENTRIES[1]}\n")
     assert main(["lint", "--no-remote", "--no-repo-policy", "app"]) == 1

@@ -6,9 +6,9 @@ from typing import Any
 
 import yaml
 
-from gpupolicy.inputs import load_text
-from gpupolicy.models import ModelRef, models_of, parse_annotation
-from gpupolicy.pod_spec import Container, workload_of
+from gpupolicy.kube.models import ModelRef, models_of, parse_annotation
+from gpupolicy.kube.pod_spec import Container, workload_of
+from gpupolicy.loading.inputs import load_text
 
 
 def container_of(spec: dict[str, Any]) -> Container:
@@ -120,7 +120,7 @@ def test_no_model() -> None:
 
 
 def test_models_named_by_serving_crds() -> None:
-    from gpupolicy.models import workload_models
+    from gpupolicy.kube.models import workload_models
 
     llm = {"spec": {"model": {"uri": "hf://Qwen/Qwen2.5-7B-Instruct"}}}
     [model] = workload_models("LLMInferenceService", llm)
@@ -150,7 +150,7 @@ applications:
 
 
 def test_a_hostile_serve_config_is_read_within_the_loader_limits() -> None:
-    from gpupolicy.models import workload_models
+    from gpupolicy.kube.models import workload_models
 
     levels = "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpupolicy.node_constraints import node_contradictions
-from gpupolicy.node_labels import LabelRegistry, node_label_uses
-from gpupolicy.node_pools import NodePool
-from gpupolicy.pod_spec import PodTemplate
-from gpupolicy.policy import default_policy, load_policy
+from gpupolicy.kube.pod_spec import PodTemplate
+from gpupolicy.policy.loading import default_policy, load_policy
+from gpupolicy.policy.node_constraints import node_contradictions
+from gpupolicy.policy.node_labels import LabelRegistry, node_label_uses
+from gpupolicy.policy.node_pools import NodePool
 from tests.conftest import REPO
 
 TERMS = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
@@ -288,7 +288,7 @@ POOLS = [
 def test_pool_catalogue_resource_and_count() -> None:
     from decimal import Decimal
 
-    from gpupolicy.node_constraints import pool_conflicts
+    from gpupolicy.policy.node_constraints import pool_conflicts
 
     l4 = template({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4-SHARED"}})
     [wrong] = pool_conflicts(l4, POOLS, {"nvidia.com/gpu": Decimal(1)})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpupolicy.node_pools import DEFAULT_RESOURCE, NodePool, largest_node, node_pools
-from gpupolicy.policy import default_policy, load_policy
+from gpupolicy.policy.loading import default_policy, load_policy
+from gpupolicy.policy.node_pools import DEFAULT_RESOURCE, NodePool, largest_node, node_pools
 from tests.conftest import LintText, rule_ids
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "gpupolicy" / "rules" / "examples"

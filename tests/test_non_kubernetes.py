@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpupolicy.engine import evaluate
+from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.formats import RenderOptions, load_formatters
-from gpupolicy.inputs import Source, iter_sources, load_text
-from gpupolicy.policy import default_policy
-from gpupolicy.streaming import lint_in_memory, stream
+from gpupolicy.lint.streaming import lint_in_memory, stream
+from gpupolicy.loading.inputs import Source, iter_sources, load_text
+from gpupolicy.policy.loading import default_policy
 from tests.test_precommit import BAD, PRE_COMMIT, commit, git, hook_config, run
 
 REPO = Path(__file__).resolve().parent.parent

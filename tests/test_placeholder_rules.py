@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
-from gpupolicy.engine import Report
-from gpupolicy.findings import Finding, Severity
-from gpupolicy.policy import default_policy
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.engine.evaluation import Report
+from gpupolicy.policy.loading import default_policy
 from gpupolicy.webhook.review import ReviewEngine, review
 from gpupolicy.webhook.settings import Mode
 from tests.conftest import LintText

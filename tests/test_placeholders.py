@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.placeholders import EXCERPT, excerpt, scan, whole
+from gpupolicy.kube.placeholders import EXCERPT, excerpt, scan, whole
 
 
 @pytest.mark.parametrize(

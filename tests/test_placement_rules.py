@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.findings import Severity
-from gpupolicy.inputs import load_text
-from gpupolicy.inventory import Bundle, Coverage, Inventory
-from gpupolicy.policy import default_policy, policy_from_mapping
-from gpupolicy.tolerations import Taint, toleration_for
+from gpupolicy.core.findings import Severity
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.kube.inventory import Bundle, Coverage, Inventory
+from gpupolicy.kube.tolerations import Taint, toleration_for
+from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy, policy_from_mapping
 from tests.conftest import SEEDS, LintText
 
 FAMILIES = ("GP2", "GP3", "GP4", "GP5")
@@ -398,7 +398,7 @@ def test_policy_default_model_load_budget(lint_text: LintText) -> None:
 
 
 def test_policy_rejects_an_invalid_label_registry_entry() -> None:
-    from gpupolicy.policy import PolicyError
+    from gpupolicy.policy.loading import PolicyError
 
     with pytest.raises(PolicyError, match="nodeLabels"):
         policy_from_mapping(

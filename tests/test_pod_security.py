@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gpupolicy import pod_security as pss
-from gpupolicy.inputs import load_text
-from gpupolicy.pod_spec import PodTemplate, workload_of
+from gpupolicy.kube import pod_security as pss
+from gpupolicy.kube.pod_spec import PodTemplate, workload_of
+from gpupolicy.loading.inputs import load_text
 
 B, R = pss.Level.BASELINE, pss.Level.RESTRICTED
 

@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from gpupolicy.documents import Resource
-from gpupolicy.inputs import load_text
-from gpupolicy.pod_spec import Workload, workload_of
+from gpupolicy.kube.pod_spec import Workload, workload_of
+from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.inputs import load_text
 
 C = "containers: [{name: main, image: nvcr.io/nvidia/pytorch:24.10-py3}]"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.engine import evaluate
-from gpupolicy.findings import Severity
-from gpupolicy.inputs import load_text
-from gpupolicy.policy import (
+from gpupolicy.core.findings import Severity
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import (
     PolicyError,
     deep_merge,
     default_policy,

@@ -228,7 +228,7 @@ def test_files_that_are_not_manifests_are_not_linted(repo: Path) -> None:
 def test_context_root_judges_given_files_with_the_rest_but_reports_only_on_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpupolicy.cli import main
+    from gpupolicy.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "apps").mkdir()
@@ -248,7 +248,7 @@ def test_context_root_judges_given_files_with_the_rest_but_reports_only_on_them(
 def test_context_from_git_outside_a_repository_is_a_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpupolicy.cli import main
+    from gpupolicy.cli.main import main
 
     if shutil.which("git") is None:
         pytest.skip("needs git")

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.documents import Resource
-from gpupolicy.pod_spec import Container, Workload, workload_of
-from gpupolicy.probes import (
+from gpupolicy.kube.pod_spec import Container, Workload, workload_of
+from gpupolicy.kube.probes import (
     DEFAULT_PROGRESS_DEADLINE_SECONDS,
     PortStatus,
     model_load_budget,
@@ -19,6 +18,7 @@ from gpupolicy.probes import (
     progress_deadline,
     resolve_port,
 )
+from gpupolicy.loading.documents import Resource
 
 
 def container(spec: dict[str, Any]) -> Container:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpupolicy.quantities import (
+from gpupolicy.kube.quantities import (
     QuantityError,
     format_quantity,
     is_positive_integer,

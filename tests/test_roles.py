@@ -1,15 +1,15 @@
-"""Roles from evidence, not kind (gpupolicy/roles.py)."""
+"""Roles from evidence, not kind (gpupolicy/kube/roles.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpupolicy.engine import Context
-from gpupolicy.inputs import load_text
-from gpupolicy.inventory import Bundle
-from gpupolicy.pod_spec import workload_of
-from gpupolicy.policy import default_policy
-from gpupolicy.roles import COMMAND_TEXT_LIMIT, Role, decide
+from gpupolicy.engine.evaluation import Context
+from gpupolicy.kube.inventory import Bundle
+from gpupolicy.kube.pod_spec import workload_of
+from gpupolicy.kube.roles import COMMAND_TEXT_LIMIT, Role, decide
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy
 
 DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -109,7 +109,7 @@ def test_a_pod_that_runs_to_completion_is_batch() -> None:
 
 
 def test_lws_workers_are_not_the_server() -> None:
-    from gpupolicy.roles import serving_templates_of
+    from gpupolicy.kube.roles import serving_templates_of
 
     text = """\
 apiVersion: leaderworkerset.x-k8s.io/v1
@@ -164,7 +164,7 @@ spec:
 def test_roles_and_their_evidence_are_in_the_json_report() -> None:
     import json
 
-    from gpupolicy.engine import evaluate
+    from gpupolicy.engine.evaluation import evaluate
     from gpupolicy.formats import RenderOptions
     from gpupolicy.formats.json_report import render_json
 

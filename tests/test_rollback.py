@@ -8,12 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 import gpupolicy.rules  # noqa: F401
-from gpupolicy.documents import Resource
-from gpupolicy.engine import evaluate
-from gpupolicy.inputs import load_text
-from gpupolicy.inventory import Bundle, Coverage
-from gpupolicy.policy import default_policy
-from gpupolicy.rollback import (
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.kube.inventory import Bundle, Coverage
+from gpupolicy.kube.rollback import (
     canary_metrics,
     parse_criteria,
     rollback_forms,
@@ -23,6 +20,9 @@ from gpupolicy.rollback import (
     template_metrics,
     template_placeholders,
 )
+from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy
 from tests.conftest import LintText
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.cli import main
-from gpupolicy.engine import REGISTRY, Rule
-from gpupolicy.rule_docs import (
+from gpupolicy.cli.main import main
+from gpupolicy.engine.evaluation import REGISTRY, Rule
+from gpupolicy.rules.docs import (
     README_HEADING,
     SECTIONS,
     doc_problems,
@@ -21,12 +21,12 @@ from gpupolicy.rule_docs import (
     with_readme_section,
     write_docs,
 )
-from gpupolicy.rule_examples import examples_for, strip_markers
+from gpupolicy.rules.example_files import examples_for, strip_markers
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "rules"
 RULES = list(REGISTRY)
-REGENERATE = "regenerate with: .venv/bin/python -m gpupolicy.rule_docs docs/rules"
+REGENERATE = "regenerate with: .venv/bin/python -m gpupolicy.rules.docs docs/rules"
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.id)
@@ -74,7 +74,7 @@ def test_stale_docs_reports_what_is_out_of_date(tmp_path: Path) -> None:
 
 
 def test_rule_docs_check_mode_exit_codes(tmp_path: Path) -> None:
-    from gpupolicy.rule_docs import main as docs_main
+    from gpupolicy.rules.docs import main as docs_main
 
     folder = tmp_path / "docs" / "rules"
     assert docs_main([str(folder)]) == 0  # writes pages and the README section

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.engine import REGISTRY, Rule
-from gpupolicy.rule_docs import SECTIONS, render_rule_page
-from gpupolicy.rule_examples import examples_for, expected_lines, run_example
+from gpupolicy.engine.evaluation import REGISTRY, Rule
+from gpupolicy.rules.docs import SECTIONS, render_rule_page
+from gpupolicy.rules.example_files import examples_for, expected_lines, run_example
 
 RULES = list(REGISTRY)
 

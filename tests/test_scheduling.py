@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpupolicy.pod_spec import PodTemplate
-from gpupolicy.scheduling import node_selector, required_terms, required_values, targeted_keys
+from gpupolicy.kube.pod_spec import PodTemplate
+from gpupolicy.kube.scheduling import node_selector, required_terms, required_values, targeted_keys
 
 PRODUCT = "nvidia.com/gpu.product"
 

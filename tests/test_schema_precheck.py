@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 import yaml
 
-from gpupolicy.linear_regex import PatternError, check_pattern
-from gpupolicy.policy import _valid_layer_precheck, policies_dir, policy_schema
-from gpupolicy.schema_precheck import schema_precheck
+from gpupolicy.core.linear_regex import PatternError, check_pattern
+from gpupolicy.policy.loading import _valid_layer_precheck, policies_dir, policy_schema
+from gpupolicy.policy.schema_precheck import schema_precheck
 
 REPO = Path(__file__).resolve().parent.parent
 

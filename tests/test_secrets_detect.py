@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.secrets_detect import credential_name_kind, detect, detect_in_arguments, placeholder_credential
+from gpupolicy.kube.secrets_detect import (
+    credential_name_kind,
+    detect,
+    detect_in_arguments,
+    placeholder_credential,
+)
 
 
 @pytest.mark.parametrize(

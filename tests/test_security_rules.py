@@ -8,13 +8,13 @@ from pathlib import Path
 
 import yaml
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import evaluate
-from gpupolicy.findings import Finding, Severity
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.formats.text import format_finding
-from gpupolicy.inputs import load_text
-from gpupolicy.inventory import Bundle, Coverage
-from gpupolicy.policy import default_policy, policy_from_mapping
+from gpupolicy.kube.inventory import Bundle, Coverage
+from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy, policy_from_mapping
 from tests.conftest import REPO, LintText
 
 RESTRICTED = {"security": {"level": "restricted"}}

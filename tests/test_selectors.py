@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.selectors import (
+from gpupolicy.kube.selectors import (
     node_affinity_matches,
     node_selector_term_matches,
     selector_is_empty,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.cli import COMMAND_OWNERS, build_parser, main
+from gpupolicy.cli.main import COMMAND_OWNERS, build_parser, main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,13 +33,18 @@ UNNEEDED_PACKAGES = frozenset(
         "regopy",
         "celpy",
         # Python jsonschema words the errors of a policy file the jsonschema-rs precheck refuses
-        # (gpupolicy.schema_precheck); a valid policy never loads it. kubernetes_validate would
+        # (gpupolicy.policy.schema_precheck); a valid policy never loads it. kubernetes_validate would
         # load it too: only its schema folder is read.
         "jsonschema",
         "kubernetes_validate",
     }
 )
-UNNEEDED_MODULES = ("gpupolicy.provenance", "gpupolicy.webhook", "gpupolicy.results", "gpupolicy.commands")
+UNNEEDED_MODULES = (
+    "gpupolicy.provenance",
+    "gpupolicy.webhook",
+    "gpupolicy.results",
+    "gpupolicy.cli.commands",
+)
 
 POD = """\
 apiVersion: v1
@@ -67,7 +72,7 @@ rules:
 """
 LIST_MODULES = """\
 import json, sys
-from gpupolicy.cli import main
+from gpupolicy.cli.main import main
 code = main(sys.argv[2:])
 with open(sys.argv[1], "w", encoding="utf-8") as out:
     json.dump({"code": code, "modules": sorted(sys.modules)}, out)

@@ -1,4 +1,4 @@
-"""The streaming lint (gpupolicy/streaming.py) reports what `evaluate()` reports over everything
+"""The streaming lint (gpupolicy/lint/streaming.py) reports what `evaluate()` reports over everything
 loaded at once, byte for byte in every format, while keeping only what cross-object rules read."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy import streaming
-from gpupolicy.documents import parse_text, split_documents
-from gpupolicy.engine import Report
+from gpupolicy.engine.evaluation import Report
 from gpupolicy.formats import RenderOptions, load_formatters
-from gpupolicy.inputs import Source, iter_sources, sources_with_context
-from gpupolicy.policy import Policy, default_policy
-from gpupolicy.rule_examples import EXAMPLES_DIR, examples_for
-from gpupolicy.streaming import Fallback, StreamInventory, _Stream, lint, lint_in_memory, stream
+from gpupolicy.lint import streaming
+from gpupolicy.lint.streaming import Fallback, StreamInventory, _Stream, lint, lint_in_memory, stream
+from gpupolicy.loading.documents import parse_text, split_documents
+from gpupolicy.loading.inputs import Source, iter_sources, sources_with_context
+from gpupolicy.policy.loading import Policy, default_policy
+from gpupolicy.rules.example_files import EXAMPLES_DIR, examples_for
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "data" / "corpus"

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.cli import main
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.findings import Finding
-from gpupolicy.inputs import load_text
-from gpupolicy.policy import PolicyError, default_policy, policy_from_mapping
-from gpupolicy.suppressions import Target, apply, parse_annotation, scan_comments
+from gpupolicy.cli.main import main
+from gpupolicy.core.findings import Finding
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.suppressions import Target, apply, parse_annotation, scan_comments
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import PolicyError, default_policy, policy_from_mapping
 
 # Two containers; `vllm` has GP102 (request 1, limit 2) at line 21, `sidecar` has GP102 at line 27.
 MANIFEST = """\

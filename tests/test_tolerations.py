@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.tolerations import Taint, tolerates, toleration_tolerates
+from gpupolicy.kube.tolerations import Taint, tolerates, toleration_tolerates
 
 GPU_TAINT = Taint("nvidia.com/gpu", "NoSchedule", "present")
 GPU_TAINT_NO_VALUE = Taint("nvidia.com/gpu", "NoSchedule")

@@ -1,4 +1,4 @@
-"""gpupolicy/vocabulary.py is the one place for the names gpupolicy shares with its users and its
+"""gpupolicy/core/vocabulary.py is the one place for the names gpupolicy shares with its users and its
 deployment: what cannot import it (JSON schemas, the Helm chart) or keeps its own registry (the
 output formats) is checked against it here, so that a mode, a format or a cluster kind added in
 one place and not the others fails a test instead of a deployment."""
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gpupolicy import vocabulary
-from gpupolicy.cli import build_parser
+from gpupolicy.cli.main import build_parser
+from gpupolicy.core import vocabulary
 from gpupolicy.formats import load_formatters
-from gpupolicy.pod_spec import EXTRACTORS
+from gpupolicy.kube.pod_spec import EXTRACTORS
 from gpupolicy.webhook import kinds
 from gpupolicy.webhook.cluster_inventory import KINDS
 from gpupolicy.webhook.settings import Mode
@@ -197,7 +197,7 @@ def test_only_the_vocabulary_spells_gpupolicy_io_names() -> None:
         if path != PACKAGE / "vocabulary.py"
         for line, value in spelled_names(path.read_text(encoding="utf-8"))
     ]
-    assert not offenders, "import these from gpupolicy.vocabulary:\n" + "\n".join(offenders)
+    assert not offenders, "import these from gpupolicy.core.vocabulary:\n" + "\n".join(offenders)
 
 
 def test_vocabulary_imports_nothing_from_gpupolicy() -> None:

@@ -1,52 +1,30 @@
-"""Output formats. Each reads the `Report` and its findings' fields; none recomputes them."""
+"""Output formats. Each reads the `Report` and its findings' fields; none recomputes them.
+
+Adding a format is one module here with a `render_*(report, options)` function and one line in
+`RENDERERS`; `tests/test_vocabulary.py` holds the CLI's list of names (`core.vocabulary.FORMATS`)
+to this table."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from importlib import import_module
 
-from gpupolicy.engine import Report
-from gpupolicy.findings import Finding, Severity
+from gpupolicy.formats.options import Formatter
+from gpupolicy.formats.options import RenderOptions as RenderOptions
+from gpupolicy.formats.options import container_note as container_note
 
-
-@dataclass(frozen=True, slots=True)
-class RenderOptions:
-    color: bool = False
-    show_suppressed: bool = False
-    tool_version: str = ""
-    fail_on: Severity = Severity.ERROR  # the lowest severity that fails the run (JUnit failures)
-
-
-def container_note(finding: Finding) -> str:
-    """` (container x)` for a line that shows the message, unless the message already names the
-    container the way rules do (`Container.label`: `container 'x'`): one name per line."""
-    if not finding.container or repr(finding.container) in finding.message:
-        return ""
-    return f" (container {finding.container})"
-
-
-Formatter = Callable[[Report, RenderOptions], str]
-FORMATTERS: dict[str, Formatter] = {}
-
-
-def register(name: str) -> Callable[[Formatter], Formatter]:
-    def add(formatter: Formatter) -> Formatter:
-        if name in FORMATTERS:
-            raise ValueError(f"duplicate format {name}")
-        FORMATTERS[name] = formatter
-        return formatter
-
-    return add
+# format name -> (module in this package, its render function); imported only when a run renders.
+RENDERERS: dict[str, tuple[str, str]] = {
+    "text": ("text", "render_text"),
+    "json": ("json_report", "render_json"),
+    "sarif": ("sarif", "render_sarif"),
+    "junit": ("junit", "render_junit"),
+    "github": ("github", "render_github"),
+    "markdown": ("markdown", "render_markdown"),
+}
 
 
 def load_formatters() -> dict[str, Formatter]:
-    from gpupolicy.formats import (  # noqa: F401  (registration)
-        github,
-        json_report,
-        junit,
-        markdown,
-        sarif,
-        text,
-    )
-
-    return FORMATTERS
+    formatters: dict[str, Formatter] = {}
+    for name, (module, function) in RENDERERS.items():
+        formatters[name] = getattr(import_module(f"{__name__}.{module}"), function)
+    return formatters

@@ -7,9 +7,9 @@ https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-comm
 
 from __future__ import annotations
 
-from gpupolicy.engine import Report
-from gpupolicy.findings import Finding, Severity
-from gpupolicy.formats import RenderOptions, register
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.engine.evaluation import Report
+from gpupolicy.formats.options import RenderOptions
 from gpupolicy.formats.text import summary_line
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -36,7 +36,6 @@ def annotation(finding: Finding) -> str:
     return f"::{COMMANDS[finding.severity]} {','.join(properties)}::{escape_data(message)}"
 
 
-@register("github")
 def render_github(report: Report, options: RenderOptions) -> str:
     lines = [annotation(finding) for finding in report.findings]
     lines.append(f"gpupolicy: {summary_line(report)}")

@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 from gpupolicy import __version__
-from gpupolicy.engine import Report, WorkloadRole
-from gpupolicy.findings import Finding
-from gpupolicy.formats import RenderOptions, register
-from gpupolicy.policy import display_source
-from gpupolicy.vocabulary import LINT_REPORT_SCHEMA
+from gpupolicy.core.findings import Finding
+from gpupolicy.core.vocabulary import LINT_REPORT_SCHEMA
+from gpupolicy.engine.evaluation import Report, WorkloadRole
+from gpupolicy.formats.options import RenderOptions
+from gpupolicy.policy.loading import display_source
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
@@ -85,6 +85,5 @@ def _count(report: Report, severity: str) -> int:
     return sum(1 for finding in report.findings if finding.severity.label == severity)
 
 
-@register("json")
 def render_json(report: Report, options: RenderOptions) -> str:
     return json.dumps(report_dict(report), indent=2, ensure_ascii=False) + "\n"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
-from gpupolicy.engine import Report
-from gpupolicy.findings import Finding
-from gpupolicy.formats import RenderOptions, container_note, register
+from gpupolicy.core.findings import Finding
+from gpupolicy.engine.evaluation import Report
+from gpupolicy.formats.options import RenderOptions, container_note
 
 Key = tuple[str, str, str]  # file, object, rule
 
@@ -30,7 +30,6 @@ def _line(finding: Finding) -> str:
     )
 
 
-@register("junit")
 def render_junit(report: Report, options: RenderOptions) -> str:
     cases: dict[Key, list[Finding]] = defaultdict(list)
     for finding in report.findings:

@@ -7,9 +7,9 @@ counted, and listed with their reasons under `--show-suppressed`.
 
 from __future__ import annotations
 
-from gpupolicy.engine import Report
-from gpupolicy.findings import Finding, Severity
-from gpupolicy.formats import RenderOptions, register
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.engine.evaluation import Report
+from gpupolicy.formats.options import RenderOptions
 from gpupolicy.formats.text import skipped_phrase, unchanged_note
 
 MAX_ROWS = 50
@@ -31,7 +31,6 @@ def _row(finding: Finding, extra: str | None = None) -> str:
     return f"| {ICONS[finding.severity]} | {location} | {rule} | {subject} | {message} |"
 
 
-@register("markdown")
 def render_markdown(report: Report, options: RenderOptions) -> str:
     counts = report.counts()
     failing = report.fails(options.fail_on)

@@ -17,11 +17,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from gpupolicy.baseline import fingerprint
-from gpupolicy.engine import REGISTRY, Report, Rule
-from gpupolicy.findings import Finding, Severity
-from gpupolicy.formats import RenderOptions, register
-from gpupolicy.policy import display_source
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.engine.baseline import fingerprint
+from gpupolicy.engine.evaluation import REGISTRY, Report, Rule
+from gpupolicy.formats.options import RenderOptions
+from gpupolicy.policy.loading import display_source
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/gpupolicy/gpupolicy"
@@ -49,7 +49,7 @@ def pascal_case(name: str) -> str:
 
 
 def rule_descriptor(rule: Rule) -> dict[str, Any]:
-    from gpupolicy.rule_docs import help_uri
+    from gpupolicy.rules.docs import help_uri
 
     properties: dict[str, Any] = {"tags": [rule.family, rule.scope.value, rule.name], "precision": "high"}
     if rule.family == "GP6xx":
@@ -145,6 +145,5 @@ def sarif_log(report: Report, options: RenderOptions) -> dict[str, Any]:
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
-@register("sarif")
 def render_sarif(report: Report, options: RenderOptions) -> str:
     return json.dumps(sarif_log(report, options), indent=2, ensure_ascii=False) + "\n"

@@ -3,9 +3,9 @@ grouped by file and sorted by line, then a summary line."""
 
 from __future__ import annotations
 
-from gpupolicy.engine import Report
-from gpupolicy.findings import Finding, Severity
-from gpupolicy.formats import RenderOptions, container_note, register
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.engine.evaluation import Report
+from gpupolicy.formats.options import RenderOptions, container_note
 
 _COLORS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
 _RESET = "\033[0m"
@@ -40,7 +40,7 @@ def summary_line(report: Report) -> str:
 
 
 def unchanged_note(report: Report) -> str:
-    """With --changed-since: how many objects were linted as context only (gpupolicy/changes.py)."""
+    """With --changed-since: how many objects were linted as context only (gpupolicy/lint/changes.py)."""
     if report.changed_since is None:
         return ""
     return f"; {report.unchanged} unchanged objects not reported (--changed-since {report.changed_since})"
@@ -56,7 +56,6 @@ def skipped_phrase(report: Report) -> str:
     return "skipped " + " and ".join(counted)
 
 
-@register("text")
 def render_text(report: Report, options: RenderOptions) -> str:
     lines = [format_finding(finding, color=options.color) for finding in report.findings]
     if options.show_suppressed:

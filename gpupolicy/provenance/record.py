@@ -17,13 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Report
-from gpupolicy.gpu import dra_gpu_claims
-from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
-from gpupolicy.policy import Policy
-from gpupolicy.provenance.redaction import redact
-from gpupolicy.vocabulary import (
+from gpupolicy.core.vocabulary import (
     ARM_LABEL,
     EXPERIMENT_LABEL,
     GIT_REVISION_KEY,
@@ -31,6 +25,12 @@ from gpupolicy.vocabulary import (
     MODEL_ANNOTATION,
     ROLLBACK_ANNOTATION,
 )
+from gpupolicy.engine.evaluation import Report
+from gpupolicy.kube.gpu import dra_gpu_claims
+from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import Policy
+from gpupolicy.provenance.redaction import redact
 
 # GitOps tracking metadata (read from labels and annotations of the admitted object).
 # Argo CD: annotation tracking (`<app>:<group>/<kind>:<namespace>/<name>`) or label tracking

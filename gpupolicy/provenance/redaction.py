@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpupolicy.bounded_cache import BoundedCache
-from gpupolicy.linear_regex import compile_linear
+from gpupolicy.core.bounded_cache import BoundedCache
+from gpupolicy.core.linear_regex import compile_linear
 
 REDACTED = "<redacted>"
 # The webhook parses JSON up to 1,024 levels (orjson), and each level here costs Python stack
@@ -44,7 +44,7 @@ _SECRET_KEY = re.compile(
 _REFERENCE_KEY = re.compile(r"(name|ref|path|file|mount|key[-_.]?ref|secretRef|valueFrom)$", re.IGNORECASE)
 
 # The patterns below scan request content (arguments, annotations, any string of the object): they
-# run on RE2, in time linear in the text (gpupolicy/linear_regex.py). With Python's backtracking
+# run on RE2, in time linear in the text (gpupolicy/core/linear_regex.py). With Python's backtracking
 # `re`, a 100 KB argument of `--passpass…` or `-eyJ-eyJ…` took 55 s. RE2 has no lookbehind: where
 # a pattern needs "not preceded by", it matches the preceding character in a group and keeps it.
 

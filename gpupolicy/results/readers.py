@@ -277,7 +277,7 @@ def read_genai_perf(path: Path, text: str) -> RunData:
 # -- k6 ---------------------------------------------------------------------------------------
 
 # RFC 3339 with k6's nanoseconds: `2017-05-09T14:34:45.239531499+02:00`. Anchored, over at most
-# 40 characters (checked first): Python's `re` is linear here (gpupolicy/linear_regex.py).
+# 40 characters (checked first): Python's `re` is linear here (gpupolicy/core/linear_regex.py).
 _K6_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpupolicy.experiments import CONTROL_ARM, ExperimentConfig
+from gpupolicy.kube.experiments import CONTROL_ARM, ExperimentConfig
 from gpupolicy.results.metrics import METRIC_BY_NAME, METRICS, run_metrics
 from gpupolicy.results.slo import Slo
 from gpupolicy.results.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES

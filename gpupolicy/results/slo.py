@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gpupolicy.experiments import split_words
+from gpupolicy.kube.experiments import split_words
 
 REQUEST_FIELDS = {
     "ttft_ms": "ttft",

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpupolicy.experiments import CONTROL_ARM
+from gpupolicy.kube.experiments import CONTROL_ARM
 from gpupolicy.results.metrics import METRICS, Kind, Metric
 from gpupolicy.results.stats import Interval, bootstrap_mean_interval, mean
 

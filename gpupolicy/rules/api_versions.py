@@ -1,17 +1,17 @@
 """GP006: API versions the cluster's Kubernetes release no longer serves, or will stop serving.
 
 Deprecated API Migration Guide: https://kubernetes.io/docs/reference/using-api/deprecation-guide/
-The table lives in policies/api-removals.yaml (gpupolicy/api_removals.py reads it).
+The table lives in policies/api-removals.yaml (gpupolicy/kube/api_removals.py reads it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpupolicy.api_removals import minor, removal_of
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
-from gpupolicy.findings import Severity
+from gpupolicy.core.findings import Severity
+from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.kube.api_removals import minor, removal_of
+from gpupolicy.loading.documents import Resource
 
 GUIDE = "https://kubernetes.io/docs/reference/using-api/deprecation-guide/"
 

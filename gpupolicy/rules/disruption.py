@@ -2,7 +2,7 @@
 
 Disruptions: https://kubernetes.io/docs/concepts/workloads/pods/disruptions/
 Configuring a PDB: https://kubernetes.io/docs/tasks/run-application/configure-pdb/
-Matching, HPA targeting and the disruption controller's rounding live in gpupolicy/disruption.py.
+Matching, HPA targeting and the disruption controller's rounding live in gpupolicy/kube/disruption.py.
 Every lookup of another object goes through ctx.inventory, so the webhook (one admitted object
 against the cluster's inventory) and the CLI (the repository's bundle) reach the same findings.
 """
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpupolicy.disruption import (
+from gpupolicy.core.findings import JsonPath
+from gpupolicy.engine.evaluation import Context, Scope, Violation, rule
+from gpupolicy.engine.unknowns import first_time
+from gpupolicy.kube.disruption import (
     PDB,
     Budget,
     budget_of,
@@ -27,14 +30,11 @@ from gpupolicy.disruption import (
     workloads_coverage,
     workloads_in,
 )
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Context, Scope, Violation, rule
-from gpupolicy.findings import JsonPath
-from gpupolicy.inventory import Coverage, namespace_of
-from gpupolicy.pod_spec import Workload, as_list, as_mapping, workload_of
-from gpupolicy.roles import SERVERS, serving_templates_of
-from gpupolicy.selectors import selector_is_empty
-from gpupolicy.unknowns import first_time
+from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.pod_spec import Workload, as_list, as_mapping, workload_of
+from gpupolicy.kube.roles import SERVERS, serving_templates_of
+from gpupolicy.kube.selectors import selector_is_empty
+from gpupolicy.loading.documents import Resource
 
 DISRUPTIONS = "https://kubernetes.io/docs/concepts/workloads/pods/disruptions/"
 CONFIGURE_PDB = "https://kubernetes.io/docs/tasks/run-application/configure-pdb/"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
-from gpupolicy.experiments import (
+from gpupolicy.core.findings import Severity
+from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.kube.experiments import (
     CONTROL_ARM,
     DEFAULT_MINIMUM_REPEATS,
     ArmComparison,
@@ -26,9 +26,9 @@ from gpupolicy.experiments import (
     parse_experiment,
     vocabulary_for,
 )
-from gpupolicy.findings import Severity
-from gpupolicy.inventory import Coverage, namespace_of
-from gpupolicy.pod_spec import EXTRACTORS, Workload, workload_of
+from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.pod_spec import EXTRACTORS, Workload, workload_of
+from gpupolicy.loading.documents import Resource
 
 CONFIGMAP_DOCS = "https://kubernetes.io/docs/concepts/configuration/configmap/"
 IMMUTABLE_DOCS = "https://kubernetes.io/docs/concepts/configuration/configmap/#configmap-immutable"

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpupolicy.engine import Context, Parameter, Violation, rule
-from gpupolicy.gpu import GpuDemand, GpuKind
-from gpupolicy.linear_regex import LinearPattern, compile_linear
-from gpupolicy.node_pools import largest_node, node_pools
-from gpupolicy.pod_spec import KSERVE_CONTAINER_KEYS, Container, PodTemplate, Workload, as_list, as_mapping
-from gpupolicy.quantities import format_quantity, is_positive_integer, quantity_or_none, quantity_problem
-from gpupolicy.roles import NOT_AGENT, RESOURCED, injected
-from gpupolicy.unknowns import NODE_POOLS, unknown_fact
+from gpupolicy.core.linear_regex import LinearPattern, compile_linear
+from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.engine.unknowns import NODE_POOLS, unknown_fact
+from gpupolicy.kube.gpu import GpuDemand, GpuKind
+from gpupolicy.kube.pod_spec import (
+    KSERVE_CONTAINER_KEYS,
+    Container,
+    PodTemplate,
+    Workload,
+    as_list,
+    as_mapping,
+)
+from gpupolicy.kube.quantities import format_quantity, is_positive_integer, quantity_or_none, quantity_problem
+from gpupolicy.kube.roles import NOT_AGENT, RESOURCED, injected
+from gpupolicy.policy.node_pools import largest_node, node_pools
 
 SCHEDULING_GPUS = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"
 EXTENDED_RESOURCES = (
@@ -136,7 +143,7 @@ def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
 
 def _serving_image_patterns(ctx: Context) -> list[LinearPattern]:
     """RE2, since the image comes from the object: `(?!.*-sdk)` in Python's re took 26 s on a
-    1.5 MB image (gpupolicy/linear_regex.py). The policy's patterns were checked when it loaded."""
+    1.5 MB image (gpupolicy/core/linear_regex.py). The policy's patterns were checked when it loaded."""
     patterns = ctx.policy.get("gpu.servingImages", [])
     compiled: list[LinearPattern] = ctx.policy.derived(
         "gpu-serving-images", lambda: [compile_linear(str(item)) for item in patterns]

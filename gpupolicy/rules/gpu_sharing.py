@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpupolicy.engine import Context, Parameter, Violation, rule
-from gpupolicy.gpu import GpuDemand, GpuKind, dra_gpu_claims
-from gpupolicy.node_pools import NodePool, node_pools
-from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
-from gpupolicy.quantities import format_quantity
-from gpupolicy.scheduling import required_values, targeted_keys
-from gpupolicy.vocabulary import WORKLOAD_CLASS_LABEL
+from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
+from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.kube.gpu import GpuDemand, GpuKind, dra_gpu_claims
+from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.quantities import format_quantity
+from gpupolicy.kube.scheduling import required_values, targeted_keys
+from gpupolicy.policy.node_pools import NodePool, node_pools
 
 GPU_SHARING = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html"
 MIG = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-mig.html"

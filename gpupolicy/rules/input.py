@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Context, Parameter, Scope, Violation, input_rule, rule
-from gpupolicy.findings import JsonPath
-from gpupolicy.images import parse_image
-from gpupolicy.kube_schemas import has_schema, resolve_version, schema_errors
-from gpupolicy.placeholders import excerpt, scan, symbolic_name, whole
-from gpupolicy.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, workload_of
-from gpupolicy.roles import Role
-from gpupolicy.secrets_detect import credential_name_kind
+from gpupolicy.core.findings import JsonPath
+from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, input_rule, rule
+from gpupolicy.kube.images import parse_image
+from gpupolicy.kube.kube_schemas import has_schema, resolve_version, schema_errors
+from gpupolicy.kube.placeholders import excerpt, scan, symbolic_name, whole
+from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, workload_of
+from gpupolicy.kube.roles import Role
+from gpupolicy.kube.secrets_detect import credential_name_kind
+from gpupolicy.loading.documents import Resource
 
 input_rule(
     id="GP001",
@@ -188,7 +188,7 @@ def _image_placeholder(
 def duplicate_key(resource: Resource, ctx: Context) -> Iterator[Violation]:
     if resource.node is None:
         return
-    from gpupolicy.documents import path_to_node
+    from gpupolicy.loading.documents import path_to_node
 
     for duplicate in resource.duplicates:
         path = path_to_node(resource.node, duplicate.node) or ()

@@ -11,20 +11,20 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpupolicy.disruption import hpa_for, hpa_replicas
-from gpupolicy.engine import Context, Parameter, Violation, rule
-from gpupolicy.findings import JsonPath, Severity
-from gpupolicy.gpu import GpuKind
-from gpupolicy.inventory import Coverage
-from gpupolicy.node_constraints import node_contradictions, pool_conflicts
-from gpupolicy.node_labels import PREFERENCE, LabelRegistry, node_label_uses
-from gpupolicy.node_pools import largest_node, node_pools
-from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
-from gpupolicy.policy import Policy
-from gpupolicy.roles import NOT_AGENT, SERVERS, serving_templates_of
-from gpupolicy.scheduling import node_selector, targeted_keys
-from gpupolicy.tolerations import Taint, toleration_for
-from gpupolicy.unknowns import GPU_TAINTS, NODE_POOLS, first_time, unknown_fact
+from gpupolicy.core.findings import JsonPath, Severity
+from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, first_time, unknown_fact
+from gpupolicy.kube.disruption import hpa_for, hpa_replicas
+from gpupolicy.kube.gpu import GpuKind
+from gpupolicy.kube.inventory import Coverage
+from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_templates_of
+from gpupolicy.kube.scheduling import node_selector, targeted_keys
+from gpupolicy.kube.tolerations import Taint, toleration_for
+from gpupolicy.policy.loading import Policy
+from gpupolicy.policy.node_constraints import node_contradictions, pool_conflicts
+from gpupolicy.policy.node_labels import PREFERENCE, LabelRegistry, node_label_uses
+from gpupolicy.policy.node_pools import largest_node, node_pools
 
 ASSIGN = "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/"
 TAINTS = "https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"

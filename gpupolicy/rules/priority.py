@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
-from gpupolicy.inventory import Coverage
-from gpupolicy.pod_spec import PodTemplate, Workload, as_list, as_mapping
-from gpupolicy.roles import NOT_AGENT
-from gpupolicy.unknowns import PRIORITY_CLASSES, first_time, unknown_fact
-from gpupolicy.vocabulary import WORKLOAD_CLASS_LABEL
+from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
+from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.engine.unknowns import PRIORITY_CLASSES, first_time, unknown_fact
+from gpupolicy.kube.inventory import Coverage
+from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.roles import NOT_AGENT
+from gpupolicy.loading.documents import Resource
 
 PRIORITY = "https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/"
 PRIORITY_CLASS = f"{PRIORITY}#priorityclass"

@@ -2,16 +2,17 @@
 
 Probes: https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/
 The budget arithmetic (initialDelaySeconds + failureThreshold × periodSeconds, with Kubernetes'
-defaults) and port resolution live in gpupolicy/probes.py.
+defaults) and port resolution live in gpupolicy/kube/probes.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpupolicy.engine import Context, Parameter, Violation, rule
-from gpupolicy.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
-from gpupolicy.probes import (
+from gpupolicy.core.vocabulary import MODEL_LOAD_ANNOTATION
+from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.probes import (
     PortStatus,
     model_load_budget,
     probe_budget,
@@ -20,8 +21,7 @@ from gpupolicy.probes import (
     probe_ports,
     progress_deadline,
 )
-from gpupolicy.roles import NOT_AGENT, SERVERS, injected, serving_templates_of
-from gpupolicy.vocabulary import MODEL_LOAD_ANNOTATION
+from gpupolicy.kube.roles import NOT_AGENT, SERVERS, injected, serving_templates_of
 
 PROBES_DOC = (
     "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"

@@ -2,7 +2,7 @@
 
 Forms (any one, present and valid): the annotation `gpupolicy.io/rollback-criteria`; an Argo
 Rollouts Rollout running analysis with AnalysisTemplates/ClusterAnalysisTemplates; a Flagger Canary
-targeting the workload with `thresholdRange` metrics. Parsing lives in `gpupolicy/rollback.py`.
+targeting the workload with `thresholdRange` metrics. Parsing lives in `gpupolicy/kube/rollback.py`.
 https://argo-rollouts.readthedocs.io/en/stable/features/analysis/
 https://docs.flagger.app/usage/metrics
 """
@@ -14,14 +14,13 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
-from gpupolicy.experiments import MetricCategory, vocabulary_for
-from gpupolicy.inventory import Coverage, namespace_of
-from gpupolicy.node_pools import node_pools
-from gpupolicy.pod_spec import Workload, as_mapping
-from gpupolicy.roles import SERVERS
-from gpupolicy.rollback import (
+from gpupolicy.core.vocabulary import ROLLBACK_ANNOTATION
+from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.kube.experiments import MetricCategory, vocabulary_for
+from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.pod_spec import Workload, as_mapping
+from gpupolicy.kube.roles import SERVERS
+from gpupolicy.kube.rollback import (
     RollbackForms,
     annotation_line,
     arg_placeholders,
@@ -36,8 +35,9 @@ from gpupolicy.rollback import (
     template_args,
     template_metrics,
 )
-from gpupolicy.scheduling import required_values
-from gpupolicy.vocabulary import ROLLBACK_ANNOTATION
+from gpupolicy.kube.scheduling import required_values
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.node_pools import node_pools
 
 ARGO_ANALYSIS = "https://argo-rollouts.readthedocs.io/en/stable/features/analysis/"
 ARGO_SPEC = "https://argo-rollouts.readthedocs.io/en/stable/features/specification/"

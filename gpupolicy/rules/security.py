@@ -1,7 +1,7 @@
 """GP601-GP616: Pod Security and the GPU-specific ways out of a container.
 
 The Pod Security Standards controls are checked field for field as pod-security-admission does
-(`gpupolicy.pod_security`, whose table cites each `check_*.go` and the version it changed in);
+(`gpupolicy.kube.pod_security`, whose table cites each `check_*.go` and the version it changed in);
 the policy's `security.level` picks baseline (the default) or restricted, its `kubernetesVersion`
 the admission's version. One defect is one finding: where two admission checks see the same
 field or the same cause, one rule reports it and the other says which. GPU pods never need privileges: the device plugin hands
@@ -16,19 +16,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from gpupolicy import pod_security as pss
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Context, Parameter, Scope, Violation, rule
-from gpupolicy.findings import Severity
-from gpupolicy.inventory import Coverage, namespace_of
-from gpupolicy.node_pools import node_pools
-from gpupolicy.placeholders import excerpt
-from gpupolicy.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
-from gpupolicy.roles import NOT_AGENT, SERVERS
-from gpupolicy.scheduling import node_selector, required_terms
-from gpupolicy.secrets_detect import detect, detect_in_arguments, placeholder_credential
-from gpupolicy.selectors import node_affinity_matches
-from gpupolicy.unknowns import NETWORK_POLICIES, first_time, unknown_fact
+from gpupolicy.core.findings import Severity
+from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.engine.unknowns import NETWORK_POLICIES, first_time, unknown_fact
+from gpupolicy.kube import pod_security as pss
+from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.placeholders import excerpt
+from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
+from gpupolicy.kube.roles import NOT_AGENT, SERVERS
+from gpupolicy.kube.scheduling import node_selector, required_terms
+from gpupolicy.kube.secrets_detect import detect, detect_in_arguments, placeholder_credential
+from gpupolicy.kube.selectors import node_affinity_matches
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.node_pools import node_pools
 
 PSS = pss.PSS_URL
 PSA = pss.PSA_CHECKS_URL
@@ -37,7 +37,7 @@ LEVEL = Parameter("security.level", "Pod Security Standards level: baseline (def
 VERSION = Parameter(
     "kubernetesVersion",
     "The Kubernetes version whose Pod Security admission the checks follow (allowed values and "
-    "exemptions change by version: gpupolicy/pod_security.py CHECKS).",
+    "exemptions change by version: gpupolicy/kube/pod_security.py CHECKS).",
 )
 
 

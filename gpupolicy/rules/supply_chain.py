@@ -1,8 +1,8 @@
 """GP701-GP704: what a workload runs must be the thing that was reviewed: images by digest,
 from allowed registries, and models at a fixed revision.
 
-Image references are parsed once (`gpupolicy.images`), model references once
-(`gpupolicy.models`). An experiment's arms are only comparable when image and model are fixed
+Image references are parsed once (`gpupolicy.kube.images`), model references once
+(`gpupolicy.kube.models`). An experiment's arms are only comparable when image and model are fixed
 (DESIGN.md): a moving tag or an unpinned model changes under them between runs.
 https://kubernetes.io/docs/concepts/containers/images/#image-names
 """
@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpupolicy.engine import Context, Parameter, Violation, rule
-from gpupolicy.findings import Severity
-from gpupolicy.images import ImageRef, parse_image, registry_allowed
-from gpupolicy.models import ModelRef, models_of, parse_annotation, workload_models
-from gpupolicy.placeholders import excerpt
-from gpupolicy.pod_spec import Container, Workload, as_list
-from gpupolicy.roles import NOT_AGENT, SERVERS, serving_templates_of
-from gpupolicy.vocabulary import MODEL_ANNOTATION
+from gpupolicy.core.findings import Severity
+from gpupolicy.core.vocabulary import MODEL_ANNOTATION
+from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.kube.images import ImageRef, parse_image, registry_allowed
+from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, workload_models
+from gpupolicy.kube.placeholders import excerpt
+from gpupolicy.kube.pod_spec import Container, Workload, as_list
+from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_templates_of
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
 SLSA = "https://slsa.dev/spec/v1.0/requirements"

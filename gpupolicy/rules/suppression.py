@@ -3,12 +3,12 @@
 A suppression is a claim that a finding does not apply, so it must carry its reason, name rules
 that exist, be allowed by the policy, and still match something. These two ids live outside the
 rule catalogue's families (GP0xx input is GP001-GP005): the findings come from
-`gpupolicy.suppressions`, which the engine runs after the rules, so they have no check function.
+`gpupolicy.engine.suppressions`, which the engine runs after the rules, so they have no check function.
 """
 
 from __future__ import annotations
 
-from gpupolicy.engine import Parameter, input_rule
+from gpupolicy.engine.evaluation import Parameter, input_rule
 
 SUPPRESSION_DOCS = "https://github.com/gpupolicy/gpupolicy/blob/main/docs/suppressions.md"
 

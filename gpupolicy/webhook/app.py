@@ -28,8 +28,8 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import ClientDisconnect
 
-from gpupolicy.inventory import Inventory
-from gpupolicy.vocabulary import EXPERIMENT_LABEL
+from gpupolicy.core.vocabulary import EXPERIMENT_LABEL
+from gpupolicy.kube.inventory import Inventory
 from gpupolicy.webhook.live_facts import LiveFacts
 from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
 from gpupolicy.webhook.metrics import WebhookMetrics

@@ -38,16 +38,16 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
-from gpupolicy.cluster_facts import (
+from gpupolicy.core.vocabulary import CLUSTER_KIND_BY_NAME
+from gpupolicy.kube.experiments import is_experiment_config
+from gpupolicy.kube.inventory import Coverage
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.cluster_facts import (
     admits_system_classes,
     device_class_projection,
     node_projection,
     resource_quota_projection,
 )
-from gpupolicy.documents import Resource
-from gpupolicy.experiments import is_experiment_config
-from gpupolicy.inventory import Coverage
-from gpupolicy.vocabulary import CLUSTER_KIND_BY_NAME
 from gpupolicy.webhook.logs import LOGGER, log
 
 _log = logging.getLogger(LOGGER)

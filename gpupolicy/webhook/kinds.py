@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from gpupolicy.documents import Resource
-from gpupolicy.experiments import is_experiment_config
-from gpupolicy.gpu import dra_gpu_claims
-from gpupolicy.pod_spec import Workload
-from gpupolicy.policy import Policy
-from gpupolicy.vocabulary import CROSS_OBJECT_KINDS
+from gpupolicy.core.vocabulary import CROSS_OBJECT_KINDS
+from gpupolicy.kube.experiments import is_experiment_config
+from gpupolicy.kube.gpu import dra_gpu_claims
+from gpupolicy.kube.pod_spec import Workload
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import Policy
 
 
 def names_gpus(workload: Workload, policy: Policy) -> bool:

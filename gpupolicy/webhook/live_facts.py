@@ -2,7 +2,7 @@
 cluster inventory says of the cluster.
 
 `gpupolicy cluster snapshot` turns a cluster's Nodes, DeviceClasses and ResourceQuotas into a
-policy fragment (gpupolicy/cluster_facts.py: node pools, GPU taints, node label keys, GPU
+policy fragment (gpupolicy/policy/cluster_facts.py: node pools, GPU taints, node label keys, GPU
 DeviceClasses, the namespaces allowed the system PriorityClasses). The webhook computes the same
 fragment from its inventory's caches, and decides under
 
@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from gpupolicy.cluster_facts import read_cluster
-from gpupolicy.documents import Resource
-from gpupolicy.inventory import Coverage
-from gpupolicy.pod_spec import as_list, as_mapping
-from gpupolicy.policy import Policy
+from gpupolicy.kube.inventory import Coverage
+from gpupolicy.kube.pod_spec import as_list, as_mapping
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.cluster_facts import read_cluster
+from gpupolicy.policy.loading import Policy
 from gpupolicy.webhook.logs import LOGGER, excerpt, log
 from gpupolicy.webhook.review import Decision, ReviewEngine
 from gpupolicy.webhook.settings import Mode

@@ -18,13 +18,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import REGISTRY, InternalError, Report, Rule, evaluate
-from gpupolicy.findings import Finding, Severity
-from gpupolicy.inventory import Coverage, Inventory, namespace_of
-from gpupolicy.pod_spec import Workload, as_mapping, workload_of
-from gpupolicy.policy import Policy
-from gpupolicy.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
+from gpupolicy.engine.evaluation import REGISTRY, InternalError, Report, Rule, evaluate
+from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
+from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import Policy
 from gpupolicy.webhook.kinds import is_cross_object, names_gpus
 from gpupolicy.webhook.settings import Mode, OnRuleError, WebhookSettings
 

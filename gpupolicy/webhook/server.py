@@ -226,7 +226,7 @@ def provenance_api(
 
 
 def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[], None]]:
-    from gpupolicy.policy import PolicyError, load_policy
+    from gpupolicy.policy.loading import PolicyError, load_policy
 
     configure_logging(args.log_level)
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules once, at start-up)

@@ -2,7 +2,7 @@
 
 Exemptions are not here: the policy's top-level `exemptions` (owner, reason, `expires`) and the
 `gpupolicy.io/ignore` annotation (where the policy's `suppressions` section allows it) are applied
-inside `engine.evaluate()` by `gpupolicy.suppressions`, the same for lint and for the webhook.
+inside `engine.evaluate()` by `gpupolicy.engine.suppressions`, the same for lint and for the webhook.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpupolicy import vocabulary
-from gpupolicy.pod_spec import as_list, as_mapping
-from gpupolicy.policy import Policy
+from gpupolicy.core import vocabulary
+from gpupolicy.kube.pod_spec import as_list, as_mapping
+from gpupolicy.policy.loading import Policy
 
 DEFAULT_MAX_BODY_BYTES = 7 * 1024 * 1024
 

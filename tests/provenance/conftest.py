@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from gpupolicy.policy import Policy, default_policy
+from gpupolicy.policy.loading import Policy, default_policy
 from gpupolicy.provenance import ProvenanceRecord, build_record
 from tests.provenance.relay import DatabaseRelay
 from tests.provenance.samples import (

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpupolicy.documents import Resource
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.policy import Policy
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import Policy
 from gpupolicy.provenance import ProvenanceRecord
 
 POSTGRES_URL_ENV = "GPUPOLICY_TEST_POSTGRES_URL"

@@ -208,7 +208,7 @@ RECORDING_CHILD = """
 import sys
 from pathlib import Path
 import gpupolicy.rules
-from gpupolicy.policy import default_policy
+from gpupolicy.policy.loading import default_policy
 from gpupolicy.provenance import open_store, build_record
 from tests.provenance.samples import admission_request, deployment, report_for
 

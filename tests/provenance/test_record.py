@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.documents import Resource
-from gpupolicy.pod_spec import workload_of
-from gpupolicy.policy import Policy
+from gpupolicy.kube.pod_spec import workload_of
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import Policy
 from gpupolicy.provenance import NotRecordable, ProvenanceRecord, build_record, should_record
 from gpupolicy.provenance.record import git_source, split_image, template_hash
 from gpupolicy.provenance.redaction import REDACTED, redact, redact_text
@@ -359,7 +359,7 @@ def test_linter_core_does_not_import_webhook_dependencies() -> None:
     import sys
 
     code = (
-        "import sys, gpupolicy.cli, gpupolicy.provenance; gpupolicy.cli.build_parser();"
+        "import sys, gpupolicy.cli.main, gpupolicy.provenance; gpupolicy.cli.main.build_parser();"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'fastapi', 'psycopg', 'kubernetes'}))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -13,8 +13,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gpupolicy.cli import main
-from gpupolicy.policy import Policy
+from gpupolicy.cli.main import main
+from gpupolicy.policy.loading import Policy
 from gpupolicy.provenance import build_record
 from tests.provenance.samples import REPO_ROOT, Backend, admission_request, deployment, report_for
 
@@ -352,8 +352,8 @@ def test_ingest_usage_errors_name_what_is_wrong(tmp_path: Path, capsys: pytest.C
 def test_gpus_from_a_record_are_gpus_per_pod_times_replicas() -> None:
     from types import SimpleNamespace
 
-    from gpupolicy.cli import UsageError
-    from gpupolicy.commands.results import record_gpus
+    from gpupolicy.cli.commands.results import record_gpus
+    from gpupolicy.cli.main import UsageError
 
     def record(*templates: dict[str, Any]) -> Any:
         return SimpleNamespace(namespace="ai-lab", name="llm", gpu=list(templates))

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.documents import Resource
-from gpupolicy.experiments import parse_experiment
+from gpupolicy.kube.experiments import parse_experiment
+from gpupolicy.loading.documents import Resource
 from gpupolicy.results.readers import RequestSample
 from gpupolicy.results.report import Report, build_report
 from gpupolicy.results.slo import Slo, parse_slo

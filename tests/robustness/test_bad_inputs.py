@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.cli import EXIT_FINDINGS, EXIT_USAGE, main
+from gpupolicy.cli.main import EXIT_FINDINGS, EXIT_USAGE, main
 
 GOOD = """\
 apiVersion: v1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpupolicy.policy import default_policy
+from gpupolicy.policy.loading import default_policy
 from gpupolicy.provenance import build_record
 from gpupolicy.provenance.redaction import MAX_REDACTED_DEPTH, TOO_DEEP, redact
 from tests.provenance.samples import admission_request, deployment, report_for

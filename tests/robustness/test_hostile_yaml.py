@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.documents import DEFAULT_LIMITS
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.inputs import load_text
-from gpupolicy.policy import Policy, PolicyError, default_policy, load_policy, policy_from_mapping
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.loading.documents import DEFAULT_LIMITS
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import Policy, PolicyError, default_policy, load_policy, policy_from_mapping
 
 # Each finding's message stays this short, whatever the input (no expanded value, no 3 MB echo).
 MESSAGE_BOUND = 400

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.inputs import load_text
+from gpupolicy.loading.inputs import load_text
 
 POD = """apiVersion: v1
 kind: Pod

@@ -1,4 +1,4 @@
-"""The experiment diff (gpupolicy/dimensions.py) on generated pod templates: a template diffed with
+"""The experiment diff (gpupolicy/kube/dimensions.py) on generated pod templates: a template diffed with
 itself (a copy) has no dimension, and a change of one field of one dimension is that dimension
 and no other.
 
@@ -17,9 +17,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpupolicy.dimensions import DIMENSION_NAMES, diff_templates, diff_workloads
-from gpupolicy.documents import Resource
-from gpupolicy.pod_spec import workload_of
+from gpupolicy.kube.dimensions import DIMENSION_NAMES, diff_templates, diff_workloads
+from gpupolicy.kube.pod_spec import workload_of
+from gpupolicy.loading.documents import Resource
 
 words = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8)
 json_values = st.recursive(

@@ -19,7 +19,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpupolicy.images import DOCKER_HUB, parse_image, tag_valid
+from gpupolicy.kube.images import DOCKER_HUB, parse_image, tag_valid
 
 PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")

@@ -15,10 +15,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpupolicy.engine import evaluate
-from gpupolicy.findings import Finding
-from gpupolicy.inputs import load_text
-from gpupolicy.policy import Policy, default_policy
+from gpupolicy.core.findings import Finding
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import Policy, default_policy
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 FILE = "fuzzed.yaml"

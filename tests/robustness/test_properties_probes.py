@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpupolicy.probes import (
+from gpupolicy.kube.probes import (
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_INITIAL_DELAY_SECONDS,
     DEFAULT_PERIOD_SECONDS,

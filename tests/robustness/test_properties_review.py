@@ -28,8 +28,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-from gpupolicy.engine import Rule
-from gpupolicy.policy import default_policy
+from gpupolicy.engine.evaluation import Rule
+from gpupolicy.policy.loading import default_policy
 from gpupolicy.webhook.review import (
     DENY_MESSAGE_MAX_CHARS,
     WARNINGS_MAX_BYTES,

@@ -1,6 +1,6 @@
 """Label selectors and node-selector terms against a small model of the Kubernetes semantics.
 
-The model is written from the API, not from gpupolicy/selectors.py:
+The model is written from the API, not from gpupolicy/kube/selectors.py:
 - a LabelSelector is matchLabels (each an `In` of one value) ANDed with matchExpressions; an
   empty selector matches everything, a null one nothing (metav1.LabelSelectorAsSelector);
 - a requirement matches as labels.Requirement.Matches does: In needs the key and one of the
@@ -26,7 +26,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpupolicy.selectors import node_affinity_matches, node_selector_term_matches, selector_matches
+from gpupolicy.kube.selectors import node_affinity_matches, node_selector_term_matches, selector_matches
 
 KEYS = ["app", "tier", "zone", "gpu", "nvidia.com/gpu.count", ""]
 VALUES = ["a", "b", "", "0", "1", "10", "-3", "+4", "007", "1e3", "١", " 5", "9223372036854775808"]

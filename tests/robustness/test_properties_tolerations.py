@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpupolicy.tolerations import Taint, tolerates, toleration_for, toleration_tolerates
+from gpupolicy.kube.tolerations import Taint, tolerates, toleration_for, toleration_tolerates
 
 EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 KEYS = ["nvidia.com/gpu", "dedicated", "node.kubernetes.io/not-ready", "a"]

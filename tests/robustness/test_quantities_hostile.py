@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpupolicy.engine import Report, evaluate
-from gpupolicy.inputs import load_text
-from gpupolicy.policy import default_policy
-from gpupolicy.quantities import MAX_AMOUNT, QuantityError, parse_int64, parse_quantity
+from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.kube.quantities import MAX_AMOUNT, QuantityError, parse_int64, parse_quantity
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy
 
 BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}

@@ -5,7 +5,7 @@ characters it repeats over, the literal it starts at repeated, a near-miss at th
 Python's backtracking `re`, several took time quadratic (or worse) in the input: a 100 KB
 argument blocked the webhook for 55 s in provenance redaction, and `tritonserver:(?!.*-sdk)` for
 26 s on a 1.5 MB image. The property checked is growth (8x the input, about 8x the time), not
-a time budget. Patterns over request content run on RE2 (gpupolicy/linear_regex.py); those that
+a time budget. Patterns over request content run on RE2 (gpupolicy/core/linear_regex.py); those that
 stay on Python's `re` are listed below with the input that would hurt them, if anything could.
 """
 
@@ -17,13 +17,15 @@ from typing import Any
 
 import pytest
 
-from gpupolicy import documents, images, placeholders, secrets_detect, suppressions
-from gpupolicy.engine import evaluate
-from gpupolicy.inputs import load_text
-from gpupolicy.linear_regex import PatternError, compile_linear
-from gpupolicy.policy import default_policy
+from gpupolicy.core.linear_regex import PatternError, compile_linear
+from gpupolicy.engine import suppressions
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.kube import images, placeholders, secrets_detect
+from gpupolicy.kube.rollback import ARG_PLACEHOLDER
+from gpupolicy.loading import documents
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy
 from gpupolicy.provenance import record, redaction
-from gpupolicy.rollback import ARG_PLACEHOLDER
 from tests.robustness.growth import FACTOR, LINEAR_BOUND, growth
 
 Case = tuple[str, Callable[[Any], object], Callable[[int], Any]]

@@ -13,10 +13,10 @@ with warnings.catch_warnings():  # starlette's notice about httpx2; the client s
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from gpupolicy.engine import Context, Rule, Scope, Violation
-from gpupolicy.findings import Severity
-from gpupolicy.pod_spec import Workload
-from gpupolicy.policy import default_policy, policy_from_mapping
+from gpupolicy.core.findings import Severity
+from gpupolicy.engine.evaluation import Context, Rule, Scope, Violation
+from gpupolicy.kube.pod_spec import Workload
+from gpupolicy.policy.loading import default_policy, policy_from_mapping
 from gpupolicy.webhook.app import WebhookState, create_app
 from gpupolicy.webhook.review import ReviewEngine, review, webhook_rules
 from gpupolicy.webhook.settings import Mode

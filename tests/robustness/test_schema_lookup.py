@@ -8,10 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.engine import evaluate
-from gpupolicy.inputs import load_text
-from gpupolicy.kube_schemas import compiled_validator, has_schema, schema_errors, schema_name, shipped_schemas
-from gpupolicy.policy import default_policy
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.kube.kube_schemas import (
+    compiled_validator,
+    has_schema,
+    schema_errors,
+    schema_name,
+    shipped_schemas,
+)
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import default_policy
 
 LEAK = "planted-secret-value"
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import gpupolicy.webhook.app as app
-from gpupolicy.cli import main
+from gpupolicy.cli.main import main
 
 BUSY_ANNOTATION = "test.gpupolicy.io/busy-seconds"
 _review = app.review

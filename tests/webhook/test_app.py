@@ -24,7 +24,7 @@ with warnings.catch_warnings():  # starlette's notice about httpx2; the client s
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from gpupolicy.policy import default_policy
+from gpupolicy.policy.loading import default_policy
 from gpupolicy.webhook.app import Provenance, WebhookState, create_app
 from gpupolicy.webhook.logs import EXCERPT_CHARS, LOGGER, MAX_LOGGED_FINDINGS, JsonFormatter
 from gpupolicy.webhook.metrics import MAX_KINDS
@@ -355,7 +355,7 @@ def test_the_linter_never_imports_the_webhook_dependencies(tmp_path: Path) -> No
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n", encoding="utf-8"
     )
     code = (
-        "import sys; from gpupolicy.cli import main; "
+        "import sys; from gpupolicy.cli.main import main; "
         f"code = main(['lint', '--no-repo-policy', {str(manifest)!r}]); "
         "loaded = [m for m in ('fastapi', 'uvicorn', 'starlette', 'kubernetes', 'prometheus_client', 'sqlalchemy') if m in sys.modules]; "
         "print(loaded); sys.exit(0 if not loaded else 3)"

@@ -9,10 +9,10 @@ import gc
 import tracemalloc
 from typing import Any
 
-from gpupolicy import quantities, rollback, secrets_detect
-from gpupolicy.bounded_cache import BoundedCache
-from gpupolicy.gpu import CLASSIFY_CACHE_BYTES
-from gpupolicy.policy import default_policy
+from gpupolicy.core.bounded_cache import BoundedCache
+from gpupolicy.kube import quantities, rollback, secrets_detect
+from gpupolicy.kube.gpu import CLASSIFY_CACHE_BYTES
+from gpupolicy.policy.loading import default_policy
 from gpupolicy.provenance import redaction
 from gpupolicy.webhook.review import ReviewEngine, review
 from tests.webhook.reviews import admission_review, gpu_deployment

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from kubernetes import client as k8s
 
-from gpupolicy.inventory import Coverage, Inventory
+from gpupolicy.kube.inventory import Coverage, Inventory
 from gpupolicy.webhook.cluster_inventory import (
     ABSENT,
     FAILED,

@@ -19,11 +19,11 @@ with warnings.catch_warnings():  # starlette's notice about httpx2; the client s
     from fastapi.testclient import TestClient
 
 import gpupolicy.rules  # noqa: F401  (registers the rules)
-from gpupolicy.cluster_facts import node_projection, read_cluster
-from gpupolicy.documents import Resource
-from gpupolicy.findings import Finding, Severity
-from gpupolicy.inventory import Coverage
-from gpupolicy.policy import default_policy, load_policy, policy_from_mapping
+from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.kube.inventory import Coverage
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.cluster_facts import node_projection, read_cluster
+from gpupolicy.policy.loading import default_policy, load_policy, policy_from_mapping
 from gpupolicy.webhook.app import WebhookState, create_app
 from gpupolicy.webhook.cluster_inventory import FORBIDDEN, SYNCED, ClusterInventory
 from gpupolicy.webhook.live_facts import FACT_KINDS, Fingerprint, LiveFacts

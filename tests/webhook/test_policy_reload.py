@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gpupolicy.engine import InternalError
-from gpupolicy.policy import load_policy
+from gpupolicy.engine.evaluation import InternalError
+from gpupolicy.policy.loading import load_policy
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.review import Decision, ReviewEngine

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.documents import Resource
-from gpupolicy.findings import Finding, ObjectRef, Severity
-from gpupolicy.inventory import Bundle, Coverage
-from gpupolicy.policy import Policy, default_policy, policy_from_mapping
+from gpupolicy.core.findings import Finding, ObjectRef, Severity
+from gpupolicy.kube.inventory import Bundle, Coverage
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.review import (
     WARNING_MAX_CHARS,

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import trustme
 
-from gpupolicy.cli import build_parser, main
+from gpupolicy.cli.main import build_parser, main
 from gpupolicy.provenance.locations import DB_ENV
 from tests.webhook.fake_apiserver import FakeApiServer
 from tests.webhook.reviews import admission_review, gpu_deployment

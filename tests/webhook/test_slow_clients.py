@@ -125,6 +125,6 @@ def test_many_half_sent_requests_are_all_closed_and_others_are_served_meanwhile(
 
 
 def test_a_read_timeout_that_is_not_positive_is_refused(tmp_path: Path) -> None:
-    from gpupolicy.cli import main
+    from gpupolicy.cli.main import main
 
     assert main(["serve", "--insecure-dev", "--port", "1", "--read-timeout", "0"]) == 2

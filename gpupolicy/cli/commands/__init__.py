@@ -1,0 +1,1 @@
+"""Subcommands beyond lint/rules/explain, one module each, registered by `gpupolicy/cli/main.py`."""

@@ -1,1 +1,0 @@
-"""Subcommands beyond lint/rules/explain, one module each, registered by `gpupolicy/cli.py`."""

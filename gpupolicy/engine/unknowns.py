@@ -1,0 +1,63 @@
+"""Saying "unknown" once: when neither the policy nor the inventory holds a fact of the cluster
+(its GPU taints, its node pools, its PriorityClasses, its NetworkPolicies), a rule that needs it
+reports that as one info finding per missing fact and evaluation (a lint run whose files fall
+under several policies shares one), naming how to supply the fact,
+never as an error and never silently. Given the fact, the rule works at full strength."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from typing import NamedTuple
+
+from gpupolicy.core.findings import JsonPath
+from gpupolicy.engine.evaluation import Context, Violation
+
+SNAPSHOT = (
+    "`gpupolicy cluster snapshot` writes it from a live cluster; the webhook reads it from its live inventory"
+)
+
+
+class ClusterFact(NamedTuple):
+    what: str  # the fact, as a noun phrase
+    supply: str  # how to supply it
+
+
+GPU_TAINTS = ClusterFact(
+    "the taints of the cluster's GPU nodes",
+    f"declare placement.gpuTaints in the policy ([] when GPU nodes are untainted); {SNAPSHOT}",
+)
+NODE_POOLS = ClusterFact(
+    "the cluster's GPU node pools (products and GPUs per node)",
+    f"declare nodePools in the policy; {SNAPSHOT}",
+)
+PRIORITY_CLASSES = ClusterFact(
+    "whether the cluster schedules GPU pods by PriorityClass",
+    f"list the cluster's classes in priority.clusterClasses (or add PriorityClass to inventory.completeKinds "
+    f"when the repository holds them all); {SNAPSHOT}",
+)
+NETWORK_POLICIES = ClusterFact(
+    "the cluster's NetworkPolicies",
+    "keep them in the repository and add NetworkPolicy to inventory.completeKinds; the webhook reads them "
+    "from its live inventory",
+)
+
+
+def first_time(ctx: Context, key: Hashable) -> bool:
+    """True the first time `key` is seen in this run (`Context.said`: shared by the evaluations of
+    one lint run when its files fall under different policies)."""
+    seen = ctx.said
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
+
+
+def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: str) -> Iterator[Violation]:
+    """One info finding per run for a missing cluster fact (nothing once it has been said)."""
+    if first_time(ctx, ("cluster-fact", fact.what)):
+        yield Violation(
+            path,
+            f"unknown: {fact.what}, so {consequence} was not checked; {fact.supply}",
+            unknown=True,
+            cluster_fact=fact.what,
+        )

@@ -1,0 +1,259 @@
+"""GPU detection, in one place: which resource names are GPUs, of which vendor and kind.
+
+Device-plugin resources (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/), NVIDIA
+MIG names under the mixed strategy and renamed time-slicing/MPS resources
+(https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html), and
+Dynamic Resource Allocation claims (https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/).
+The names come from the policy (`gpu.vendors`), so a cluster with other vendors can add its own.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from gpupolicy.core.bounded_cache import BoundedCache
+from gpupolicy.core.linear_regex import LinearPattern, compile_linear
+from gpupolicy.kube.pod_spec import Container, PodTemplate, as_list, as_mapping
+from gpupolicy.kube.quantities import quantity_or_none
+
+
+class GpuKind(enum.Enum):
+    DEVICE = "device"  # a whole GPU (nvidia.com/gpu, amd.com/gpu)
+    SHARED = "shared"  # a time-sliced or MPS replica (nvidia.com/gpu.shared)
+    MIG = "mig"  # a MIG slice under the mixed strategy (nvidia.com/mig-1g.10gb)
+    ATTRIBUTE = "attribute"  # a known vendor resource that is not a GPU count (HAMi gpumem, Intel millicores)
+    UNKNOWN = "unknown"  # under a vendor domain, but not a name the policy knows
+
+
+@dataclass(frozen=True, slots=True)
+class GpuResource:
+    name: str
+    vendor: str
+    kind: GpuKind
+
+    @property
+    def counts_gpus(self) -> bool:
+        return self.kind in (GpuKind.DEVICE, GpuKind.SHARED, GpuKind.MIG)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDemand:
+    """One GPU resource named by one container: the amount Kubernetes will allocate."""
+
+    container: Container
+    resource: GpuResource
+    request: Any  # raw values as written; None when absent
+    limit: Any
+    # `amount`, parsed on first use (rules read it often); not part of the demand's identity.
+    _amount: list[Decimal | None] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def amount(self) -> Decimal | None:
+        """Extended resources: the limit is the allocation; a request alone is invalid."""
+        memo = self._amount
+        if memo:
+            return memo[0]
+        raw = self.limit if self.limit is not None else self.request
+        amount = quantity_or_none(raw)
+        memo.append(amount)
+        return amount
+
+    @property
+    def section(self) -> str:
+        return "limits" if self.limit is not None else "requests"
+
+
+# What `GpuCatalog.classify` remembers, per catalogue: a cluster's resource names fit many times.
+CLASSIFY_CACHE_BYTES = 1 << 20
+_UNSEEN: Any = object()
+
+
+class GpuCatalog:
+    """Built once per policy from its `gpu` section."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._exact: dict[str, GpuResource] = {}
+        self._patterns: list[tuple[LinearPattern, GpuResource]] = []
+        self._domains: dict[str, str] = {}
+        for vendor in as_list(config.get("vendors")):
+            self._add_vendor(as_mapping(vendor))
+        self.dra_device_classes = frozenset(str(item) for item in as_list(config.get("draDeviceClasses")))
+        self.fraction_annotations = frozenset(
+            str(item) for item in as_list(config.get("fractionAnnotations"))
+        )
+        # Resource names come from the objects (any string an API client sends): bounded in bytes.
+        self._classified: BoundedCache[str, GpuResource | None] = BoundedCache(max_bytes=CLASSIFY_CACHE_BYTES)
+        self._cache_key = f"gpu:{id(self)}"
+        self._count_key = self._cache_key + ":count"
+        self._uses_key = self._cache_key + ":uses"
+        self._counted_key = self._cache_key + ":counted"
+        self._containers_key = self._cache_key + ":containers"
+        self._pod_totals_key = self._cache_key + ":pod-totals"
+
+    def _add_vendor(self, vendor: Mapping[str, Any]) -> None:
+        name = str(vendor.get("name", ""))
+        for domain in as_list(vendor.get("domains")):
+            self._domains[str(domain)] = name
+        for key, kind in (
+            ("deviceResources", GpuKind.DEVICE),
+            ("sharedResources", GpuKind.SHARED),
+            ("otherResources", GpuKind.ATTRIBUTE),
+        ):
+            for resource in as_list(vendor.get(key)):
+                self._exact[str(resource)] = GpuResource(str(resource), name, kind)
+        for pattern in as_list(vendor.get("migResourcePatterns")):
+            # RE2: resource names come from objects, the patterns from the policy (linear_regex.py)
+            self._patterns.append((compile_linear(str(pattern)), GpuResource("", name, GpuKind.MIG)))
+
+    def classify(self, resource_name: str) -> GpuResource | None:
+        """The GPU meaning of a resource name, or None for cpu, memory and other vendors' resources."""
+        known = self._classified.get(resource_name, _UNSEEN)
+        if known is not _UNSEEN:
+            return known  # type: ignore[no-any-return]
+        found = self._exact.get(resource_name)
+        if found is None:
+            for pattern, template in self._patterns:
+                if pattern.match(resource_name):
+                    found = GpuResource(resource_name, template.vendor, GpuKind.MIG)
+                    break
+        if found is None and "/" in resource_name:
+            vendor = self._domains.get(resource_name.split("/", 1)[0])
+            if vendor is not None:
+                found = GpuResource(resource_name, vendor, GpuKind.UNKNOWN)
+        return self._classified.put(resource_name, found)
+
+    def container_demands(self, container: Container) -> list[GpuDemand]:
+        """GPU-vendor resources a container names (memoised on the container, per catalogue)."""
+        key = self._cache_key
+        cached: list[GpuDemand] | None = container.cache.get(key)
+        if cached is None:
+            requests, limits = container.requests, container.limits
+            cached = []
+            for name in dict.fromkeys([*limits, *requests]):
+                resource = self.classify(str(name))
+                if resource is not None:
+                    cached.append(GpuDemand(container, resource, requests.get(name), limits.get(name)))
+            container.cache[key] = cached
+        return cached
+
+    def template_demands(self, template: PodTemplate) -> list[GpuDemand]:
+        """Every GPU-vendor resource named by any container of the template (memoised on it)."""
+        key = self._cache_key
+        cached = template.cache.get(key)
+        if cached is None:
+            cached = [
+                demand for container in template.containers for demand in self.container_demands(container)
+            ]
+            template.cache[key] = cached
+        return list(cached)
+
+    def counted_demands(self, template: PodTemplate) -> list[GpuDemand]:
+        """The demands that count GPUs (memoised on the template; each caller gets its own list)."""
+        key = self._counted_key
+        cached: tuple[GpuDemand, ...] | None = template.cache.get(key)
+        if cached is None:
+            cached = tuple(
+                demand for demand in self.template_demands(template) if demand.resource.counts_gpus
+            )
+            template.cache[key] = cached
+        return list(cached)
+
+    def container_gpu_count(self, container: Container) -> Decimal:
+        key = self._count_key
+        total: Decimal | None = container.cache.get(key)
+        if total is None:
+            total = Decimal(0)
+            for demand in self.container_demands(container):
+                if demand.resource.counts_gpus and (amount := demand.amount) is not None and amount > 0:
+                    total += amount
+            container.cache[key] = total
+        return total
+
+    def pod_totals(self, template: PodTemplate) -> dict[str, Decimal]:
+        """GPUs per resource name for one pod: main containers add up, init containers take the
+        max (they run one at a time), as the scheduler computes a pod's effective request.
+        Summed once per template (GP108 and GP205 both read it); each caller gets its own dict."""
+        totals: dict[str, Decimal] | None = template.cache.get(self._pod_totals_key)
+        if totals is None:
+            main: dict[str, Decimal] = {}
+            init: dict[str, Decimal] = {}
+            for demand in self.counted_demands(template):
+                amount = demand.amount
+                if amount is None or amount <= 0:
+                    continue
+                name = demand.resource.name
+                if demand.container.role == "init":
+                    init[name] = max(init.get(name, Decimal(0)), amount)
+                elif demand.container.role in ("container", "sidecar"):
+                    main[name] = main.get(name, Decimal(0)) + amount
+            totals = {
+                name: max(main.get(name, Decimal(0)), init.get(name, Decimal(0))) for name in {*main, *init}
+            }
+            template.cache[self._pod_totals_key] = totals
+        return dict(totals)
+
+    def uses_gpus(self, template: PodTemplate) -> bool:
+        """Device-plugin GPUs (any positive amount), a DRA claim on a GPU device class, or a
+        fraction of a GPU asked of a sharing scheduler by annotation."""
+        key = self._uses_key
+        uses: bool | None = template.cache.get(key)
+        if uses is None:
+            uses = (
+                any((demand.amount or 0) > 0 for demand in self.counted_demands(template))
+                or bool(dra_gpu_claims(template))
+                or self.uses_gpu_fraction(template)
+                or self._dra_class_annotated(template)
+            )
+            template.cache[key] = uses
+        return uses
+
+    def _dra_class_annotated(self, template: PodTemplate) -> bool:
+        """KServe's LLMInferenceService asks its controller for DRA claims by annotation
+        (`serving.kserve.io/exp-dra-device-class: gpu.nvidia.com`)."""
+        return any(
+            key.endswith("dra-device-class") and value in self.dra_device_classes
+            for key, value in template.annotations.items()
+        )
+
+    def uses_gpu_fraction(self, template: PodTemplate) -> bool:
+        return any(key in self.fraction_annotations for key in template.annotations)
+
+    def gpu_containers(self, template: PodTemplate) -> list[Container]:
+        """Containers with GPUs (memoised on the template; each caller gets its own list)."""
+        key = self._containers_key
+        cached: tuple[Container, ...] | None = template.cache.get(key)
+        if cached is None:
+            cached = tuple(
+                container for container in template.containers if self.container_gpu_count(container) > 0
+            )
+            template.cache[key] = cached
+        return list(cached)
+
+
+_GPU_CLAIM_HINT = re.compile(r"gpu|mig|accelerator", re.IGNORECASE)
+
+
+def dra_gpu_claims(template: PodTemplate) -> list[tuple[int, dict[str, Any]]]:
+    """Pod-level `resourceClaims` that look like GPU claims.
+
+    Without the ResourceClaimTemplate at hand, the claim's own name or its template's name is the
+    only hint; cross-object rules refine this with the inventory's device classes.
+    """
+    claims = []
+    # NVIDIA's NIMService names its claims `draResources` (the operator writes the pod's resourceClaims).
+    listed = template.spec.get("resourceClaims") or template.spec.get("draResources")
+    for index, claim in enumerate(as_list(listed)):
+        claim = as_mapping(claim)
+        names = " ".join(
+            str(claim.get(key, "")) for key in ("name", "resourceClaimName", "resourceClaimTemplateName")
+        )
+        source = as_mapping(claim.get("source"))  # v1alpha2-era form
+        names += " " + " ".join(str(value) for value in source.values())
+        if _GPU_CLAIM_HINT.search(names):
+            claims.append((index, claim))
+    return claims

@@ -1,0 +1,161 @@
+"""Container image references: registry (with port, or localhost), repository, tag and digest.
+
+The grammar is the distribution project's (`reference/reference.go`) and the normalisation is
+Docker's (`reference/normalize.go`): the first path component is a registry only when it holds a
+`.` or a `:` or is `localhost`; otherwise the image is on Docker Hub, `docker.io`, and a
+single-component name lives under `library/`. A tag follows the last `:` after the last `/`,
+so `registry:5000/team/app` has a port and no tag; a digest follows `@`.
+https://github.com/distribution/reference/blob/main/reference.go
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpupolicy.kube.placeholders import scan
+
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+OFFICIAL_NAMESPACE = "library"
+LATEST = "latest"
+
+# Matched whole (`fullmatch`): `$` also matches before a final newline, so `^…$` took "ab\n" as a
+# repository. The grammar's `\w` is Go's, ASCII only: Python's `\w` also takes "¹" and "é".
+_DIGEST = re.compile(r"sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# distribution/reference: path components are lowercase alphanumerics with separators.
+_REPOSITORY = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    raw: str
+    registry: str  # normalised: docker.io for Docker Hub
+    repository: str  # library/nginx, vllm/vllm-openai, nvidia/tritonserver
+    tag: str | None
+    digest: str | None  # "sha256:…" as written (validity: `digest_valid`)
+    registry_explicit: bool  # the reference names its registry
+    placeholders: tuple[str, ...] = ()  # deploy-time placeholders it holds (`parse_image(placeholders=True)`)
+    registry_known: bool = True  # False: a placeholder may stand for the registry
+    version_known: bool = True  # False: a placeholder may stand for the tag or digest
+
+    @property
+    def name(self) -> str:
+        """The fully qualified repository: `docker.io/library/nginx`."""
+        return f"{self.registry}/{self.repository}"
+
+    @property
+    def digest_valid(self) -> bool:
+        return self.digest is not None and bool(_DIGEST.fullmatch(self.digest))
+
+    @property
+    def pinned(self) -> bool:
+        """Pinned by a well-formed content digest: the kubelet pulls exactly these bytes."""
+        return self.digest_valid
+
+    @property
+    def effective_tag(self) -> str | None:
+        """The tag the runtime resolves: `latest` when neither tag nor digest is given."""
+        if self.tag is not None:
+            return self.tag
+        return None if self.digest is not None else LATEST
+
+    @property
+    def floating(self) -> bool:
+        """Resolved by a moving tag: `:latest`, or no tag and no digest."""
+        return not self.pinned and self.effective_tag == LATEST
+
+
+def parse_image(image: str, *, placeholders: bool = False) -> ImageRef | None:
+    """Parse `image`; None when it is empty or not a reference at all (`IMAGE_NAME`: repositories
+    are lowercase), or holds a reference the cluster fills in (Tekton `$(params.image)`, Argo
+    `{{inputs.parameters.image}}`). A deploy-time placeholder (`${REGISTRY}/vllm:latest`) makes it
+    None too, unless `placeholders`: then the parts the placeholders leave intact are parsed and
+    the others are marked unknown (`registry_known`, `version_known`)."""
+    raw = image.strip()
+    if not raw:
+        return None
+    found = scan(raw)
+    if found.references or (found.spans and not placeholders):
+        return None
+    # Each placeholder is masked with a run of "a" of its length: the reference grammar then
+    # reads around it, and every offset still points into `raw`.
+    pieces, previous = [], 0
+    for start, end in found.spans:
+        pieces += [raw[previous:start], "a" * (end - start)]
+        previous = end
+    masked = "".join(pieces) + raw[previous:]
+    return _parse(raw, masked, found.spans)
+
+
+def _parse(raw: str, masked: str, spans: tuple[tuple[int, int], ...]) -> ImageRef | None:
+    at = masked.find("@")
+    name_end = at if at >= 0 else len(masked)
+    slash = masked.find("/", 0, name_end)
+    first = masked[:slash]
+    if slash >= 0 and ("." in first or ":" in first or first == "localhost"):
+        registry, path_start, explicit = raw[:slash], slash + 1, True
+    else:
+        registry, path_start, explicit = DOCKER_HUB, 0, False
+    last_slash = masked.rfind("/", path_start, name_end)
+    colon = masked.rfind(":", max(last_slash + 1, path_start), name_end)
+    path_end = colon if colon >= 0 else name_end
+    path, masked_path = raw[path_start:path_end], masked[path_start:path_end]
+    tag = raw[colon + 1 : name_end] if colon >= 0 else None
+    if registry.lower() in DOCKER_HUB_ALIASES:
+        registry = DOCKER_HUB
+    if registry == DOCKER_HUB and "/" not in masked_path:
+        path, masked_path = f"{OFFICIAL_NAMESPACE}/{path}", f"{OFFICIAL_NAMESPACE}/{masked_path}"
+    if not _REPOSITORY.fullmatch(masked_path):
+        return None
+
+    def touched(start: int, end: int) -> bool:
+        return any(span_start < end and start < span_end for span_start, span_end in spans)
+
+    # A placeholder in the first component may hold a registry host; one in the last component, a
+    # tag or digest; one after `@`, the digest.
+    first_end = slash if slash >= 0 else name_end
+    return ImageRef(
+        raw=raw,
+        registry=registry.lower(),
+        repository=path,
+        tag=tag if tag else None,
+        digest=raw[at + 1 :] if at >= 0 and at + 1 < len(raw) else None,
+        registry_explicit=explicit,
+        placeholders=tuple(raw[start:end] for start, end in spans),
+        registry_known=not touched(0, first_end),
+        version_known=not touched(last_slash + 1 if last_slash >= 0 else path_start, len(raw)),
+    )
+
+
+def tag_valid(tag: str) -> bool:
+    return bool(_TAG.fullmatch(tag))
+
+
+def normalise_allow_entry(entry: str) -> str:
+    """`nginx`-style shorthands in an allow list mean what they mean in an image reference:
+    `docker.io/vllm` stays, `index.docker.io/x` becomes `docker.io/x`."""
+    entry = entry.strip().rstrip("/")
+    host, slash, rest = entry.partition("/")
+    if host.lower() in DOCKER_HUB_ALIASES:
+        return f"{DOCKER_HUB}{slash}{rest}"
+    return entry
+
+
+def registry_allowed(ref: ImageRef, allowed: Iterable[str]) -> bool:
+    """Whether `ref` comes from an allowed source. An entry is a registry host (`nvcr.io`,
+    `registry.local:5000`, a glob like `*.pkg.dev`), or a host with a path prefix matched on
+    whole path components (`docker.io/vllm` allows `vllm/vllm-openai`, not `vllmx/…`)."""
+    for raw_entry in allowed:
+        entry = normalise_allow_entry(raw_entry)
+        if not entry:
+            continue
+        host, slash, prefix = entry.partition("/")
+        if not fnmatch.fnmatchcase(ref.registry, host.lower()):
+            continue
+        if not slash or ref.repository == prefix or ref.repository.startswith(prefix + "/"):
+            return True
+    return False

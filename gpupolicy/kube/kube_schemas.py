@@ -1,0 +1,182 @@
+"""The Kubernetes OpenAPI schemas bundled in `kubernetes-validate`, compiled once per kind.
+
+`kubernetes_validate.validate()` re-reads and re-resolves the 1.5 MB definitions file on every
+call (about 9 ms per Deployment). Here each kind's schema is read once, the definitions it
+reaches are inlined under `$defs`, and the result is compiled with jsonschema-rs.
+The "strict" variants forbid unknown fields, which is what catches `resouces:`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+
+from gpupolicy.core.findings import JsonPath
+
+_REF_PREFIX = "/api/_definitions.json#/$defs/"
+_REF = re.compile(r'"\$ref": "(?:/api/_definitions\.json)?#/\$defs/([^"]+)"')
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaError:
+    path: JsonPath
+    message: str
+
+
+@functools.cache
+def _schemas_root() -> Path:
+    # Found, not imported: importing kubernetes_validate loads jsonschema (a tenth of a second of
+    # every lint's start) for a validate() we do not call; only its data folder is read.
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("No module named 'kubernetes_validate'", name="kubernetes_validate")
+    return Path(spec.origin).resolve().parent / "kubernetes-json-schema"
+
+
+@functools.cache
+def available_versions() -> tuple[str, ...]:
+    found = []
+    for folder in _schemas_root().iterdir():
+        match = re.match(r"^v(\d+\.\d+)\.\d+-local-strict$", folder.name)
+        if match:
+            found.append(match.group(1))
+    return tuple(sorted(set(found), key=lambda version: tuple(int(part) for part in version.split("."))))
+
+
+# The oldest release the deprecation table (GP006) and the Pod Security checks describe.
+OLDEST_SUPPORTED = (1, 16)
+
+
+@functools.lru_cache(maxsize=64)  # policy values only (kubernetesVersion)
+def resolve_version(requested: str) -> str:
+    """The newest bundled minor version not newer than `requested` (as kubernetes-validate does)."""
+    parts = requested.lstrip("v").split(".")[:2]
+    if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
+        raise ValueError(f"{requested!r} is not a Kubernetes minor version such as 1.34")
+    wanted = (int(parts[0]), int(parts[1]))
+    if wanted < OLDEST_SUPPORTED:
+        raise ValueError(
+            f"Kubernetes {requested} is older than gpupolicy supports ({OLDEST_SUPPORTED[0]}.{OLDEST_SUPPORTED[1]})"
+        )
+    versions = available_versions()
+    usable = [version for version in versions if tuple(map(int, version.split("."))) <= wanted]
+    # A cluster older than the oldest bundled schemas is judged against the oldest (GP005); the
+    # rules that know versions (GP006, Pod Security) use the policy's version itself.
+    return usable[-1] if usable else versions[0]
+
+
+@functools.cache
+def _definitions(version: str) -> dict[str, Any]:
+    folder = _schemas_root() / f"v{version}.0-local-strict"
+    loaded: dict[str, Any] = json.loads((folder / "_definitions.json").read_text(encoding="utf-8"))["$defs"]
+    return loaded
+
+
+# What the API server accepts as a kind and an apiVersion (a group is a DNS subdomain, a version
+# v<N>[alpha|beta<M>]): https://kubernetes.io/docs/reference/using-api/#api-versioning and
+# k8s.io/apimachinery/pkg/util/validation (IsDNS1123Subdomain). Anything else names no built-in
+# schema; the schema's file name is then looked up among the shipped ones, never opened from a
+# path built out of the object (`kind: ../../x` once compiled any *-v1.json on disk as a schema).
+_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
+_VERSION = re.compile(r"v[0-9]{1,4}(?:(?:alpha|beta)[0-9]{1,4})?")
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_GROUP = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+_GROUP_MAX_CHARS = 253
+
+
+def schema_name(api_version: str, kind: str) -> str | None:
+    """The bundled schema file name for a built-in kind (`deployment-apps-v1.json`), or None when
+    the object's kind or apiVersion is not of the form Kubernetes allows, or names a CRD group."""
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    group, _, version = api_version.rpartition("/")
+    if len(group) > _GROUP_MAX_CHARS or not _KIND.fullmatch(kind) or not _VERSION.fullmatch(version):
+        return None
+    if group and not _GROUP.fullmatch(group):
+        return None
+    if group and "." in group and not group.endswith(".k8s.io"):
+        return None  # a CRD group: no bundled schema, and a same-named built-in kind must not match
+    prefix = group.split(".", 1)[0] if group else ""
+    return f"{kind.lower()}-{prefix + '-' if prefix else ''}{version}.json"
+
+
+@functools.cache
+def shipped_schemas(version: str) -> frozenset[str]:
+    """The schema file names kubernetes-validate ships for a Kubernetes minor version (the index
+    every lookup goes through), read once."""
+    folder = _schemas_root() / f"v{version}.0-local-strict"
+    return frozenset(entry.name for entry in folder.iterdir() if entry.name.endswith(".json"))
+
+
+def _schema_file(version: str, api_version: str, kind: str) -> str | None:
+    name = schema_name(api_version, kind)
+    return name if name is not None and name in shipped_schemas(version) else None
+
+
+def compiled_validator(version: str, api_version: str, kind: str) -> Any | None:
+    """A compiled validator for the kind, or None when it is not a built-in kind."""
+    name = _schema_file(version, api_version, kind)
+    return _compiled(version, name) if name is not None else None
+
+
+@functools.cache  # keyed by shipped names only: bounded, whatever objects come in
+def _compiled(version: str, name: str) -> Any:
+    folder = _schemas_root() / f"v{version}.0-local-strict"
+    text = (folder / name).read_text(encoding="utf-8")
+    definitions = _definitions(version)
+    needed: set[str] = set()
+    pending = set(_REF.findall(text))
+    while pending:
+        ref = pending.pop()
+        if ref in needed or ref not in definitions:
+            continue
+        needed.add(ref)
+        pending.update(_REF.findall(json.dumps(definitions[ref])))
+    schema = json.loads(text.replace(_REF_PREFIX, "#/$defs/"))
+    schema["$defs"] = {ref: definitions[ref] for ref in needed}
+    return jsonschema_rs.Draft202012Validator(schema)
+
+
+def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
+    validator = compiled_validator(version, obj.get("apiVersion", ""), obj.get("kind", ""))
+    if validator is None or validator.is_valid(obj):
+        return
+    for error in validator.iter_errors(obj):
+        path: JsonPath = tuple(error.instance_path)
+        kind = error.kind
+        unexpected = getattr(kind, "unexpected", None)
+        if unexpected:  # point at the unknown key itself
+            for key in unexpected:
+                yield SchemaError((*path, str(key)), f"unknown field {key!r}{_near(path)}")
+            continue
+        yield SchemaError(path, error.message)
+
+
+def has_schema(api_version: str, kind: str, version: str) -> bool:
+    """Whether a built-in schema exists; `version` as the policy writes it (resolved here)."""
+    try:
+        resolved = resolve_version(version)
+    except ValueError:
+        return False
+    return _schema_file(resolved, api_version, kind) is not None
+
+
+def _near(path: JsonPath) -> str:
+    if not path:
+        return " at the top level"
+    last = path[-1]
+    return (
+        f" in {last!r}"
+        if isinstance(last, str)
+        else f" in item {last} of {path[-2]!r}"
+        if len(path) > 1
+        else ""
+    )

@@ -1,0 +1,240 @@
+"""Which model a serving container loads, and at which revision.
+
+Sources, in the order they are read:
+
+- the workload annotation `gpupolicy.io/model: org/name@revision` (DESIGN.md vocabulary);
+- vLLM: `vllm serve MODEL`, `--model MODEL` / `--model=MODEL` (also `python -m
+  vllm.entrypoints.openai.api_server`), with `--revision`
+  (https://docs.vllm.ai/en/latest/configuration/engine_args.html);
+- SGLang: `--model-path`, with `--revision`;
+- Hugging Face TGI: `--model-id` or env `MODEL_ID`, with `--revision` or env `REVISION`
+  (https://huggingface.co/docs/text-generation-inference/reference/launcher);
+- Triton: `--model-repository` (a repository of versioned models, not one model), `--load-model`
+  (https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/user_guide/model_repository.html);
+- NVIDIA NIM: the model is the image (`nvcr.io/nim/<org>/<model>:<version>`), or env
+  `NIM_MODEL_NAME` (https://docs.nvidia.com/nim/large-language-models/latest/configuration.html).
+
+- KServe: `storageUri` / LLMInferenceService `spec.model.uri` as `hf://org/name[:revision]`
+  (https://kserve.github.io/website/latest/modelserving/storage/huggingface/hf/);
+- KubeRay RayService `serveConfigV2`: Ray Serve LLM's `model_loading_config.model_source` (revision
+  in `engine_kwargs.revision`), or a `MODEL_ID` env var of the application's runtime_env
+  (https://docs.ray.io/en/latest/serve/llm/serving-llms.html).
+
+Arguments written as one shell string (`sh -c "vllm serve …"`) are split like a shell would;
+`$(VAR)` (Kubernetes) and `$VAR`/`${VAR}` (shell) are resolved from the container's literal env.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gpupolicy.core.findings import JsonPath
+from gpupolicy.kube.images import parse_image
+from gpupolicy.kube.pod_spec import Container, as_list, as_mapping
+from gpupolicy.loading.documents import UnreadableValue, construct
+
+# Revisions that name a moving branch, not a fixed snapshot.
+FLOATING_REVISIONS = frozenset({"", "main", "master", "latest", "head"})
+
+MODEL_FLAGS = {
+    "--model": "vllm",
+    "--model-id": "tgi",
+    "--model-path": "sglang",
+    "--model-repository": "triton",
+    "--load-model": "triton",
+}
+REVISION_FLAGS = frozenset({"--revision"})
+MODEL_ENV = {"MODEL_ID": "tgi", "NIM_MODEL_NAME": "nim"}
+REVISION_ENV = frozenset({"REVISION"})
+NIM_IMAGE = re.compile(r"^nvcr\.io/nim/")
+_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRef:
+    name: str  # as resolved: "meta-llama/Llama-3.1-8B-Instruct", "gs://bucket/repo", "/models/x"
+    revision: str | None
+    server: str  # "annotation", "vllm", "tgi", "sglang", "triton", "nim"
+    path: JsonPath  # where the model is named
+
+    @property
+    def is_local(self) -> bool:
+        """A path inside the container or on a volume: what it holds is not named here."""
+        return self.name.startswith(("/", "./", "~", "file://"))
+
+    @property
+    def is_unresolved(self) -> bool:
+        """Still a variable reference (its env var comes from a Secret or ConfigMap)."""
+        return "$" in self.name or "{{" in self.name
+
+    @property
+    def pinned(self) -> bool:
+        return self.revision is not None and self.revision.strip().lower() not in FLOATING_REVISIONS
+
+
+def parse_annotation(value: str) -> tuple[str, str | None]:
+    """`org/name@revision` → (name, revision)."""
+    name, at, revision = value.strip().partition("@")
+    return name.strip(), (revision.strip() or None) if at else None
+
+
+def literal_env(container: Container) -> dict[str, tuple[str, int]]:
+    """Env vars with a literal value: name → (value, index in `env`)."""
+    found: dict[str, tuple[str, int]] = {}
+    for index, item in enumerate(as_list(container.spec.get("env"))):
+        item = as_mapping(item)
+        name, value = item.get("name"), item.get("value")
+        if isinstance(name, str) and value is not None and not isinstance(value, (dict, list)):
+            found[name] = (str(value), index)
+    return found
+
+
+def expand(text: str, env: dict[str, tuple[str, int]]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = next(group for group in match.groups() if group)
+        return env[name][0] if name in env else match.group(0)
+
+    return _VAR.sub(replace, text)
+
+
+def tokens(container: Container) -> Iterator[tuple[str, JsonPath]]:
+    """Every word of command + args, with the path of the list item it came from."""
+    for key in ("command", "args"):
+        for index, item in enumerate(as_list(container.spec.get(key))):
+            if not isinstance(item, (str, int, float)):
+                continue
+            text = str(item)
+            words = [text]
+            if any(space in text for space in " \n\t"):
+                try:
+                    words = shlex.split(text, comments=False)
+                except ValueError:
+                    words = text.split()
+            for word in words:
+                word = word.strip()  # `\\` + newline continuations leave the newline in the word
+                if word:
+                    yield word, container.field(key, index)
+
+
+def _flag_values(
+    words: list[tuple[str, JsonPath]], flags: frozenset[str] | set[str]
+) -> Iterator[tuple[str, str, JsonPath]]:
+    for position, (word, path) in enumerate(words):
+        flag, equals, inline = word.partition("=")
+        if flag not in flags:
+            continue
+        if equals:
+            yield flag, inline, path
+        elif position + 1 < len(words) and not words[position + 1][0].startswith("--"):
+            yield flag, words[position + 1][0], words[position + 1][1]
+
+
+def models_of(container: Container) -> list[ModelRef]:
+    """The models the container's server loads, as its command line and env name them."""
+    env = literal_env(container)
+    words = [(expand(word, env), path) for word, path in tokens(container)]
+    revision = next((value for _, value, _ in _flag_values(words, REVISION_FLAGS)), None)
+    if revision is None:
+        revision = next((env[name][0] for name in REVISION_ENV if name in env), None)
+    found: list[ModelRef] = []
+    for flag, value, path in _flag_values(words, set(MODEL_FLAGS)):
+        found.append(ModelRef(value, revision, MODEL_FLAGS[flag], path))
+    for position, (word, _) in enumerate(words[:-1]):  # `vllm serve MODEL`
+        following, path = words[position + 1]
+        if word.rsplit("/", 1)[-1] == "vllm" and following == "serve" and position + 2 < len(words):
+            model, model_path = words[position + 2]
+            if not model.startswith("-"):
+                found.append(ModelRef(model, revision, "vllm", model_path))
+    if not found:
+        for name, server in MODEL_ENV.items():
+            if name in env:
+                found.append(
+                    ModelRef(env[name][0], revision, server, container.field("env", env[name][1], "value"))
+                )
+    if not found and container.image:
+        ref = parse_image(container.image)
+        if ref is not None and NIM_IMAGE.match(f"{ref.registry}/{ref.repository}"):
+            version = ref.digest if ref.pinned else ref.tag
+            found.append(ModelRef(ref.name, version, "nim", container.field("image")))
+    return found
+
+
+HF_SCHEME = "hf://"
+# serveConfigV2 is a YAML document inside a string: read at most this much, and visit at most this
+# many of its nodes (aliases may make a small text a huge tree).
+SERVE_CONFIG_LIMIT = 256 * 1024
+SERVE_CONFIG_VISITS = 20_000
+
+
+def hf_uri_model(uri: str, path: JsonPath, server: str) -> ModelRef | None:
+    """`hf://org/name` or `hf://org/name:revision` (KServe's Hugging Face storage URIs)."""
+    if not uri.startswith(HF_SCHEME):
+        return None
+    name, colon, revision = uri[len(HF_SCHEME) :].partition(":")
+    return ModelRef(name, revision if colon else None, server, path)
+
+
+def workload_models(kind: str, obj: Any) -> list[ModelRef]:
+    """Models a serving CRD names outside its containers' command lines."""
+    spec = as_mapping(as_mapping(obj).get("spec"))
+    found: list[ModelRef] = []
+    if kind == "LLMInferenceService":
+        uri = as_mapping(spec.get("model")).get("uri")
+        if isinstance(uri, str) and (model := hf_uri_model(uri, ("spec", "model", "uri"), "kserve")):
+            found.append(model)
+    elif kind == "InferenceService":
+        predictor = as_mapping(spec.get("predictor"))
+        for base in (("spec", "predictor"), ("spec", "predictor", "model")):
+            body = predictor if len(base) == 2 else as_mapping(predictor.get("model"))
+            uri = body.get("storageUri")
+            if isinstance(uri, str) and (model := hf_uri_model(uri, (*base, "storageUri"), "kserve")):
+                found.append(model)
+    elif kind == "RayService":
+        text = spec.get("serveConfigV2")
+        if isinstance(text, str):
+            found.extend(_serve_config_models(text))
+    return found
+
+
+def _serve_config_models(text: str) -> list[ModelRef]:
+    path: JsonPath = ("spec", "serveConfigV2")
+    try:  # built as documents are: alias expansion and depth within the loader's limits
+        root = yaml.compose(text[:SERVE_CONFIG_LIMIT], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        config = construct(root)[0] if root is not None else None
+    except (yaml.YAMLError, UnreadableValue, RecursionError):
+        return []
+    found: list[ModelRef] = []
+    budget = [SERVE_CONFIG_VISITS]
+    for app in as_list(as_mapping(config).get("applications")):
+        for section in _mappings(app, budget):
+            loading = as_mapping(section.get("model_loading_config"))
+            source = loading.get("model_source") or loading.get("model_id")
+            if isinstance(source, str):
+                revision = as_mapping(section.get("engine_kwargs")).get("revision")
+                found.append(ModelRef(source, revision if isinstance(revision, str) else None, "ray", path))
+            env = as_mapping(as_mapping(section.get("runtime_env")).get("env_vars"))
+            if isinstance(env.get("MODEL_ID"), str):
+                revision = env.get("REVISION") or env.get("MODEL_REVISION")
+                found.append(
+                    ModelRef(env["MODEL_ID"], revision if isinstance(revision, str) else None, "ray", path)
+                )
+    return found
+
+
+def _mappings(value: Any, budget: list[int]) -> Iterator[dict[str, Any]]:
+    """Every mapping inside `value`, within a budget of visits (aliases share subtrees)."""
+    stack = [value]
+    while stack and budget[0] > 0:
+        budget[0] -= 1
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

@@ -1,0 +1,537 @@
+"""The workload model: every pod template an object carries, with its JSON path.
+
+One extractor serves every rule. Known kinds are read at the paths their APIs define; any other
+kind is walked for `containers` lists, so a CRD that carries pods is never silently skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpupolicy.core.findings import JsonPath
+from gpupolicy.loading.documents import Resource
+
+CONTAINER_LISTS = (
+    ("containers", "container"),
+    ("initContainers", "init"),
+    ("ephemeralContainers", "ephemeral"),
+)
+
+# KServe's single-container component forms: `model` (v1beta1 ModelSpec) and the framework keys.
+KSERVE_CONTAINER_KEYS = (
+    "model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface",
+    "lightgbm", "paddle", "pmml", "alibi", "art",
+)  # fmt: skip
+KSERVE_COMPONENTS = ("predictor", "transformer", "explainer")
+
+
+def as_mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def int_or_default(value: Any, default: int | None) -> int | None:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    return default
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    spec: dict[str, Any]
+    path: JsonPath
+    role: str  # "container", "init", "sidecar" (an init container with restartPolicy: Always) or "ephemeral"
+    resources_key: str = "resources"
+    # Derived facts (GPU demands) memoised per container; not part of its identity.
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        name = self.spec.get("name")
+        return name if isinstance(name, str) else ""
+
+    @property
+    def image(self) -> str:
+        image = self.spec.get("image")
+        return image if isinstance(image, str) else ""
+
+    @property
+    def resources(self) -> dict[str, Any]:
+        return as_mapping(self.spec.get(self.resources_key))
+
+    @property
+    def requests(self) -> dict[str, Any]:
+        return as_mapping(self.resources.get("requests"))
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        return as_mapping(self.resources.get("limits"))
+
+    def resource_path(self, section: str, name: str | None = None) -> JsonPath:
+        base = (*self.path, self.resources_key, section)
+        return base if name is None else (*base, name)
+
+    def field(self, *steps: str | int) -> JsonPath:
+        return (*self.path, *steps)
+
+    @property
+    def label(self) -> str:
+        kind = {
+            "init": "init container",
+            "ephemeral": "ephemeral container",
+            "sidecar": "sidecar container",
+        }.get(self.role, "container")
+        return f"{kind} {self.name!r}" if self.name else kind
+
+
+class PodTemplate:
+    """One pod spec inside a workload (a Deployment has one; a LeaderWorkerSet two; a RayCluster one
+    per group), with the metadata of its template and the number of pods it stands for."""
+
+    __slots__ = ("cache", "containers", "metadata", "metadata_path", "path", "replicas", "role", "spec")
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        path: JsonPath,
+        *,
+        role: str = "",
+        metadata: dict[str, Any] | None = None,
+        metadata_path: JsonPath | None = None,
+        replicas: int | None = 1,
+        containers: list[Container] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.path = path
+        self.role = role
+        self.metadata = metadata or {}
+        self.metadata_path = metadata_path
+        self.replicas = replicas
+        self.containers = containers if containers is not None else list(_containers_of(spec, path))
+        self.cache: dict[str, Any] = {}
+
+    def field(self, *steps: str | int) -> JsonPath:
+        return (*self.path, *steps)
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        return as_mapping(self.metadata.get("labels"))
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        return as_mapping(self.metadata.get("annotations"))
+
+    def main_containers(self) -> list[Container]:
+        return [item for item in self.containers if item.role == "container"]
+
+    def volumes(self) -> list[tuple[JsonPath, dict[str, Any]]]:
+        return [
+            (self.field("volumes", index), volume)
+            for index, volume in enumerate(as_list(self.spec.get("volumes")))
+            if isinstance(volume, dict)
+        ]
+
+    def describe(self) -> str:
+        return f"pod template {self.role!r}" if self.role else "pod template"
+
+
+def _containers_of(spec: dict[str, Any], path: JsonPath) -> Iterator[Container]:
+    for key, role in CONTAINER_LISTS:
+        for index, item in enumerate(as_list(spec.get(key))):
+            if isinstance(item, dict):
+                # A native sidecar (an init container with restartPolicy: Always, Kubernetes 1.29+)
+                # runs beside the main containers for the pod's life, and its requests add to theirs.
+                # https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
+                kind = "sidecar" if role == "init" and item.get("restartPolicy") == "Always" else role
+                yield Container(item, (*path, key, index), kind)
+
+
+def _template(obj: Any, path: JsonPath, *, role: str = "", replicas: int | None = 1) -> PodTemplate | None:
+    """A PodTemplateSpec (`metadata` + `spec`) at `path`."""
+    template = as_mapping(obj)
+    spec = template.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    metadata = as_mapping(template.get("metadata"))
+    return PodTemplate(
+        spec,
+        (*path, "spec"),
+        role=role,
+        metadata=metadata,
+        metadata_path=(*path, "metadata"),
+        replicas=replicas,
+    )
+
+
+def _dig(obj: Any, path: JsonPath) -> Any:
+    for step in path:
+        if isinstance(step, str) and isinstance(obj, dict):
+            obj = obj.get(step)
+        elif isinstance(step, int) and isinstance(obj, list) and 0 <= step < len(obj):
+            obj = obj[step]
+        else:
+            return None
+    return obj
+
+
+# -- per-kind extractors --------------------------------------------------------------
+
+Extractor = Callable[[dict[str, Any]], Iterator[PodTemplate]]
+
+
+def _pod(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        yield PodTemplate(
+            spec, ("spec",), metadata=as_mapping(obj.get("metadata")), metadata_path=("metadata",)
+        )
+
+
+def _replicated(default_replicas: int | None) -> Extractor:
+    def extract(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+        spec = as_mapping(obj.get("spec"))
+        replicas = int_or_default(spec.get("replicas"), default_replicas)
+        found = _template(spec.get("template"), ("spec", "template"), replicas=replicas)
+        if found:
+            yield found
+
+    return extract
+
+
+def _job(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    spec = as_mapping(obj.get("spec"))
+    found = _template(
+        spec.get("template"), ("spec", "template"), replicas=int_or_default(spec.get("parallelism"), 1)
+    )
+    if found:
+        yield found
+
+
+def _cronjob(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    job = as_mapping(_dig(obj, ("spec", "jobTemplate", "spec")))
+    path = ("spec", "jobTemplate", "spec", "template")
+    found = _template(job.get("template"), path, replicas=int_or_default(job.get("parallelism"), 1))
+    if found:
+        yield found
+
+
+def _leader_worker_set(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    spec = as_mapping(obj.get("spec"))
+    groups = int_or_default(spec.get("replicas"), 1) or 0
+    lwt = as_mapping(spec.get("leaderWorkerTemplate"))
+    size = int_or_default(lwt.get("size"), 1) or 1
+    base = ("spec", "leaderWorkerTemplate")
+    leader = _template(lwt.get("leaderTemplate"), (*base, "leaderTemplate"), role="leader", replicas=groups)
+    if leader:
+        yield leader
+    worker_count = groups * (size - 1) if leader else groups * size
+    worker = _template(
+        lwt.get("workerTemplate"), (*base, "workerTemplate"), role="worker", replicas=worker_count
+    )
+    if worker:
+        yield worker
+
+
+def _ray_cluster_spec(spec: Any, base: JsonPath) -> Iterator[PodTemplate]:
+    spec = as_mapping(spec)
+    head = _template(
+        _dig(spec, ("headGroupSpec", "template")), (*base, "headGroupSpec", "template"), role="head"
+    )
+    if head:
+        yield head
+    for index, group in enumerate(as_list(spec.get("workerGroupSpecs"))):
+        group = as_mapping(group)
+        name = group.get("groupName") if isinstance(group.get("groupName"), str) else f"worker[{index}]"
+        replicas = int_or_default(group.get("replicas"), int_or_default(group.get("minReplicas"), 1))
+        path = (*base, "workerGroupSpecs", index, "template")
+        found = _template(group.get("template"), path, role=f"worker {name}", replicas=replicas)
+        if found:
+            yield found
+
+
+def _ray(cluster_key: str | None) -> Extractor:
+    def extract(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+        if cluster_key is None:
+            yield from _ray_cluster_spec(obj.get("spec"), ("spec",))
+        else:
+            spec = as_mapping(obj.get("spec"))
+            yield from _ray_cluster_spec(spec.get(cluster_key), ("spec", cluster_key))
+            # RayJob may also run its submitter as a pod of its own.
+            submitter = _template(
+                spec.get("submitterPodTemplate"), ("spec", "submitterPodTemplate"), role="submitter"
+            )
+            if submitter:
+                yield submitter
+
+    return extract
+
+
+def _kubeflow(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob...: `spec.<x>ReplicaSpecs.<Role>.template`."""
+    spec = as_mapping(obj.get("spec"))
+    for key, replica_specs in spec.items():
+        if not (isinstance(key, str) and key.endswith("ReplicaSpecs") and isinstance(replica_specs, dict)):
+            continue
+        for role, replica_spec in replica_specs.items():
+            replica_spec = as_mapping(replica_spec)
+            replicas = int_or_default(replica_spec.get("replicas"), 1)
+            path = ("spec", key, str(role), "template")
+            found = _template(replica_spec.get("template"), path, role=str(role), replicas=replicas)
+            if found:
+                yield found
+
+
+def _train_job(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """Kubeflow Trainer v2: `spec.trainer` is a container-like block with `resourcesPerNode`."""
+    trainer = _dig(obj, ("spec", "trainer"))
+    if not isinstance(trainer, dict):
+        return
+    path = ("spec", "trainer")
+    container = Container(trainer, path, "container", resources_key="resourcesPerNode")
+    nodes = int_or_default(trainer.get("numNodes"), 1)
+    yield PodTemplate(trainer, path, role="trainer", replicas=nodes, containers=[container])
+
+
+def _jobset(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    for index, job in enumerate(as_list(_dig(obj, ("spec", "replicatedJobs")))):
+        job = as_mapping(job)
+        job_spec = as_mapping(_dig(job, ("template", "spec")))
+        replicas = (int_or_default(job.get("replicas"), 1) or 1) * (
+            int_or_default(job_spec.get("parallelism"), 1) or 1
+        )
+        name = job.get("name") if isinstance(job.get("name"), str) else f"replicatedJobs[{index}]"
+        path = ("spec", "replicatedJobs", index, "template", "spec", "template")
+        found = _template(job_spec.get("template"), path, role=str(name), replicas=replicas)
+        if found:
+            yield found
+
+
+def _inference_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    spec = as_mapping(obj.get("spec"))
+    for component in KSERVE_COMPONENTS:
+        body = spec.get(component)
+        if not isinstance(body, dict):
+            continue
+        path = ("spec", component)
+        containers = list(_containers_of(body, path))
+        for key in KSERVE_CONTAINER_KEYS:
+            if isinstance(body.get(key), dict):
+                containers.append(Container(body[key], (*path, key), "container"))
+        replicas = int_or_default(body.get("minReplicas"), 1)
+        yield PodTemplate(body, path, role=component, replicas=replicas, containers=containers)
+
+
+def _llm_inference_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """KServe's LLMInferenceService (serving.kserve.io/v1alpha1): `spec.template` is the decode (or
+    only) pod spec, `spec.worker` its multi-node workers; `spec.prefill` holds the same pair for
+    disaggregated prefill. Each is a PodSpec, not a PodTemplateSpec."""
+    spec = as_mapping(obj.get("spec"))
+    # The object's own metadata: its annotations ask the controller for DRA claims.
+    metadata = as_mapping(obj.get("metadata"))
+    for base, section, name in (
+        (("spec",), spec, ""),
+        (("spec", "prefill"), as_mapping(spec.get("prefill")), "prefill"),
+    ):
+        replicas = int_or_default(section.get("replicas"), 1)
+        for key, role in (("template", name or "main"), ("worker", f"{name} worker".strip())):
+            body = section.get(key)
+            if isinstance(body, dict):
+                yield PodTemplate(
+                    body,
+                    (*base, key),
+                    role=role,
+                    replicas=replicas,
+                    metadata=metadata,
+                    metadata_path=("metadata",),
+                )
+
+
+def _spark_application(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """Kubeflow Spark operator's SparkApplication: `spec.driver` and `spec.executor` are container
+    specs; the pod-level volumes are `spec.volumes` (the operator mounts them into both)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    containers: list[Container] = []
+    for key in ("driver", "executor"):
+        body = spec.get(key)
+        if isinstance(body, dict):
+            containers.append(Container(body, ("spec", key), "container"))
+            for list_key, role in (("initContainers", "init"), ("sidecars", "container")):
+                for index, item in enumerate(as_list(body.get(list_key))):
+                    if isinstance(item, dict):
+                        containers.append(Container(item, ("spec", key, list_key, index), role))
+    executors = int_or_default(as_mapping(spec.get("executor")).get("instances"), 1)
+    yield PodTemplate(spec, ("spec",), role="spark", replicas=executors, containers=containers)
+
+
+def _nim_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """NVIDIA NIM operator's NIMService: `spec` is one container (image, resources, env) that the
+    operator turns into a Deployment, scaled up to `spec.scale.hpa.maxReplicas` when enabled."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    scale = as_mapping(spec.get("scale"))
+    replicas = int_or_default(spec.get("replicas"), 1)
+    if scale.get("enabled") is True:
+        replicas = int_or_default(as_mapping(scale.get("hpa")).get("maxReplicas"), replicas)
+    container = Container(spec, ("spec",), "container")
+    yield PodTemplate(spec, ("spec",), role="nim", replicas=replicas, containers=[container])
+
+
+def _walk_for_pod_specs(obj: Any, path: JsonPath = ()) -> Iterator[PodTemplate]:
+    """Unknown kinds: any mapping holding a `containers` list of mappings is a pod spec."""
+    if isinstance(obj, dict):
+        main = obj.get("mainContainer")
+        if isinstance(main, dict):
+            # NVIDIA Dynamo's extraPodSpec: a PodSpec whose one container is `mainContainer`.
+            container = Container(main, (*path, "mainContainer"), "container")
+            yield PodTemplate(obj, path, role=_role_from_path(path), containers=[container])
+            return
+        containers = obj.get("containers")
+        if isinstance(containers, list) and any(isinstance(item, dict) for item in containers):
+            parent_path = path[:-1] if path and path[-1] == "spec" else None
+            yield PodTemplate(
+                obj,
+                path,
+                role=_role_from_path(path),
+                metadata_path=parent_path and (*parent_path, "metadata"),
+            )
+            return
+        for key, value in obj.items():
+            if key in ("status", "metadata"):
+                continue
+            yield from _walk_for_pod_specs(value, (*path, str(key)))
+    elif isinstance(obj, list):
+        for index, item in enumerate(obj):
+            yield from _walk_for_pod_specs(item, (*path, index))
+
+
+def _role_from_path(path: JsonPath) -> str:
+    steps = [str(step) for step in path if step not in ("spec", "template")]
+    return ".".join(steps)
+
+
+EXTRACTORS: dict[str, Extractor] = {
+    "Pod": _pod,
+    "Deployment": _replicated(1),
+    "StatefulSet": _replicated(1),
+    "ReplicaSet": _replicated(1),
+    "ReplicationController": _replicated(1),
+    "DaemonSet": _replicated(None),
+    "PodTemplate": lambda obj: iter([t] if (t := _template(obj.get("template"), ("template",))) else []),
+    "Job": _job,
+    "CronJob": _cronjob,
+    "Rollout": _replicated(1),
+    "LeaderWorkerSet": _leader_worker_set,
+    "InferenceService": _inference_service,
+    "NIMService": _nim_service,
+    "SparkApplication": _spark_application,
+    "LLMInferenceService": _llm_inference_service,
+    "RayCluster": _ray(None),
+    "RayService": _ray("rayClusterConfig"),
+    "RayJob": _ray("rayClusterSpec"),
+    "PyTorchJob": _kubeflow,
+    "TFJob": _kubeflow,
+    "MPIJob": _kubeflow,
+    "XGBoostJob": _kubeflow,
+    "PaddleJob": _kubeflow,
+    "JAXJob": _kubeflow,
+    "TrainJob": _train_job,
+    "JobSet": _jobset,
+}
+
+# Kinds that never carry pods, skipped by the walker for speed and to avoid false matches.
+NON_WORKLOAD_KINDS = frozenset(
+    {
+        "ConfigMap", "Secret", "Service", "Namespace", "PodDisruptionBudget", "PriorityClass",
+        "HorizontalPodAutoscaler", "NetworkPolicy", "Role", "ClusterRole", "RoleBinding",
+        "ClusterRoleBinding", "ServiceAccount", "Ingress", "PersistentVolumeClaim", "PersistentVolume",
+        "StorageClass", "RuntimeClass", "CustomResourceDefinition", "AnalysisTemplate",
+        "ClusterAnalysisTemplate", "Canary", "MetricTemplate", "WorkloadPriorityClass", "ResourceQuota",
+        "LimitRange", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+        "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice",
+    }
+)  # fmt: skip
+
+
+class Workload:
+    """A Kubernetes object seen through the pod templates it carries."""
+
+    __slots__ = ("cache", "resource", "templates")
+
+    def __init__(self, resource: Resource, templates: list[PodTemplate]) -> None:
+        self.resource = resource
+        self.templates = templates
+        # Derived facts memoised on this view (one per evaluation of the object); not identity.
+        self.cache: dict[Any, Any] = {}
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    @property
+    def name(self) -> str:
+        return self.resource.name
+
+    @property
+    def namespace(self) -> str | None:
+        return self.resource.namespace
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        return self.resource.labels
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        return self.resource.annotations
+
+    def containers(self) -> Iterator[tuple[PodTemplate, Container]]:
+        for template in self.templates:
+            for container in template.containers:
+                yield template, container
+
+    @property
+    def is_pod(self) -> bool:
+        return self.kind == "Pod"
+
+    def total_replicas(self) -> int | None:
+        counts = [template.replicas for template in self.templates]
+        if any(count is None for count in counts):
+            return None
+        return sum(count for count in counts if count is not None)
+
+
+def workload_of(resource: Resource) -> Workload | None:
+    """The workload view of `resource`, or None when it carries no pod template (memoised)."""
+    # The templates are memoised, not the Workload: a Workload points back at its resource,
+    # and a cycle would outlive a batch run that pauses the cyclic collector.
+    templates = resource._templates
+    if templates is None:
+        templates = resource._templates = list(extract_templates(resource))
+    return Workload(resource, templates) if templates else None
+
+
+def extract_templates(resource: Resource) -> Iterator[PodTemplate]:
+    obj = resource.obj
+    if not isinstance(obj, dict):
+        return
+    kind = resource.kind
+    extractor = EXTRACTORS.get(kind)
+    found = list(extractor(obj)) if extractor is not None else []
+    if found:
+        yield from found
+    elif kind not in NON_WORKLOAD_KINDS:
+        # Unknown kinds, and known kind names of other API groups (Volcano's batch.volcano.sh Job
+        # keeps its pods under spec.tasks[].template; KAITO's Workspace under a top-level
+        # `inference.template`): walk for containers, never skip silently.
+        for key, value in obj.items():
+            if key not in ("apiVersion", "kind", "metadata", "status"):
+                yield from _walk_for_pod_specs(value, (key,))

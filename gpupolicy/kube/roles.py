@@ -1,0 +1,337 @@
+"""What a workload is, decided once from evidence, not from its kind.
+
+A Deployment running `sleep infinity` is not a server; a DaemonSet of the NVIDIA device plugin is
+infrastructure, not a GPU workload that forgot its probes. Every rule that is about serving asks
+this module, and every rule that a GPU-stack agent must be spared declares so in its `@rule`.
+
+Roles:
+
+- **server**: answers requests. Evidence: a serving CRD (KServe InferenceService, RayService), a
+  container port, a Service of the inventory selecting the pods, a serving command
+  (`vllm serve`, `text-generation-launcher`, `tritonserver` …) or a serving image running its own
+  entrypoint, or the label `gpupolicy.io/workload-class` set to a serving class.
+- **batch**: runs to completion: Jobs, CronJobs, the Kubeflow, JobSet, RayJob and TrainJob kinds,
+  bare Pods with `restartPolicy` Never/OnFailure, or a batch workload class.
+- **dev**: a test, benchmark or notebook: `sleep infinity`, `tail -f /dev/null`, `nvidia-smi`,
+  CUDA samples, Jupyter, GPU burn-in and NCCL tests, or the `dev` workload class.
+- **agent**: part of the GPU stack itself (device plugins, drivers and their installers, DCGM
+  and its exporter, GPU/node feature discovery, the MIG manager, the container toolkit, the GPU
+  operator and its validators): recognised by image, and by DaemonSets of the GPU stack's
+  namespaces that reach into the node.
+- **workload**: a long-running GPU workload with no evidence of serving (a queue consumer, a
+  training loop in a Deployment): the general rules apply, the serving ones do not.
+
+Every test here is a substring or token comparison over bounded text: linear in the input.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
+from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+
+
+class Role(enum.Enum):
+    SERVER = "server"
+    BATCH = "batch"
+    DEV = "dev"
+    AGENT = "agent"
+    WORKLOAD = "workload"
+
+
+NOT_AGENT = frozenset(Role) - {Role.AGENT}
+SERVERS = frozenset({Role.SERVER})
+# Rules about a container's CPU and memory: not for tests and notebooks (a shrug), nor agents.
+RESOURCED = frozenset({Role.SERVER, Role.BATCH, Role.WORKLOAD})
+
+
+@dataclass(frozen=True, slots=True)
+class RoleDecision:
+    role: Role
+    evidence: str  # one sentence: why this role
+
+    def as_json(self) -> dict[str, str]:
+        return {"role": self.role.value, "evidence": self.evidence}
+
+
+# Kinds whose pods run to completion (batch whatever their containers do).
+BATCH_KINDS = frozenset(
+    {"Job", "CronJob", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob",
+     "JobSet", "RayJob", "Workflow", "VolcanoJob"}
+)  # fmt: skip
+# Kinds that are servers by definition: their controllers front them with a Service and route to them
+# (KServe InferenceService and LLMInferenceService, KubeRay RayService, NVIDIA's NIM operator NIMService).
+SERVING_KINDS = frozenset({"InferenceService", "LLMInferenceService", "RayService", "NIMService"})
+
+# What a controller adds to the pods it creates, so that a manifest need not (and a rule must not
+# ask for it): probes, container ports, a memory-backed /dev/shm, CPU and memory resources.
+# - KubeRay adds readiness/liveness probes to Ray pods and mounts /dev/shm:
+#   https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/config.html
+# - KServe's InferenceService webhook defaults resources and the predictor's port and probes:
+#   https://kserve.github.io/website/latest/modelserving/v1beta1/serving_runtime/
+# - KServe's LLMInferenceService config template (config-llm-template) sets probes, ports, /dev/shm.
+# - The NIM operator sets the NIM's probes, port and /dev/shm:
+#   https://docs.nvidia.com/nim-operator/latest/service.html
+CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
+    "RayCluster": frozenset({"probes", "shm"}),
+    "RayService": frozenset({"probes", "shm"}),
+    "RayJob": frozenset({"probes", "shm"}),
+    "RayClusterFleet": frozenset({"probes", "shm"}),
+    "InferenceService": frozenset({"probes", "ports", "resources"}),
+    "LLMInferenceService": frozenset({"probes", "ports", "shm"}),
+    "NIMService": frozenset({"probes", "ports", "shm"}),
+}
+
+
+def injected(kind: str, what: str) -> bool:
+    """Whether the controller of `kind` adds `what` (probes, ports, shm, resources) to its pods."""
+    return what in CONTROLLER_INJECTS.get(kind, frozenset())
+
+
+# The GPU stack's images (NVIDIA GPU operator and device plugin, GKE and AKS installers, AMD,
+# Intel, HAMi): https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html
+AGENT_IMAGE_PARTS = (
+    "k8s-device-plugin", "gpu-device-plugin", "device-plugin", "dcgm-exporter", "/dcgm:", "/dcgm@",
+    "gpu-feature-discovery", "node-feature-discovery", "k8s-mig-manager", "mig-manager",
+    "container-toolkit", "nvidia/driver", "gpu-operator", "operator-validator", "driver-installer",
+    "k8s-dra-driver", "dra-driver", "nccl-installer", "nccl-plugin", "tcpx-daemon", "tcpxo-daemon",
+    "cuda-validator", "kubevirt-gpu-device-plugin", "vgpu-manager", "vgpu-device-manager",
+    "k8s-kata-manager", "cc-manager", "projecthami/hami", "intel-gpu-plugin", "amdgpu-dp",
+    "k8s-device-plugin", "network-operator", "gpu-metrics-exporter", "nvidia-peermem",
+)  # fmt: skip
+# DaemonSet names of node agents that prepare GPU nodes (installers of drivers, NCCL and RDMA
+# plugins, exporters of GPU metrics).
+AGENT_DAEMONSET_NAME_PARTS = ("installer", "device-plugin", "gpu-exporter", "dcgm", "nvidia-driver")
+# Namespaces the GPU stack is installed in by its own charts and docs.
+AGENT_NAMESPACES = frozenset(
+    {"gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin", "gpu-feature-discovery",
+     "node-feature-discovery", "nvidia-dra-driver-gpu", "hami-system", "kube-amd-gpu", "amd-gpu-operator",
+     "intel-gpu-plugin", "nvidia-network-operator"}
+)  # fmt: skip
+# Host paths only node agents mount: kubelet's device-plugin socket directory, the driver root.
+AGENT_HOST_PATHS = ("/var/lib/kubelet/device-plugins", "/run/nvidia", "/var/lib/kubelet/plugins", "/dev")
+
+# Commands that serve requests (the first words of command + args, or inside a shell script).
+SERVER_COMMAND_PARTS = (
+    "vllm serve", "vllm.entrypoints", "text-generation-launcher", "tritonserver", "sglang.launch_server",
+    "sglang serve", "serve run", "serve deploy", "trtllm-serve", "llama-server", "ollama serve",
+    "torchserve", "uvicorn", "gunicorn", "mlserver start", "lmdeploy serve", "text-embeddings-router",
+    "infinity_emb", "python3 -m http.server", "python -m http.server", "api_server", "launch_server",
+    "openai.api_server", "nim_llm",
+)  # fmt: skip
+# Images whose own entrypoint serves requests.
+SERVER_IMAGE_PARTS = (
+    "vllm-openai", "text-generation-inference", "tritonserver", "lmsysorg/sglang", "nvcr.io/nim/",
+    "text-embeddings-inference", "ollama/ollama", "llama.cpp:server", "torchserve", "kserve/",
+    "seldonio/mlserver", "tensorflow/serving", "lmdeploy",
+)  # fmt: skip
+# Commands and images of tests, benchmarks and notebooks.
+DEV_COMMAND_PARTS = (
+    "sleep infinity", "sleep inf", "tail -f /dev/null", "sleep 365d", "sleep 100000", "sleep 1000000",
+    "sleep 9999", "nvidia-smi", "jupyter", "vectoradd", "gpu-burn", "gpu_burn",
+    "all_reduce_perf", "nccl-tests", "benchmark", "vllm bench", "genai-perf", "locust", "while true",
+    "nvbandwidth", "cuda-samples", "devicequery", "nbody", "cuda.is_available", "jax.devices()",
+    "device_count()", "clinfo", "rocm-smi", "amd-smi", "rocminfo", "xpu-smi", "hl-smi",
+)  # fmt: skip
+DEV_IMAGE_PARTS = (
+    "cuda-sample", "vectoradd", "jupyter", "notebook", "gpu-burn", "nccl-tests", "genai-perf",
+    "locustio", "grafana/k6", "dcgmproftester", "perftest", "e2e-test-images/", "-bench", "/pause:",
+)  # fmt: skip
+
+# How much of a command line is read: a shell script of a few KB says what it runs early.
+COMMAND_TEXT_LIMIT = 8192
+
+SERVING_CLASSES_DEFAULT = ("online", "embedding", "asr")
+BATCH_CLASSES_DEFAULT = ("batch", "training")
+
+ServiceLookup = Callable[[Workload, PodTemplate], str | None]
+
+
+def command_text(container: Container) -> str:
+    """command + args of a container as one lower-case line, bounded."""
+    words: list[str] = []
+    size = 0
+    for key in ("command", "args"):
+        for word in as_list(container.spec.get(key)):
+            if not isinstance(word, str):
+                continue
+            words.append(word)
+            size += len(word) + 1
+            if size > COMMAND_TEXT_LIMIT:
+                return " ".join(words)[:COMMAND_TEXT_LIMIT].lower()
+    return " ".join(words).lower()
+
+
+def _first(parts: Sequence[str], text: str) -> str | None:
+    for part in parts:
+        if part in text:
+            return part
+    return None
+
+
+def _agent_evidence(workload: Workload) -> str | None:
+    for _, container in workload.containers():
+        if container.role != "container" and workload.kind != "DaemonSet":
+            # A DCGM sidecar beside a trainer does not make the trainer an agent; a DaemonSet's init
+            # containers do the work of GKE's installers (their main container is a pause image).
+            continue
+        image = container.image.lower()
+        part = _first(AGENT_IMAGE_PARTS, image)
+        if part is not None:
+            return f"runs the GPU stack's image {container.image[:120]!r}"
+    for template in workload.templates:
+        account = template.spec.get("serviceAccountName")
+        if isinstance(account, str) and _first(AGENT_IMAGE_PARTS, account.lower()) is not None:
+            return f"runs as the GPU stack's service account {account[:120]}"
+    if workload.kind != "DaemonSet":
+        return None
+    part = _first((*AGENT_IMAGE_PARTS, *AGENT_DAEMONSET_NAME_PARTS), workload.name.lower())
+    if part is not None:
+        return f"a DaemonSet named for the GPU stack ({workload.name[:120]})"
+    if (workload.namespace or "") in AGENT_NAMESPACES:
+        return f"a DaemonSet in the GPU stack's namespace {workload.namespace}"
+    for template in workload.templates:
+        for _, volume in template.volumes():
+            path = as_mapping(volume.get("hostPath")).get("path")
+            if isinstance(path, str) and any(path.startswith(p) for p in AGENT_HOST_PATHS):
+                return f"a DaemonSet that mounts the node's {path[:120]}"
+    return None
+
+
+SHELL_WRAPPERS = ("/bin/bash -c ", "/bin/sh -c ", "bash -c ", "sh -c ", "/bin/bash -lc ", "bash -lc ")
+
+
+def _only_sleeps(text: str) -> bool:
+    """The container does nothing but sleep (`sleep 86400`, `bash -c "sleep 3600"`): a pod kept
+    around to exec into, not a program. A sleep inside a longer script proves nothing."""
+    for wrapper in SHELL_WRAPPERS:
+        if text.startswith(wrapper):
+            text = text[len(wrapper) :]
+            break
+    words = [word for word in text.replace(";", " ").split() if word not in ("--", "-e", "-x", "-c")]
+    return len(words) == 2 and words[0] in ("sleep", "/bin/sleep")
+
+
+def _dev_evidence(template: PodTemplate) -> str | None:
+    for container in template.main_containers():
+        text = command_text(container)
+        if text and _only_sleeps(text):
+            return f"container {container.name!r} only sleeps ({text[:60]!r})"
+        if text and _first(SERVER_COMMAND_PARTS, text) is None:
+            part = _first(DEV_COMMAND_PARTS, text)
+            if part is not None:
+                return f"container {container.name!r} runs {part!r}"
+        part = _first(DEV_IMAGE_PARTS, container.image.lower())
+        if part is not None:
+            return f"container {container.name!r} runs the image {container.image[:120]!r}"
+    return None
+
+
+def _server_evidence(
+    workload: Workload, template: PodTemplate, service_of: ServiceLookup | None
+) -> str | None:
+    for container in template.main_containers():
+        ports = [p for p in as_list(container.spec.get("ports")) if isinstance(p, dict)]
+        if ports:
+            return f"container {container.name!r} declares port {ports[0].get('containerPort')!r}"
+    if service_of is not None:
+        service = service_of(workload, template)
+        if service is not None:
+            return f"Service {service} selects its pods"
+    for container in template.main_containers():
+        text = command_text(container)
+        part = _first(SERVER_COMMAND_PARTS, text) if text else None
+        if part is not None:
+            return f"container {container.name!r} runs {part!r}"
+        if not container.spec.get("command"):
+            part = _first(SERVER_IMAGE_PARTS, container.image.lower())
+            if part is not None:
+                return f"container {container.name!r} runs the serving image {container.image[:120]!r}"
+    return None
+
+
+def _restart_policy(template: PodTemplate) -> str:
+    value = template.spec.get("restartPolicy")
+    return value if isinstance(value, str) else "Always"
+
+
+def decide(
+    workload: Workload,
+    *,
+    service_of: ServiceLookup | None = None,
+    serving_classes: Iterable[str] = SERVING_CLASSES_DEFAULT,
+    batch_classes: Iterable[str] = BATCH_CLASSES_DEFAULT,
+    serving_kinds: Iterable[str] = (),
+) -> RoleDecision:
+    """The role of a workload, with the evidence for it. An explicit workload class wins, then the
+    GPU stack's own images, then the kind (batch kinds, serving CRDs), then what the pods run."""
+    declared = workload.labels.get(WORKLOAD_CLASS_LABEL)
+    if isinstance(declared, str):
+        if declared in serving_classes:
+            return RoleDecision(Role.SERVER, f"labelled {WORKLOAD_CLASS_LABEL}={declared}")
+        if declared in batch_classes:
+            return RoleDecision(Role.BATCH, f"labelled {WORKLOAD_CLASS_LABEL}={declared}")
+        if declared == "dev":
+            return RoleDecision(Role.DEV, f"labelled {WORKLOAD_CLASS_LABEL}={declared}")
+    # A test pod that happens to run a GPU-stack image (GKE's NCCL tests beside the TCPX plugin)
+    # is a test: only a DaemonSet is an agent before anything else.
+    dev = (
+        None
+        if workload.kind == "DaemonSet"
+        else next(filter(None, map(_dev_evidence, workload.templates)), None)
+    )
+    agent = None if dev is not None else _agent_evidence(workload)
+    if agent is not None:
+        return RoleDecision(Role.AGENT, agent)
+    if workload.kind in SERVING_KINDS or workload.kind in serving_kinds or _kaito_inference(workload):
+        return RoleDecision(Role.SERVER, f"a {workload.kind} serves requests")
+    templates = workload.templates
+    if dev is not None:
+        return RoleDecision(Role.DEV, dev)
+    if workload.kind in BATCH_KINDS:
+        return RoleDecision(Role.BATCH, f"a {workload.kind} runs to completion")
+    if workload.is_pod and templates and _restart_policy(templates[0]) != "Always":
+        return RoleDecision(Role.BATCH, f"a Pod with restartPolicy {_restart_policy(templates[0])}")
+    if workload.kind == "RayCluster":
+        # A bare Ray cluster runs jobs and Serve apps submitted to it; its head's ports are Ray's own
+        # (GCS 6379, dashboard 8265, client 10001). RayService is the serving form.
+        return RoleDecision(Role.WORKLOAD, "a RayCluster runs what is submitted to it")
+    for template in serving_templates_of(workload):
+        server = _server_evidence(workload, template, service_of)
+        if server is not None:
+            return RoleDecision(Role.SERVER, server)
+    return RoleDecision(Role.WORKLOAD, "no evidence that it serves, runs to completion or is a test")
+
+
+def _kaito_inference(workload: Workload) -> bool:
+    """A KAITO Workspace with an `inference` section serves its model (kaito.sh/v1beta1)."""
+    obj = workload.resource.obj
+    return workload.kind == "Workspace" and isinstance(obj, dict) and isinstance(obj.get("inference"), dict)
+
+
+def serving_templates_of(workload: Workload) -> list[PodTemplate]:
+    """The templates that answer requests when the workload serves: a LeaderWorkerSet's leader (its
+    workers join the leader's model), a Ray cluster's head; every template otherwise."""
+    templates = workload.templates
+    if workload.kind == "LeaderWorkerSet":
+        leaders = [t for t in templates if t.role == "leader"]
+        return leaders or templates[:1]
+    if workload.kind in ("RayCluster", "RayService", "RayClusterFleet"):
+        # Ray workers host Serve replicas, but Ray places them; the head is what a Service fronts.
+        heads = [t for t in templates if t.role == "head"]
+        return heads or templates[:1]
+    # Multi-node workers (LLMInferenceService `worker`, KServe worker specs) join a leader's model.
+    answering = [t for t in templates if not t.role.endswith("worker")]
+    return answering or templates
+
+
+def service_selects(service: Any, labels: dict[str, Any]) -> bool:
+    """A Service's `spec.selector` (equality only) matches these pod labels."""
+    selector = as_mapping(as_mapping(service).get("spec")).get("selector")
+    if not isinstance(selector, dict) or not selector:
+        return False
+    return all(isinstance(v, str) and labels.get(k) == v for k, v in selector.items())

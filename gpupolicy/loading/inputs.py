@@ -1,0 +1,815 @@
+"""Where manifests come from: files, directories, stdin and kustomize directories.
+
+Turns paths into `Resource`s and `LoadProblem`s. Directories are walked recursively for
+*.yaml, *.yml and *.json, skipping hidden folders, excluded globs and files that are not
+manifests (Chart.yaml, values files, kustomization files). A directory with a kustomization
+is rendered with `kubectl kustomize` and its files are not linted one by one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpupolicy.engine.suppressions import InlineDirective, scan_comments
+from gpupolicy.loading.documents import (
+    DEFAULT_LIMITS,
+    LoadedText,
+    LoadLimits,
+    LoadProblem,
+    Resource,
+    Skipped,
+    find_helm_action,
+    helm_actions_only_in_strings,
+    iter_parse,
+    parse_text,
+)
+from gpupolicy.loading.kustomizations import (
+    KUSTOMIZATION_FILES,
+    Patch,
+    Reach,
+    direct_folders,
+    kustomization_file,
+    reach,
+    remote_reference,
+    resolved,
+)
+from gpupolicy.loading.object_evidence import ObjectFilter
+from gpupolicy.loading.rendering import (
+    OverlayFindings,
+    helm_directives,
+    helm_origins,
+    inside,
+    source_directives,
+    strip_build_metadata,
+    trace,
+    wrapper_kustomization,
+)
+
+if TYPE_CHECKING:
+    from gpupolicy.engine.evaluation import Report
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+# Files that live beside manifests but are not Kubernetes objects.
+NOT_MANIFESTS = frozenset(
+    {
+        "Chart.yaml", "Chart.lock", "values.schema.json", "values.yaml", "values.yml", ".gpupolicy.yaml", ".gpupolicy.yml",
+        ".pre-commit-config.yaml", ".pre-commit-hooks.yaml", "package.json", "package-lock.json",
+        "tsconfig.json", "SOURCES.tsv", ".yamllint.yaml", ".yamllint",
+    }
+)  # fmt: skip
+KUSTOMIZE_TIMEOUT_SECONDS = 60
+
+
+@dataclass(slots=True)
+class Loaded:
+    resources: list[Resource] = field(default_factory=list)
+    problems: list[LoadProblem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    directives: list[InlineDirective] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def extend(self, other: LoadedText, file: str) -> None:
+        self.resources.extend(other.resources)
+        self.problems.extend(other.problems)
+        self.directives.extend(other.directives)
+        self.skipped.extend(other.skipped)
+        self.files.append(file)
+
+
+def display_path(path: Path) -> str:
+    """Paths relative to the current directory where possible (what people click on)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
+        return str(path)
+
+
+def is_excluded(path: Path, root: Path, patterns: Iterable[str]) -> bool:
+    try:
+        relative = path.resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
+        relative = path.as_posix()
+    return any(
+        fnmatch.fnmatch(relative, pattern)
+        or fnmatch.fnmatch(path.name, pattern)
+        or relative.startswith(pattern.rstrip("/") + "/")
+        for pattern in patterns
+    )
+
+
+def _values_file(name: str) -> bool:
+    return (
+        name.startswith("values") and name.endswith(MANIFEST_SUFFIXES) and name.count(".") == 1
+    ) or name in NOT_MANIFESTS
+
+
+def iter_manifest_files(
+    root: Path,
+    exclude: Iterable[str] = (),
+    *,
+    base: Path | None = None,
+    unreadable: list[LoadProblem] | None = None,
+) -> Iterator[Path]:
+    """Manifest files and kustomize directories below `root`, in a stable order. Exclude globs
+    are matched against paths relative to `base` (the directory given on the command line).
+
+    A folder that cannot be listed is skipped and, when `unreadable` is given, reported there;
+    a manifest-named symlink that leads nowhere (a loop, a dangling link) is yielded, so that
+    reading it gives a finding instead of silence."""
+    patterns = list(exclude)
+    base = root if base is None else base
+    if any((root / name).is_file() for name in KUSTOMIZATION_FILES) or is_chart(root):
+        yield root  # rendered as one unit (kubectl kustomize, helm template)
+        return
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as exc:
+        if unreadable is not None:
+            reason = exc.strerror or type(exc).__name__
+            unreadable.append(LoadProblem("GP001", f"cannot read directory: {reason}", display_path(root)))
+        return
+    for entry in entries:
+        if entry.name.startswith(".") or is_excluded(entry, base, patterns):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            yield from iter_manifest_files(entry, patterns, base=base, unreadable=unreadable)
+        elif (
+            entry.suffix in MANIFEST_SUFFIXES
+            and not _values_file(entry.name)
+            and (entry.is_file() or (entry.is_symlink() and not entry.exists()))
+        ):
+            yield entry
+
+
+def _decode(data: bytes, file: str) -> tuple[str | None, LoadProblem | None]:
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return None, LoadProblem(
+            "GP001", f"file is not UTF-8 text (byte 0x{data[exc.start]:02x})", file, line, column
+        )
+
+
+def render_hint(path: Path, *, helm: bool = False) -> str:
+    """How to render a templated file, for the GP004 message."""
+    for folder in path.resolve().parents:
+        if (folder / "Chart.yaml").is_file():
+            chart = display_path(folder)
+            return f"render the chart first: helm template RELEASE {chart} | gpupolicy lint -"
+    if helm:  # Helm actions outside a chart: envsubst would not render them
+        return f"render it with helm template first (no Chart.yaml found above {display_path(path)})"
+    return f"render it first, e.g. envsubst < {display_path(path)} | gpupolicy lint -"
+
+
+def _helm_problem(
+    text: str, file: str, hint_path: Path | None, limits: LoadLimits = DEFAULT_LIMITS
+) -> LoadProblem | None:
+    """GP004 for a file with Helm template actions, unless they are strings of a YAML file that
+    holds no Kubernetes object (a .goreleaser.yaml's `"{{ .Version }}"`: its own template language)."""
+    helm = find_helm_action(text)
+    if helm is None or _holds_no_object(text, file, limits):
+        return None
+    hint = render_hint(hint_path, helm=True) if hint_path else "render it with helm template first"
+    return LoadProblem("GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm)
+
+
+def _holds_no_object(text: str, file: str, limits: LoadLimits) -> bool:
+    if not helm_actions_only_in_strings(text):
+        return False
+    loaded = parse_text(text, file, limits=limits)
+    return not loaded.problems and not ObjectFilter(file).take(loaded.resources)
+
+
+def load_text(
+    text: str,
+    file: str,
+    *,
+    hint_path: Path | None = None,
+    rendered_from: str | None = None,
+    limits: LoadLimits = DEFAULT_LIMITS,
+) -> LoadedText:
+    """Parse one file's text, reporting templates (GP004); documents that are not Kubernetes
+    objects, and files that hold none (empty ones too), are skipped (object_evidence.py)."""
+    helm = _helm_problem(text, file, hint_path, limits)
+    if helm is not None:
+        return LoadedText(problems=[helm])
+    loaded = parse_text(text, file, rendered_from=rendered_from, limits=limits)
+    loaded.directives = scan_comments(text, file)
+    objects = ObjectFilter(file)
+    loaded.resources = objects.take(loaded.resources, problems=bool(loaded.problems))
+    loaded.skipped = objects.finish()
+    return loaded
+
+
+def iter_text(
+    text: str, file: str, *, hint_path: Path | None = None, limits: LoadLimits = DEFAULT_LIMITS
+) -> Iterator[LoadedText]:
+    """What `load_text` finds, one document at a time (documents.iter_parse); the file's
+    `# gpupolicy: ignore` comments come first, on their own, and what it skipped last."""
+    helm = _helm_problem(text, file, hint_path, limits)
+    if helm is not None:
+        yield LoadedText(problems=[helm])
+        return
+    directives = scan_comments(text, file)
+    if directives:
+        yield LoadedText(directives=directives)
+    objects = ObjectFilter(file)
+    for document in iter_parse(text, file, limits=limits):
+        document.resources = objects.take(document.resources, problems=bool(document.problems))
+        yield document
+    skipped = objects.finish()
+    if skipped:
+        yield LoadedText(skipped=skipped)
+
+
+def load_file(path: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
+    return Source(display_path(path), path=path).load(limits)
+
+
+RENDER_TIMEOUT_SECONDS = KUSTOMIZE_TIMEOUT_SECONDS
+CHART_FILE = "Chart.yaml"
+# The release name used to render a chart for linting (names only show up in object names).
+CHART_RELEASE = "gpupolicy-lint"
+
+
+def is_chart(folder: Path) -> bool:
+    """A Helm chart: Chart.yaml beside a templates/ folder."""
+    return (folder / CHART_FILE).is_file() and (folder / "templates").is_dir()
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """Which objects of a rendered chart or overlay an input stands for, by the file they are traced
+    to: those of the files in `only` (pre-commit passed them), or those not in `without` (the rest
+    of the chart or overlay, loaded as context). An empty part stands for every object."""
+
+    only: frozenset[str] | None = None
+    without: frozenset[str] = frozenset()
+
+    @property
+    def focus(self) -> frozenset[str]:
+        return self.only or self.without
+
+    def keeps(self, file: str) -> bool:
+        return (self.only is None or file in self.only) and file not in self.without
+
+
+WHOLE = Part()
+
+
+class RenderSession:
+    """What the inputs of one run share: each renderer's output (a chart reported in part and
+    loaded in part as context is rendered once), the policy's extra Helm values files, and which
+    overlays rendered the objects of shared bases (`rendering.OverlayFindings`)."""
+
+    def __init__(self, helm_values: Sequence[str] = ()) -> None:
+        self.helm_values = tuple(helm_values)
+        self.outputs: dict[tuple[str, ...], str | LoadProblem] = {}
+        self.overlays = OverlayFindings()
+        self._tops: dict[Path, list[tuple[Path, Reach]]] = {}
+
+    def render(self, key: tuple[str, ...], run: Callable[[], str | LoadProblem]) -> str | LoadProblem:
+        if key not in self.outputs:
+            self.outputs[key] = run()
+        return self.outputs[key]
+
+    def top_kustomizations(self, root: Path, exclude: Sequence[str]) -> list[tuple[Path, Reach]]:
+        """The kustomizations below `root` that no other one names, with what each reads."""
+        key = root.resolve()
+        if key not in self._tops:
+            folders = [
+                item for item in iter_manifest_files(root, exclude) if item.is_dir() and not is_chart(item)
+            ]
+            self._tops[key] = [(folder, reach(folder)) for folder in top_level(folders)]
+        return self._tops[key]
+
+
+def top_level(folders: Sequence[Path]) -> list[Path]:
+    """The kustomization folders that no other one of `folders` names (resources, bases,
+    components): a base is linted through its overlays, not beside them."""
+    resolved = {folder.resolve() for folder in folders}
+    named: set[Path] = set()
+    for folder in folders:
+        named.update(
+            found for found in direct_folders(folder) if found in resolved and found != folder.resolve()
+        )
+    return [folder for folder in folders if folder.resolve() not in named]
+
+
+def load_directory(
+    folder: Path,
+    limits: LoadLimits = DEFAULT_LIMITS,
+    *,
+    allow_remote: bool = True,
+    part: Part = WHOLE,
+    session: RenderSession | None = None,
+) -> LoadedText:
+    """A directory that is one unit: a Helm chart, or a kustomization."""
+    session = session or RenderSession()
+    if is_chart(folder):
+        return load_chart(folder, limits, part=part, session=session)
+    return load_kustomization(folder, limits, allow_remote=allow_remote, part=part, session=session)
+
+
+def _keep(loaded: LoadedText, part: Part) -> LoadedText:
+    if part == WHOLE:
+        return loaded
+    loaded.resources = [resource for resource in loaded.resources if part.keeps(resource.file)]
+    if part.without:  # the rest of a chart or overlay, as context: its problems are not the change's
+        loaded.problems, loaded.directives = [], []
+    return loaded
+
+
+def load_kustomization(
+    folder: Path,
+    limits: LoadLimits = DEFAULT_LIMITS,
+    *,
+    allow_remote: bool = True,
+    part: Part = WHOLE,
+    session: RenderSession | None = None,
+) -> LoadedText:
+    """`kubectl kustomize` of the folder, each object traced to its base, resource or patch file
+    (rendering.py). Without `allow_remote` (`--no-remote`), a kustomization that names a remote
+    base, component or file is refused before kubectl runs (GP004)."""
+    shown = display_path(folder)
+    if not allow_remote:
+        problem = remote_reference(folder, display=display_path, limits=limits)
+        if problem is not None:
+            return LoadedText(problems=[problem])
+    session = session or RenderSession()
+    command = f"kubectl kustomize {shown}"
+
+    def run() -> str | LoadProblem:
+        with tempfile.TemporaryDirectory(prefix="gpupolicy-kustomize-") as wrapper:
+            Path(wrapper, "kustomization.yaml").write_text(wrapper_kustomization(folder, Path(wrapper)))
+            output = _run(["kubectl", "kustomize", wrapper], shown, command)
+            if isinstance(output, str):
+                return f"{wrapper}\n{output}"  # origins are relative to the wrapper folder
+        # A kustomize older than buildMetadata (v4.5), or an error of the overlay itself: the
+        # overlay rendered as it is, untraced, or kustomize's own error about it.
+        output = _run(["kubectl", "kustomize", str(folder)], shown, command)
+        return f"\n{output}" if isinstance(output, str) else output
+
+    output = session.render(("kustomize", str(folder.resolve())), run)
+    if isinstance(output, LoadProblem):
+        return LoadedText(problems=[output])
+    wrapper, _, text = output.partition("\n")
+    loaded = load_text(text, shown, rendered_from="kustomize", limits=limits)
+    if wrapper:
+        _trace_kustomization(loaded, folder, Path(wrapper), part, session, limits)
+    return _keep(loaded, part)
+
+
+def _trace_kustomization(
+    loaded: LoadedText, folder: Path, wrapper: Path, part: Part, session: RenderSession, limits: LoadLimits
+) -> None:
+    roots = _trusted_roots(folder)
+    focus = {resolved(Path(file)) for file in part.focus} - {None}
+    patches = [patch for patch in reach(folder, limits).patches if patch.file in focus] if focus else []
+    names = {patch.file: _patched_names(patch.file, limits) for patch in patches}
+    pairs: list[tuple[Resource, Path | None]] = []
+    for resource in loaded.resources:
+        metadata = strip_build_metadata(resource)
+        origin = None
+        if metadata.origin is not None:
+            candidate = Path(os.path.normpath(wrapper / metadata.origin))
+            if candidate.is_file() and inside(candidate, roots):
+                origin = candidate
+        patched_in = {Path(os.path.normpath(wrapper / item)) for item in metadata.patched_in}
+        patch = next(
+            (patch for patch in patches if _patches_object(patch, resource, patched_in, names)), None
+        )
+        pairs.append((resource, patch.file if patch is not None else origin))
+    shown = display_path(folder)
+    trace(loaded, pairs, rendered_by=shown, display=display_path)
+    loaded.directives.extend(source_directives([path for _, path in pairs if path is not None], display_path))
+    overlay = folder.resolve()
+    for resource, (_, path) in zip(loaded.resources, pairs, strict=True):
+        if path is not None and not inside(path, [overlay]):
+            session.overlays.note(resource, shown)
+
+
+def _patched_names(file: Path, limits: LoadLimits) -> list[tuple[str, str]]:
+    """The kinds and names of a strategic-merge patch file's documents."""
+    text, _problem = _read(file, str(file))
+    if text is None:
+        return []
+    return [(doc.kind, doc.name) for doc in parse_text(text, str(file), limits=limits).resources]
+
+
+def _patches_object(
+    patch: Patch, resource: Resource, patched_in: set[Path], names: dict[Path, list[tuple[str, str]]]
+) -> bool:
+    """Whether `patch` changed the object: its kustomization patched it, and the patch's target
+    (or, for a strategic-merge patch, one of its documents) names the object's kind and name
+    (contained in the rendered name: overlays add prefixes and suffixes)."""
+    if patch.kustomization not in patched_in:
+        return False
+    if patch.target:
+        kind, name = patch.target.get("kind"), patch.target.get("name")
+        return (kind is None or kind == resource.kind) and (name is None or name in resource.name)
+    return any(kind == resource.kind and name and name in resource.name for kind, name in names[patch.file])
+
+
+def _trusted_roots(folder: Path) -> list[Path]:
+    """Where traced source files may be: below the current directory or the folder's repository
+    (a path named by a kustomization is read only there)."""
+    roots = [Path.cwd()]
+    for parent in [folder.resolve(), *folder.resolve().parents]:
+        if (parent / ".git").exists():
+            roots.append(parent)
+            break
+    return roots
+
+
+def load_chart(
+    folder: Path,
+    limits: LoadLimits = DEFAULT_LIMITS,
+    *,
+    part: Part = WHOLE,
+    session: RenderSession | None = None,
+) -> LoadedText:
+    """A Helm chart is linted as `helm template` renders it with its default values and the
+    values files the policy names (`helm.valuesFiles`, globs relative to the chart), each object
+    traced to its template by Helm's `# Source:` comments."""
+    session = session or RenderSession()
+    shown = display_path(folder)
+    values = chart_values_files(folder, session.helm_values)
+    options = [item for path in values for item in ("--values", str(path))]
+    command = " ".join(["helm", "template", CHART_RELEASE, shown, *options])
+    argv = ["helm", "template", CHART_RELEASE, str(folder), *options]
+    output = session.render(("helm", *argv), lambda: _run(argv, shown, command))
+    if isinstance(output, LoadProblem):
+        return LoadedText(problems=[output])
+    loaded = load_text(output, shown, rendered_from="helm", limits=limits)
+    trace(loaded, helm_origins(loaded, output, folder), rendered_by=shown, display=display_path)
+    loaded.directives = helm_directives(loaded.directives, output, folder, display_path)
+    return _keep(loaded, part)
+
+
+def chart_values_files(chart: Path, patterns: Sequence[str]) -> list[Path]:
+    """The files below the chart that the globs match, in order (a glob that leaves the chart matches nothing)."""
+    root = chart.resolve()
+    found: list[Path] = []
+    for pattern in patterns:
+        try:
+            matches = sorted(root.glob(pattern))
+        except (ValueError, NotImplementedError):  # an absolute or malformed glob
+            continue
+        for match in matches:
+            if match.is_file() and inside(match, [root]) and match not in found:
+                found.append(match)
+    return found
+
+
+def _run(argv: list[str], shown: str, command: str) -> str | LoadProblem:
+    """Run a renderer (kubectl kustomize, helm template): its output, or a GP004 problem that
+    names the directory."""
+    tool = shutil.which(argv[0])
+    if tool is None:
+        message = f"{shown} must be rendered and {argv[0]} is not on PATH; render it with: {command} | gpupolicy lint -"
+        return LoadProblem("GP004", message, shown)
+    try:
+        completed = subprocess.run(
+            [tool, *argv[1:]], capture_output=True, timeout=RENDER_TIMEOUT_SECONDS, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return LoadProblem("GP004", f"{command} timed out", shown)
+    if completed.returncode != 0:
+        reason = completed.stderr.decode("utf-8", "replace").strip().splitlines()
+        detail = reason[-1] if reason else f"exit code {completed.returncode}"
+        return LoadProblem("GP004", f"{command} failed: {detail}", shown)
+    return completed.stdout.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One input of a lint run, named as its findings name it: a manifest file, a directory rendered
+    as one unit (kustomize, Helm), stdin's text (read once), or only a problem met while walking
+    (a folder that cannot be listed, stdin that is not UTF-8), which is no file of its own."""
+
+    name: str
+    path: Path | None = None
+    text: str | None = None
+    problem: LoadProblem | None = None
+    allow_remote: bool = True  # False: a kustomization naming remote content is refused (--no-remote)
+    part: Part = WHOLE  # of a rendered directory: the objects this input stands for
+    session: RenderSession | None = field(default=None, compare=False)
+
+    @property
+    def is_file(self) -> bool:
+        return self.problem is None
+
+    @property
+    def rendered(self) -> bool:
+        return self.path is not None and self.path.is_dir()
+
+    def load(self, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
+        if self.problem is not None:
+            return LoadedText(problems=[self.problem])
+        if self.text is not None:
+            return load_text(self.text, self.name, limits=limits)
+        assert self.path is not None
+        if self.rendered:
+            return load_directory(
+                self.path, limits, allow_remote=self.allow_remote, part=self.part, session=self.session
+            )
+        text, problem = _read(self.path, self.name)
+        if text is None:
+            return LoadedText(problems=[problem] if problem else [])
+        return load_text(text, self.name, hint_path=self.path, limits=limits)
+
+    def iter_load(self, limits: LoadLimits = DEFAULT_LIMITS) -> Iterator[LoadedText]:
+        """What `load` finds, one document at a time where the input is a file or stdin (a rendered
+        directory comes whole: its renderer's output is read at once anyway)."""
+        if self.problem is not None or self.rendered:
+            yield self.load(limits)
+        elif self.text is not None:
+            yield from iter_text(self.text, self.name, limits=limits)
+        else:
+            assert self.path is not None
+            data, problem = _read(self.path, self.name)
+            if data is None:
+                yield LoadedText(problems=[problem] if problem else [])
+            else:
+                yield from iter_text(data, self.name, hint_path=self.path, limits=limits)
+
+    def peek(self) -> str | None:
+        """The text, for a quick look before loading (None for a rendered directory, or when the
+        file cannot be read: only loading it tells what it holds)."""
+        if self.problem is not None:
+            return ""
+        if self.text is not None:
+            return self.text
+        if self.path is None or self.rendered:
+            return None
+        try:
+            return self.path.read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return None
+
+
+def _read(path: Path, file: str) -> tuple[str | None, LoadProblem | None]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, LoadProblem("GP001", f"cannot read file: {exc.strerror}", file)
+    return _decode(data, file)
+
+
+def iter_sources(
+    paths: Iterable[str],
+    *,
+    exclude: Iterable[str] = (),
+    allow_remote: bool = True,
+    session: RenderSession | None = None,
+    root: Path | None = None,
+) -> Iterator[Source]:
+    """The inputs of the paths given on the command line (`-` is stdin), in the order `load_paths`
+    reads them: directories walked, kustomizations and charts as one unit each, and a kustomization
+    that another one below the same directory names only through that one.
+
+    A file of a chart (a template, values.yaml, Chart.yaml) stands for its chart, rendered: a
+    template for the objects rendered from it, the others for the whole chart; several templates
+    of one chart make one input. A file that a kustomization below `root` (default: the current
+    directory, if the file is below it) reads, as a resource or a patch, stands for the objects
+    of the overlays that read it (those that no other kustomization names); the kustomization
+    file itself for the whole overlay."""
+    patterns = list(exclude)
+    session = session or RenderSession()
+    groups: dict[Path, set[str] | None] = {}
+    for raw in paths:
+        if raw == "-":
+            text, problem = _decode(sys.stdin.buffer.read(), "<stdin>")
+            yield Source("<stdin>", text=text) if text is not None else Source("<stdin>", problem=problem)
+            continue
+        path = Path(raw)
+        if not path.is_dir():
+            rendered = _rendering_units(path, root, patterns, session)
+            if not rendered:
+                yield Source(display_path(path), path=path)
+            for folder, file in rendered:
+                _add_to_group(groups, folder, file)
+            continue
+        unreadable: list[LoadProblem] = []
+        items = list(iter_manifest_files(path, patterns, unreadable=unreadable))
+        tops = set(top_level([item for item in items if item.is_dir() and not is_chart(item)]))
+        read = {file for top in tops for file in reach(top).files}
+        for item in items:
+            yield from _problem_sources(unreadable)
+            if item.is_dir() and not is_chart(item) and item not in tops:
+                continue  # a base of another kustomization here: linted through it
+            if read and not item.is_dir() and resolved(item) in read:
+                continue  # a resource of a kustomization here: linted as it renders it
+            yield Source(display_path(item), path=item, allow_remote=allow_remote, session=session)
+        yield from _problem_sources(unreadable)
+    for folder, files in groups.items():
+        # A chart or overlay given in part is named by its first file given: the in-memory path
+        # leaves out of the context the objects of the files reported on, by name.
+        part = WHOLE if files is None else Part(only=frozenset(files))
+        name = display_path(folder) if files is None else min(files)
+        yield Source(name, path=folder, allow_remote=allow_remote, part=part, session=session)
+
+
+def merge_overlay_findings(report: Report, sources: Iterable[Source]) -> None:
+    """One finding for the same field of a shared base object, naming the overlays that render it
+    (rendering.OverlayFindings); the sources of one run share their session."""
+    sessions = {id(source.session): source.session for source in sources if source.session is not None}
+    for session in sessions.values():
+        if session.overlays:
+            report.findings = session.overlays.merge(report.findings)
+            report.suppressed = session.overlays.merge_pairs(report.suppressed)
+
+
+def _add_to_group(groups: dict[Path, set[str] | None], folder: Path, file: str | None) -> None:
+    if folder in groups and groups[folder] is None:
+        return
+    if file is None:
+        groups[folder] = None
+    else:
+        groups.setdefault(folder, set()).add(file)  # type: ignore[union-attr]
+
+
+def chart_of(path: Path) -> Path | None:
+    """The chart a file belongs to: its nearest folder above that is a chart, or the chart whose
+    `charts/` folder holds that one (a subchart is rendered with its parent's values)."""
+    real = resolved(path)
+    chart = next((folder for folder in real.parents if is_chart(folder)), None) if real else None
+    while chart is not None and chart.parent.name == "charts" and is_chart(chart.parent.parent):
+        chart = chart.parent.parent
+    return chart
+
+
+def rendered_context(sources: Sequence[Source]) -> list[Source]:
+    """For each chart or overlay given in part (a template, a base file), the rest of its objects,
+    as context: cross-object rules judge the part with the rest of what is deployed with it."""
+    return [
+        replace(source, part=Part(without=source.part.only))
+        for source in sources
+        if source.part.only is not None
+    ]
+
+
+def _rendering_units(
+    path: Path, root: Path | None, exclude: Sequence[str], session: RenderSession
+) -> list[tuple[Path, str | None]]:
+    """The charts and overlays a given file is linted through, each with the file its objects are
+    reported on (None: every object of it)."""
+    if not path.is_file():
+        return []
+    chart = chart_of(path)
+    if chart is not None:
+        in_templates = "templates" in path.resolve().relative_to(chart).parts
+        return [(_as_given(chart, path), display_path(path) if in_templates else None)]
+    if root is None:
+        # Without a context root the current directory is searched for the overlays, but only for
+        # a file in a kustomize tree (a kustomization beside it or above it): a plain file given
+        # on the command line does not make gpupolicy walk the whole directory.
+        root = Path.cwd() if inside(path, [Path.cwd()]) else path.parent
+        if not _in_kustomize_tree(path, root):
+            return []
+    if not inside(path, [root]):
+        return []
+    real = path.resolve()
+    whole = path.name in KUSTOMIZATION_FILES
+    units: list[tuple[Path, str | None]] = [
+        (_as_given(folder, path), None if whole else display_path(path))
+        for folder, reached in session.top_kustomizations(root, exclude)
+        if real in reached.files or any(patch.file == real for patch in reached.patches)
+    ]
+    if whole and not units:  # a kustomization no walk below the root found: rendered on its own
+        units.append((path.parent, None))
+    return units
+
+
+def _in_kustomize_tree(path: Path, root: Path) -> bool:
+    top = root.resolve()
+    for folder in path.resolve().parents:
+        if kustomization_file(folder) is not None:
+            return True
+        if folder == top:
+            break
+    return False
+
+
+def _as_given(folder: Path, file: Path) -> Path:
+    """The folder, relative like the file it was found from."""
+    if file.is_absolute():
+        return folder
+    try:
+        return Path(os.path.relpath(folder, Path.cwd()))
+    except ValueError:
+        return folder
+
+
+def _problem_sources(problems: list[LoadProblem]) -> Iterator[Source]:
+    """Problems met while walking, in the order met (the list is emptied)."""
+    for problem in problems:
+        yield Source(problem.file, problem=problem)
+    problems.clear()
+
+
+def load_paths(
+    paths: Iterable[str],
+    *,
+    exclude: Iterable[str] = (),
+    limits: LoadLimits = DEFAULT_LIMITS,
+    allow_remote: bool = True,
+) -> Loaded:
+    """Load every path given on the command line (`-` is stdin). `limits` are the policy's;
+    `allow_remote` False refuses kustomizations that name remote content (`--no-remote`)."""
+    loaded = Loaded()
+    for source in iter_sources(paths, exclude=exclude, allow_remote=allow_remote):
+        if source.is_file:
+            loaded.extend(source.load(limits), source.name)
+        else:
+            loaded.problems.append(source.problem)  # type: ignore[arg-type]
+    return loaded
+
+
+def is_manifest_name(name: str) -> bool:
+    """Whether a file name given explicitly (pre-commit passes every changed YAML file) can hold manifests."""
+    return name.endswith(MANIFEST_SUFFIXES) and not _values_file(name) and name not in KUSTOMIZATION_FILES
+
+
+def _chosen(paths: Iterable[str]) -> list[str]:
+    """The given paths that can hold manifests or stand for a chart or overlay (a chart's
+    values.yaml and Chart.yaml, a kustomization file): other files pre-commit passes are skipped."""
+    return [
+        raw
+        for raw in paths
+        if raw == "-"
+        or Path(raw).is_dir()
+        or is_manifest_name(Path(raw).name)
+        or (Path(raw).name.endswith(MANIFEST_SUFFIXES) and chart_of(Path(raw)) is not None)
+        or Path(raw).name in KUSTOMIZATION_FILES
+    ]
+
+
+def sources_with_context(
+    paths: Iterable[str],
+    root: Path,
+    *,
+    exclude: Iterable[str] = (),
+    allow_remote: bool = True,
+    session: RenderSession | None = None,
+) -> tuple[list[Source], list[Source]]:
+    """The inputs of the given paths (to report on) and the other inputs below `root` (context
+    only), chosen as `load_with_context` chooses them. A chart or overlay reported in part (the
+    objects of the given templates, bases or patches) is context for the rest of its objects."""
+    patterns = list(exclude)
+    session = session or RenderSession()
+    sources = list(
+        iter_sources(_chosen(paths), exclude=patterns, allow_remote=allow_remote, session=session, root=root)
+    )
+    given = {source.name for source in sources if source.is_file}
+    parts: dict[Path, set[str]] = {}
+    for source in sources:
+        if source.part.only is not None and source.path is not None:
+            parts.setdefault(source.path.resolve(), set()).update(source.part.only)
+    context = []
+    for source in iter_sources([str(root)], exclude=patterns, allow_remote=allow_remote, session=session):
+        if not source.is_file or source.name in given:
+            continue
+        reported = parts.get(source.path.resolve()) if source.path is not None else None
+        if reported is not None:
+            source = replace(source, part=Part(without=frozenset(reported)))
+        context.append(source)
+    return sources, context
+
+
+def load_with_context(
+    paths: Iterable[str],
+    root: Path,
+    *,
+    exclude: Iterable[str] = (),
+    limits: LoadLimits = DEFAULT_LIMITS,
+    allow_remote: bool = True,
+) -> tuple[Loaded, list[Resource]]:
+    """The given paths (to report on) and the other objects below `root` (context only).
+
+    pre-commit passes only the changed files; cross-object rules (a Deployment's PDB, a
+    workload's PriorityClass or experiment ConfigMap) need the rest of the repository. Files
+    that cannot hold manifests (.pre-commit-config.yaml, values files outside charts) are skipped.
+    Problems in context files are not reported: they are not the change being judged.
+    """
+    sources, context = sources_with_context(paths, root, exclude=exclude, allow_remote=allow_remote)
+    loaded = Loaded()
+    for source in sources:
+        if source.is_file:
+            loaded.extend(source.load(limits), source.name)
+        else:
+            loaded.problems.append(source.problem)  # type: ignore[arg-type]
+    others = [resource for source in context for resource in source.load(limits).resources]
+    return loaded, others

@@ -1,0 +1,144 @@
+"""What tells a Kubernetes object from the other YAML and JSON a repository holds.
+
+A GitOps repository keeps CI workflows, mkdocs.yml, docker compose files, Helm values, OpenAPI
+specs, renovate.json and the like beside its manifests, and pre-commit hands every changed YAML
+or JSON file to the hook. Those documents are skipped (and counted in the report), never judged.
+A document that tries to be an object and fails is still linted: GP003 says what it lacks.
+
+The evidence that a document tries to be an object (`tries_to_be_object`), from the fields every
+object has (https://kubernetes.io/docs/concepts/overview/working-with-objects/#required-fields):
+
+- an `apiVersion` key;
+- a `kind` key beside a key of an object's body (`metadata`, `spec`, `data`, `stringData`, `items`).
+  A `kind` key alone is a Helm values setting as often as not (fluent-bit's values say
+  `kind: DaemonSet`);
+- a `metadata` mapping that holds a key of ObjectMeta (`name`, `generateName`, `namespace`,
+  `labels`, `annotations`): an object whose apiVersion and kind were lost;
+- an item of a `kind: List` (the List said its items are objects);
+- a document that is not a mapping (plain text, a list) in a file that holds an object or an
+  attempt: a broken separator or indentation among manifests, not a file of another format.
+
+Some files that name an apiVersion and kind are configuration read by a program, never sent to
+the API server (`CONFIGURATION_GROUPS`: kubeconfig, kubeadm, kubelet, kind, kustomize ...): they
+have no metadata to judge, and are skipped too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpupolicy.loading.documents import Resource, Skipped
+
+OBJECT_BODY_KEYS = frozenset({"metadata", "spec", "data", "stringData", "items"})
+OBJECT_META_KEYS = frozenset({"name", "generateName", "namespace", "labels", "annotations"})
+# API groups of the configuration files of Kubernetes' own programs and tools, which a program
+# reads from disk: https://kubernetes.io/docs/reference/config-api/ (kube-apiserver, audit,
+# client authentication, kubeadm, kubelet and its credential providers, kube-proxy,
+# kube-scheduler, kube-controller-manager), kind (https://kind.sigs.k8s.io/docs/user/configuration/)
+# and kustomize (https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/).
+CONFIGURATION_GROUPS = frozenset(
+    {
+        "apiserver.config.k8s.io", "apiserver.k8s.io", "audit.k8s.io", "client.authentication.k8s.io",
+        "kubeadm.k8s.io", "kubelet.config.k8s.io", "credentialprovider.kubelet.k8s.io",
+        "kubeproxy.config.k8s.io", "kubescheduler.config.k8s.io", "kubecontrollermanager.config.k8s.io",
+        "controllermanager.config.k8s.io", "kind.x-k8s.io", "kustomize.config.k8s.io",
+    }
+)  # fmt: skip
+# A kubeconfig says `apiVersion: v1` and `kind: Config`: no object of the core API is called Config.
+KUBECONFIG = ("v1", "Config")
+
+
+def tries_to_be_object(value: Any) -> bool:
+    """Whether a mapping document carries the evidence of an object (the module's list)."""
+    if not isinstance(value, dict):
+        return False
+    if "apiVersion" in value:
+        return True
+    if "kind" in value and not OBJECT_BODY_KEYS.isdisjoint(value):
+        return True
+    metadata = value.get("metadata")
+    return isinstance(metadata, dict) and not OBJECT_META_KEYS.isdisjoint(metadata)
+
+
+def configuration_file(value: Any) -> str | None:
+    """What a configuration file of a Kubernetes program is (`kind.x-k8s.io Cluster`), or None."""
+    if not isinstance(value, dict):
+        return None
+    api_version, kind = value.get("apiVersion"), value.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    if (api_version, kind) == KUBECONFIG:
+        return "a kubeconfig, not an API object"
+    group = api_version.rpartition("/")[0]
+    if group in CONFIGURATION_GROUPS:
+        return f"a {group} {kind[:80]} configuration file, not an API object"
+    return None
+
+
+def _not_an_object(value: Any) -> str:
+    if isinstance(value, dict):
+        what = "no apiVersion, kind or metadata"
+    elif isinstance(value, list):
+        what = "a list"
+    else:
+        what = "plain text" if isinstance(value, str) else "a scalar"
+    return f"not a Kubernetes object ({what})"
+
+
+EMPTY = "empty"
+NO_OBJECT = "no Kubernetes object"
+
+
+@dataclass(slots=True)
+class ObjectFilter:
+    """One file's documents, given in order (all at once or one at a time), sorted into the objects
+    to lint (with the attempts GP003 judges) and the documents skipped.
+
+    A document that is not a mapping is held back until the file shows an object or an attempt
+    (then it is one too, and is given back in its place in the order) or ends (then it is
+    skipped). What was skipped is known when the file ends (`finish`): a file without objects
+    and without problems is one entry (`doc_index` None), otherwise each skipped document is."""
+
+    file: str
+    seen_object: bool = False
+    seen_problem: bool = False
+    pending: list[Resource] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def take(self, resources: list[Resource], *, problems: bool = False) -> list[Resource]:
+        """Of `resources` (the next documents of the file), those to lint, in order."""
+        self.seen_problem = self.seen_problem or problems
+        kept: list[Resource] = []
+        for resource in resources:
+            value = resource.obj
+            configuration = configuration_file(value)
+            if configuration is not None and not resource.in_list:
+                self.skipped.append(Skipped(self.file, resource.doc_index, configuration))
+            elif (
+                resource.in_list
+                or tries_to_be_object(value)
+                or (self.seen_object and not isinstance(value, dict))
+            ):
+                self.seen_object = True
+                kept.extend(self.pending)
+                self.pending.clear()
+                kept.append(resource)
+            elif isinstance(value, dict):
+                self.skipped.append(Skipped(self.file, resource.doc_index, _not_an_object(value)))
+            else:
+                self.pending.append(resource)  # an attempt only if an object shows up
+        return kept
+
+    def finish(self) -> list[Skipped]:
+        """What the file skipped, once it has ended."""
+        skipped = sorted(
+            [*self.skipped, *(Skipped(self.file, r.doc_index, _not_an_object(r.obj)) for r in self.pending)],
+            key=lambda item: item.doc_index or 0,
+        )
+        self.pending.clear()
+        if self.seen_object or self.seen_problem:
+            return skipped
+        reasons = {item.reason for item in skipped}
+        reason = EMPTY if not skipped else reasons.pop() if len(reasons) == 1 else NO_OBJECT
+        return [Skipped(self.file, None, reason)]
