@@ -324,6 +324,38 @@ def test_enforce_mode_allows_while_the_cache_has_not_synced_whatever_the_overrid
     assert {f.severity for f in decision.findings} == {Severity.INFO}
 
 
+EXPIRED_PDB_EXEMPTION = {
+    "exemptions": [{"rules": ["GP501"], "owner": "sre", "reason": "drained by hand", "expires": "2020-01-01"}]
+}
+
+
+@pytest.mark.parametrize(
+    ("policy", "annotation"),
+    [
+        (EXPIRED_PDB_EXEMPTION, None),
+        ({"suppressions": {"forbidden": ["GP501"]}}, "GP501: drained by hand"),
+        ({**EXPIRED_PDB_EXEMPTION, "rules": {"GP010": {"severity": "error"}}}, None),
+    ],
+    ids=["expired-exemption", "forbidden-suppression", "expired-exemption-raised"],
+)
+def test_a_suppression_problem_about_an_unknown_is_no_surer_than_the_unknown(
+    policy: dict[str, Any], annotation: str | None
+) -> None:
+    """GP010 said of a finding that could not be verified (an expired exemption or a forbidden
+    suppression meeting GP501's "could not be listed") is info like that finding, whatever GP010's
+    level: an unsynced cache must not deny in enforce mode what the synced cluster admits."""
+    obj = gpu_deployment()
+    if annotation is not None:
+        obj["metadata"].setdefault("annotations", {})["gpupolicy.io/ignore"] = annotation
+    unsynced = ClusterInventory(None, no_client_reason="no Kubernetes configuration: test")
+    decision = review(admission_review(obj), engine(policy, mode=Mode.ENFORCE), unsynced)
+    [problem] = [f for f in decision.findings if f.rule_id == "GP010"]
+    assert "GP501" in problem.message and problem.severity is Severity.INFO and problem.unknown
+    assert decision.allowed and decision.response["response"]["allowed"] is True
+    # the synced cluster holds the PDB: nothing to say, admitted
+    assert review(admission_review(obj), engine(policy, mode=Mode.ENFORCE), CLUSTER).allowed
+
+
 def test_policy_exemptions_with_expiry() -> None:
     today = datetime.date.today()
     live = {
