@@ -13,6 +13,7 @@ from gpupolicy.kube.inventory import Bundle, Coverage
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
+from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import (
     WARNING_MAX_CHARS,
     WARNINGS_MAX_BYTES,
@@ -119,7 +120,7 @@ def test_a_good_gpu_deployment_is_allowed_and_recorded() -> None:
     assert [f for f in decision.findings if "clusterFact" not in f.extra] == []
     assert all(f.severity is Severity.INFO for f in decision.findings)
     assert "warnings" not in response["response"]
-    assert decision.record_provenance and decision.gpu_workload
+    assert should_record(decision) and decision.gpu_workload
     annotations = response["response"]["auditAnnotations"]
     assert annotations["policy-hash"] == f"sha256:{default_policy().digest}"
     assert annotations["policy-version"] == default_policy().version
@@ -130,7 +131,7 @@ def test_a_good_gpu_deployment_is_allowed_and_recorded() -> None:
 def test_deny_lists_every_error_with_rule_path_and_fix() -> None:
     decision = review(admission_review(broken_deployment()), engine(), CLUSTER)
     body = decision.response["response"]
-    assert body["allowed"] is False and not decision.record_provenance
+    assert body["allowed"] is False and not should_record(decision)
     assert body["status"]["code"] == 403
     message = body["status"]["message"]
     assert message.startswith("gpupolicy denied Deployment ai-lab/llm-server: 3 errors")
@@ -149,7 +150,7 @@ def test_warn_mode_allows_with_short_warnings_that_point_at_explain() -> None:
     decision = review(admission_review(broken_deployment()), engine(mode=Mode.WARN), CLUSTER)
     body = decision.response["response"]
     assert body["allowed"] is True and decision.mode is Mode.WARN
-    assert decision.record_provenance  # admitted, so recorded
+    assert should_record(decision)  # admitted, so recorded
     warnings = body["warnings"]
     assert [w.split()[0] for w in warnings[:3]] == ["GP102", "GP103", "GP601"]
     for warning in warnings:
@@ -195,7 +196,7 @@ def test_allowed_at_once(change: Any, reason: str) -> None:
     change(body)
     decision = review(body, engine(), CLUSTER)
     assert decision.allowed and decision.skipped == reason
-    assert decision.report is None and not decision.record_provenance
+    assert decision.report is None and not should_record(decision)
     assert decision.response["response"] == {"uid": body["request"]["uid"], "allowed": True}
 
 
@@ -241,7 +242,7 @@ def test_cross_object_kinds_are_evaluated() -> None:
     decision = review(admission_review(pdb, operation="UPDATE", old_object=pdb), engine(), CLUSTER)
     assert decision.skipped is None and decision.report is not None
     assert "GP502" in error_ids(decision) and not decision.allowed
-    assert not decision.record_provenance  # not a GPU workload
+    assert not should_record(decision)  # not a GPU workload
     experiment = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -274,14 +275,14 @@ def test_generate_name_with_empty_name() -> None:
 def test_update_is_judged_on_the_new_object() -> None:
     bad, good = broken_deployment(), gpu_deployment()
     fixed = review(admission_review(good, operation="UPDATE", old_object=bad), engine(), CLUSTER)
-    assert fixed.allowed and fixed.operation == "UPDATE" and fixed.record_provenance
+    assert fixed.allowed and fixed.operation == "UPDATE" and should_record(fixed)
     broke = review(admission_review(bad, operation="UPDATE", old_object=good), engine(), CLUSTER)
     assert not broke.allowed
 
 
 def test_dry_run_gets_the_same_answer_but_is_never_recorded() -> None:
     good = review(admission_review(gpu_deployment(), dry_run=True), engine(), CLUSTER)
-    assert good.allowed and good.dry_run and not good.record_provenance
+    assert good.allowed and good.dry_run and not should_record(good)
     bad = review(admission_review(broken_deployment(), dry_run=True), engine(), CLUSTER)
     assert not bad.allowed and bad.dry_run
 
