@@ -245,11 +245,8 @@ def run_lint(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL if report.errors else EXIT_CLEAN
     if accepted is not None:
         baselines.apply(report, accepted)
-    threshold = (
-        Severity.parse(args.fail_on)
-        if args.fail_on
-        else (Severity.WARNING if args.strict else policy.fail_on)
-    )
+    strict_or_policy = Severity.WARNING if args.strict else policy.fail_on
+    threshold = Severity.parse(args.fail_on) if args.fail_on else strict_or_policy
     _write_reports(report, formatters, targets, args, threshold)
     for error in report.errors:
         print(
@@ -321,17 +318,15 @@ def _lint(
     from gpupolicy.loading.inputs import RenderSession, iter_sources, rendered_context, sources_with_context
     from gpupolicy.policy.loading import PolicyError
 
-    exclude = [*policy.exclude, *args.exclude]
+    exclude, allow_remote = [*policy.exclude, *args.exclude], not args.no_remote
     session = RenderSession(helm_values=[str(item) for item in policy.get("helm.valuesFiles") or []])
     context = None
     if context_root is None:
-        sources = list(
-            iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote, session=session)
-        )
+        sources = list(iter_sources(args.paths, exclude=exclude, allow_remote=allow_remote, session=session))
         context = rendered_context(sources) or None
     else:
         sources, context = sources_with_context(
-            args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote, session=session
+            args.paths, context_root, exclude=exclude, allow_remote=allow_remote, session=session
         )
     try:
         report = lint_by_policy(sources, policies, policy, context=context)
@@ -346,7 +341,7 @@ def _lint(
         context_root or since.root,
         policy,
         exclude,
-        not args.no_remote,
+        allow_remote,
         policy.limits,
         policies,
         session=session,

@@ -131,14 +131,11 @@ def _error(status: int, message: str) -> Response:
     return Response(json.dumps({"error": message}), status_code=status, media_type=JSON)
 
 
+_NO_DOCS: dict[str, Any] = {"docs_url": None, "redoc_url": None, "openapi_url": None}  # nothing but the API
+
+
 def create_app(state: WebhookState) -> FastAPI:
-    app = FastAPI(
-        title="gpupolicy admission webhook",
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
-        lifespan=_lifespan(state),
-    )
+    app = FastAPI(title="gpupolicy admission webhook", lifespan=_lifespan(state), **_NO_DOCS)
     app.state.webhook = state
 
     @app.post("/validate")
@@ -203,8 +200,7 @@ async def _validate(state: WebhookState, request: Request) -> Response:
     if state.provenance is not None and should_record(decision):
         provenance = await _record_provenance(state, decision, engine)
     payload = _dumps(decision.response)
-    elapsed = time.perf_counter() - started
-    _account(state, decision, elapsed, provenance)
+    _account(state, decision, time.perf_counter() - started, provenance)
     return Response(payload, media_type=JSON)
 
 
@@ -255,7 +251,7 @@ def create_provenance_app(router: Any) -> FastAPI:
     admitted record can be read there, and the admission port is open to anyone who can reach
     the Service; this one listens on 127.0.0.1 unless told otherwise (reach it with
     `kubectl port-forward`, which needs RBAC on pods/portforward)."""
-    app = FastAPI(title="gpupolicy provenance", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="gpupolicy provenance", **_NO_DOCS)
     app.include_router(router)
     return app
 
@@ -307,11 +303,12 @@ async def _record_provenance(state: WebhookState, decision: Decision, engine: Re
     webhook never blocks the cluster over provenance — and says so loudly (log and metric)."""
     provenance = state.provenance
     assert provenance is not None
+    inputs = (decision, engine.policy, state.inventory, provenance.build_record)
     try:
         if state.review_in_threadpool:
-            record = await run_in_threadpool(_build_record, state, decision, engine)
+            record = await run_in_threadpool(provenance_record, *inputs)
         else:
-            record = _build_record(state, decision, engine)  # CPU only, like review(): no thread hop
+            record = provenance_record(*inputs)  # CPU only, like review(): no thread hop
     except provenance.not_recordable:
         return "skipped"
     try:
@@ -325,12 +322,6 @@ async def _record_provenance(state: WebhookState, decision: Decision, engine: Re
         _log.exception("provenance record lost", extra={"fields": {"uid": excerpt(decision.uid)}})
         return "failed"
     return "recorded"
-
-
-def _build_record(state: WebhookState, decision: Decision, engine: ReviewEngine) -> Any:
-    provenance = state.provenance
-    assert provenance is not None
-    return provenance_record(decision, engine.policy, state.inventory, provenance.build_record)
 
 
 def _account(state: WebhookState, decision: Decision, elapsed: float, provenance: str | None) -> None:
