@@ -8,31 +8,19 @@ write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL
-from gpupolicy.engine.evaluation import Report
 from gpupolicy.kube.inventory import Inventory
-from gpupolicy.kube.pod_spec import Workload, workload_of
+from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.policy.loading import Policy
 from gpupolicy.webhook.review import Admission, Decision
 
-
-class RecordBuilder(Protocol):
-    """`gpupolicy.provenance.build_record`'s signature (raises its `NotRecordable` for a request
-    that must not be recorded)."""
-
-    def __call__(
-        self,
-        request: Mapping[str, Any],
-        obj: Mapping[str, Any],
-        report: Report,
-        policy: Policy,
-        *,
-        experiment_config: Mapping[str, Any] | None = None,
-        workload: Workload | None = None,
-    ) -> Any: ...
+# gpupolicy.provenance.build_record (or a test's fake): (request, obj, report, policy, *,
+# experiment_config, workload) -> record; raises its store's `not_recordable` for a request that
+# must not be recorded.
+RecordBuilder = Callable[..., Any]
 
 
 def should_record(decision: Decision) -> bool:
