@@ -11,8 +11,9 @@ import pytest
 
 from gpupolicy.cli.main import main
 from gpupolicy.core.findings import Finding
-from gpupolicy.engine.evaluation import Report, evaluate
-from gpupolicy.engine.suppressions import Target, apply, parse_annotation, scan_comments
+from gpupolicy.engine.evaluation import REGISTRY, Report, apply_suppressions, evaluate
+from gpupolicy.engine.suppressions import Target, parse_annotation, parse_targets
+from gpupolicy.loading.directives import scan_comments
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import PolicyError, default_policy, policy_from_mapping
 
@@ -236,7 +237,7 @@ def test_policy_can_switch_comments_off() -> None:
 def test_scan_comments_reads_rules_containers_and_reason() -> None:
     text = "a: 1  # gpupolicy: ignore GP102[vllm], privileged-container -- the reason -- with dashes\n"
     (directive,) = scan_comments(text, "f.yaml")
-    assert directive.targets == (Target("GP102", "vllm"), Target("privileged-container"))
+    assert parse_targets(directive.rules) == ([Target("GP102", "vllm"), Target("privileged-container")], [])
     assert directive.reason == "the reason -- with dashes"
     assert (directive.line, directive.column, directive.own_line) == (1, 7, False)
     assert scan_comments("image: repo/x#gpupolicy: ignore GP102 -- no\n", "f.yaml") == []
@@ -285,7 +286,7 @@ def test_text_that_is_not_a_comment_is_no_directive(text: str) -> None:
 def test_real_yaml_comments_are_directives(text: str, line: int, column: int) -> None:
     (directive,) = scan_comments(text, "f.yaml")
     assert (directive.line, directive.column) == (line, column)
-    assert directive.targets == (Target("GP102"),) and directive.reason == "reason"
+    assert parse_targets(directive.rules)[0] == [Target("GP102")] and directive.reason == "reason"
 
 
 def test_a_syntax_error_does_not_hide_the_directives_of_other_documents() -> None:
@@ -349,10 +350,15 @@ def test_expiry_is_judged_against_the_given_day() -> None:
     loaded = load_text(manifest(), "deploy.yaml")
     report = evaluate(loaded.resources, default_policy())
     policy = policy_from_mapping({"exemptions": [exemption(rules=["GP102"], expires="2030-06-30")]})
-    before = apply(report.findings, loaded.resources, policy, today=datetime.date(2030, 6, 30))
-    after = apply(report.findings, loaded.resources, policy, today=datetime.date(2030, 7, 1))
-    assert len(before.suppressed) == 2
-    assert after.suppressed == [] and [f.rule_id for f in after.findings].count("GP010") == 1
+    active = [rule.id for rule in REGISTRY]
+    before = apply_suppressions(
+        report.findings, loaded.resources, policy, active=active, today=datetime.date(2030, 6, 30)
+    )
+    after = apply_suppressions(
+        report.findings, loaded.resources, policy, active=active, today=datetime.date(2030, 7, 1)
+    )
+    assert len(before[1]) == 2
+    assert after[1] == [] and [f.rule_id for f in after[0]].count("GP010") == 1
 
 
 def test_exemption_naming_an_unknown_rule_is_gp010() -> None:

@@ -26,7 +26,11 @@ from gpupolicy.core.findings import Severity
 from gpupolicy.core.vocabulary import format_help
 
 if TYPE_CHECKING:
+    from gpupolicy.engine.baseline import Baseline
+    from gpupolicy.engine.evaluation import Report
+    from gpupolicy.formats.options import Formatter
     from gpupolicy.lint.changes import Since
+    from gpupolicy.policy.loading import Policy, RepoPolicies
 
 EXIT_CODES_HELP = (
     "exit codes: 0 nothing at or above the failing severity; 1 findings at or above it (input "
@@ -48,6 +52,25 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         epilog=EXIT_CODES_HELP,
     )
     lint.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    _add_format_arguments(lint)
+    _add_policy_arguments(lint)
+    lint.add_argument(
+        "--exclude", action="append", default=[], metavar="GLOB", help="skip paths matching GLOB"
+    )
+    _add_display_arguments(lint)
+    lint.add_argument(
+        "--no-remote",
+        action="store_true",
+        help="do not render a kustomization that names a remote base, component or file (GP004 "
+        "instead of kubectl fetching it): for pull requests from untrusted authors",
+    )
+    _add_baseline_arguments(lint)
+    _add_scope_arguments(lint)
+    lint.set_defaults(handler=run_lint, batch=True)
+
+
+def _add_format_arguments(lint: argparse.ArgumentParser) -> None:
+    """What the report is written as, and where."""
     lint.add_argument(
         "--format",
         "-f",
@@ -62,6 +85,10 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="FILE",
         help="write a format to a file: FORMAT=FILE, or FILE for the first format",
     )
+
+
+def _add_policy_arguments(lint: argparse.ArgumentParser) -> None:
+    """The policy files, and what fails the run."""
     lint.add_argument(
         "--policy",
         "-p",
@@ -76,9 +103,10 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--strict", action="store_true", help="fail on warnings too (same as --fail-on warning)"
     )
     lint.add_argument("--fail-on", choices=["error", "warning", "info"], help="lowest severity that fails")
-    lint.add_argument(
-        "--exclude", action="append", default=[], metavar="GLOB", help="skip paths matching GLOB"
-    )
+
+
+def _add_display_arguments(lint: argparse.ArgumentParser) -> None:
+    """How the text report looks, and whether it lists what was suppressed."""
     lint.add_argument(
         "--color",
         choices=["auto", "always", "never"],
@@ -86,12 +114,10 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="colour the text format (auto: only on a terminal, never when NO_COLOR is set)",
     )
     lint.add_argument("--show-suppressed", action="store_true", help="also list suppressed findings and why")
-    lint.add_argument(
-        "--no-remote",
-        action="store_true",
-        help="do not render a kustomization that names a remote base, component or file (GP004 "
-        "instead of kubectl fetching it): for pull requests from untrusted authors",
-    )
+
+
+def _add_baseline_arguments(lint: argparse.ArgumentParser) -> None:
+    """Findings accepted once, so that only new ones count."""
     lint.add_argument(
         "--baseline",
         type=Path,
@@ -104,6 +130,10 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="FILE",
         help="write the current findings to FILE as the baseline, then exit 0",
     )
+
+
+def _add_scope_arguments(lint: argparse.ArgumentParser) -> None:
+    """What is reported on, and what is read as context only."""
     lint.add_argument(
         "--changed-since",
         metavar="REF",
@@ -122,7 +152,6 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         action="store_true",
         help="like --context-root with the git top-level of the given files (the pre-commit hook)",
     )
-    lint.set_defaults(handler=run_lint, batch=True)
 
 
 # Further subcommands live in their own modules (gpupolicy/cli/commands/<name>.py), each with
@@ -199,8 +228,39 @@ def _parse_outputs(formats: list[str], outputs: list[str]) -> dict[str, str | No
 
 def run_lint(args: argparse.Namespace) -> int:
     from gpupolicy.engine import baseline as baselines
-    from gpupolicy.formats import RenderOptions, load_formatters
-    from gpupolicy.policy.loading import PolicyError, RepoPolicies
+
+    formatters, targets = _chosen_outputs(args)
+    _check_paths(args)
+    anchor = next((Path(raw) for raw in args.paths if raw != "-"), Path.cwd())
+    context_root = _context_root(args, anchor)
+    since = _changed_since(args, anchor)
+    if since is not None:
+        context_root = context_root or since.root
+    policies, policy = _policies(args, context_root or anchor)
+    accepted = _accepted_baseline(args)
+    report = _lint(args, policies, policy, context_root, since)
+    if args.write_baseline is not None:
+        count = baselines.write(args.write_baseline, report)
+        print(f"gpupolicy: wrote {count} findings to the baseline {args.write_baseline}", file=sys.stderr)
+        return EXIT_INTERNAL if report.errors else EXIT_CLEAN
+    if accepted is not None:
+        baselines.apply(report, accepted)
+    strict_or_policy = Severity.WARNING if args.strict else policy.fail_on
+    threshold = Severity.parse(args.fail_on) if args.fail_on else strict_or_policy
+    _write_reports(report, formatters, targets, args, threshold)
+    for error in report.errors:
+        print(
+            f"gpupolicy: internal error in {error.rule_id} on {error.object}: {error.message}",
+            file=sys.stderr,
+        )
+    if report.errors:
+        return EXIT_INTERNAL
+    return EXIT_FINDINGS if report.fails(threshold) else EXIT_CLEAN
+
+
+def _chosen_outputs(args: argparse.Namespace) -> tuple[dict[str, Formatter], dict[str, str | None]]:
+    """The formatters of --format, and the file each writes to (--output; None: stdout)."""
+    from gpupolicy.formats import load_formatters
 
     formatters = load_formatters()
     formats = [item.strip() for item in args.format.split(",") if item.strip()]
@@ -209,77 +269,95 @@ def run_lint(args: argparse.Namespace) -> int:
         raise UsageError(
             f"unknown format {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(formatters))}"
         )
-    targets = _parse_outputs(formats, args.output)
+    return formatters, _parse_outputs(formats, args.output)
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Every PATH and --policy file exists, before anything is read."""
     for raw in args.paths:
         if raw != "-" and not Path(raw).exists():
             raise UsageError(f"{raw}: no such file or directory")
     for policy_file in args.policy:
         if not policy_file.is_file():
             raise UsageError(f"{policy_file}: no such policy file")
-    anchor = next((Path(raw) for raw in args.paths if raw != "-"), Path.cwd())
-    context_root = _context_root(args, anchor)
-    since = _changed_since(args, anchor)
-    if since is not None:
-        context_root = context_root or since.root
-    # Each input is judged under its nearest .gpupolicy.yaml (gpupolicy/lint/scopes.py); the lint
-    # root's (the context root's, else the first path's) decides what is per run: failOn, exclude.
+
+
+def _policies(args: argparse.Namespace, root: Path) -> tuple[RepoPolicies, Policy]:
+    """Each input is judged under its nearest .gpupolicy.yaml (gpupolicy/lint/scopes.py); the lint
+    root's (the context root's, else the first path's) decides what is per run: failOn, exclude."""
+    from gpupolicy.policy.loading import PolicyError, RepoPolicies
+
     policies = RepoPolicies(extra=args.policy, use_repo_policies=not args.no_repo_policy)
     try:
-        policy = policies.policy_for(context_root or anchor)
+        return policies, policies.policy_for(root)
     except PolicyError as exc:
         raise UsageError(str(exc)) from exc
-    accepted = None
-    if args.baseline is not None:
-        try:
-            accepted = baselines.load(args.baseline)
-        except baselines.BaselineError as exc:
-            raise UsageError(str(exc)) from exc
 
+
+def _accepted_baseline(args: argparse.Namespace) -> Baseline | None:
+    from gpupolicy.engine import baseline as baselines
+
+    if args.baseline is None:
+        return None
+    try:
+        return baselines.load(args.baseline)
+    except baselines.BaselineError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _lint(
+    args: argparse.Namespace,
+    policies: RepoPolicies,
+    policy: Policy,
+    context_root: Path | None,
+    since: Since | None,
+) -> Report:
+    """Read the inputs (and the context), lint them, and keep what --changed-since asks for."""
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
     from gpupolicy.lint.scopes import lint_by_policy
     from gpupolicy.loading.inputs import RenderSession, iter_sources, rendered_context, sources_with_context
+    from gpupolicy.policy.loading import PolicyError
 
-    exclude = [*policy.exclude, *args.exclude]
+    exclude, allow_remote = [*policy.exclude, *args.exclude], not args.no_remote
     session = RenderSession(helm_values=[str(item) for item in policy.get("helm.valuesFiles") or []])
     context = None
     if context_root is None:
-        sources = list(
-            iter_sources(args.paths, exclude=exclude, allow_remote=not args.no_remote, session=session)
-        )
+        sources = list(iter_sources(args.paths, exclude=exclude, allow_remote=allow_remote, session=session))
         context = rendered_context(sources) or None
     else:
         sources, context = sources_with_context(
-            args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote, session=session
+            args.paths, context_root, exclude=exclude, allow_remote=allow_remote, session=session
         )
     try:
         report = lint_by_policy(sources, policies, policy, context=context)
     except PolicyError as exc:  # a nested .gpupolicy.yaml that cannot be used
         raise UsageError(str(exc)) from exc
-    if since is not None:
-        from gpupolicy.lint.changes import LintRun, restrict
+    if since is None:
+        return report
+    from gpupolicy.lint.changes import LintRun, restrict
 
-        run = LintRun(
-            args.paths,
-            context_root or since.root,
-            policy,
-            exclude,
-            not args.no_remote,
-            policy.limits,
-            policies,
-            session=session,
-        )
-        report = _or_usage_error(lambda: restrict(report, since, run))
-    if args.write_baseline is not None:
-        count = baselines.write(args.write_baseline, report)
-        print(f"gpupolicy: wrote {count} findings to the baseline {args.write_baseline}", file=sys.stderr)
-        return EXIT_INTERNAL if report.errors else EXIT_CLEAN
-    if accepted is not None:
-        baselines.apply(report, accepted)
-    threshold = (
-        Severity.parse(args.fail_on)
-        if args.fail_on
-        else (Severity.WARNING if args.strict else policy.fail_on)
+    run = LintRun(
+        args.paths,
+        context_root or since.root,
+        policy,
+        exclude,
+        allow_remote,
+        policy.limits,
+        policies,
+        session=session,
     )
+    return _or_usage_error(lambda: restrict(report, since, run))
+
+
+def _write_reports(
+    report: Report,
+    formatters: dict[str, Formatter],
+    targets: dict[str, str | None],
+    args: argparse.Namespace,
+    threshold: Severity,
+) -> None:
+    from gpupolicy.formats import RenderOptions
+
     for name, target in targets.items():
         options = RenderOptions(
             color=_use_color(args.color) if target is None else False,
@@ -293,14 +371,6 @@ def run_lint(args: argparse.Namespace) -> int:
         else:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
             Path(target).write_text(rendered, encoding="utf-8")
-    for error in report.errors:
-        print(
-            f"gpupolicy: internal error in {error.rule_id} on {error.object}: {error.message}",
-            file=sys.stderr,
-        )
-    if report.errors:
-        return EXIT_INTERNAL
-    return EXIT_FINDINGS if report.fails(threshold) else EXIT_CLEAN
 
 
 def _changed_since(args: argparse.Namespace, anchor: Path) -> Since | None:

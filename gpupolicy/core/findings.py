@@ -85,6 +85,13 @@ class Finding:
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.file or "", self.line or 0, self.column or 0, self.rule_id)
 
+    @property
+    def unknown(self) -> bool:
+        """Whether it says a fact of the cluster is missing or could not be verified (such a
+        finding is info whatever the policy says: gpupolicy/engine/unknowns.py)."""
+        extra = self.extra
+        return bool(extra) and ("clusterFact" in extra or bool(extra.get("unknown")))
+
 
 EXCERPT_CHARS = 60
 

@@ -8,6 +8,7 @@ severity (from the policy) and the position of the path, so every shell reads th
 
 from __future__ import annotations
 
+import datetime
 import enum
 import re
 import traceback
@@ -16,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, JsonPath, ObjectRef, Severity
-from gpupolicy.engine.suppressions import InlineDirective, SuppressionSubject
-from gpupolicy.engine.suppressions import apply as apply_suppressions
+from gpupolicy.engine import suppressions
+from gpupolicy.engine.suppressions import SuppressionSubject
 from gpupolicy.kube.inventory import Bundle, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, workload_of
 from gpupolicy.kube.roles import Role, RoleDecision, decide, service_selects
+from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import LoadProblem, Resource, Skipped
 from gpupolicy.policy.loading import Policy
 
@@ -355,10 +357,10 @@ class Report:
 def severity_for(
     rule: Rule, policy: Policy, requested: Severity | None = None, *, unknown: bool = False
 ) -> Severity:
-    """The one place a finding's severity is decided: the policy's override for the rule, else
-    the level the rule asked for this finding, else the rule's own. A finding that only says
-    something could not be verified stays info whatever the override: the webhook in enforce
-    mode must not deny because its cache has not synced."""
+    """The one severity rule: the policy's override for the rule, else the level the rule asked
+    for this finding, else the rule's own. A finding that only says something could not be
+    verified stays info whatever the override: the webhook in enforce mode must not deny because
+    its cache has not synced."""
     if unknown:
         return Severity.INFO
     return policy.rule(rule.id).severity or requested or rule.severity
@@ -370,12 +372,43 @@ _NO_EXTRA: dict[str, Any] = {}
 _UNKNOWN: dict[str, Any] = {"unknown": True}
 
 
-def _extra_of(violation: Violation) -> dict[str, Any]:
-    """What a finding carries beyond its fields: the cluster fact it lacks, or that it says a fact
-    could not be verified (about the cluster, not about one rendering of an object)."""
-    if violation.cluster_fact:
-        return {"clusterFact": violation.cluster_fact}
-    return _UNKNOWN if violation.unknown else _NO_EXTRA
+def make_finding(
+    rule: Rule,
+    policy: Policy,
+    message: str,
+    *,
+    object: ObjectRef | None,
+    path: JsonPath,
+    file: str | None,
+    line: int | None,
+    column: int | None,
+    doc_index: int | None,
+    container: str | None = None,
+    requested: Severity | None = None,
+    unknown: bool = False,
+    cluster_fact: str | None = None,
+) -> Finding:
+    """The one way a finding is made, whether a rule, the loader or the suppressions found it: the
+    rule's id, name and remediation, and its severity by `severity_for`. `unknown`: it says a fact
+    could not be verified; `cluster_fact`: the fact of the cluster it lacks (an unknown too). Both
+    are kept in `extra`, where `Finding.unknown` reads them."""
+    unknown = unknown or bool(cluster_fact)
+    extra = {"clusterFact": cluster_fact} if cluster_fact else _UNKNOWN if unknown else _NO_EXTRA
+    return Finding(
+        rule_id=rule.id,
+        rule_name=rule.name,
+        severity=severity_for(rule, policy, requested, unknown=unknown),
+        message=message,
+        remediation=rule.remediation,
+        object=object,
+        path=path,
+        file=file,
+        line=line,
+        column=column,
+        doc_index=doc_index,
+        container=container,
+        extra=extra,
+    )
 
 
 def finding_for(
@@ -384,16 +417,11 @@ def finding_for(
     """The finding of `violation` about `resource` (or its target); `ref` is `resource.ref` when
     the caller has it (one per object rather than one per finding)."""
     target = violation.target or resource
-    severity = severity_for(
-        rule, policy, violation.severity, unknown=violation.unknown or bool(violation.cluster_fact)
-    )
     position = target.position(violation.path)
-    return Finding(
-        rule_id=rule.id,
-        rule_name=rule.name,
-        severity=severity,
-        message=violation.message,
-        remediation=rule.remediation,
+    return make_finding(
+        rule,
+        policy,
+        violation.message,
         object=ref if ref is not None and target is resource else target.ref,
         path=violation.path,
         file=target.file,
@@ -401,26 +429,68 @@ def finding_for(
         column=position[1] if position else None,
         doc_index=target.doc_index,
         container=violation.container,
-        extra=_extra_of(violation),
+        requested=violation.severity,
+        unknown=violation.unknown,
+        cluster_fact=violation.cluster_fact,
     )
 
 
 def finding_from_problem(problem: LoadProblem, policy: Policy) -> Finding:
-    rule = REGISTRY[problem.rule_id]
-    severity = severity_for(rule, policy, Severity.parse(problem.severity) if problem.severity else None)
-    return Finding(
-        rule_id=rule.id,
-        rule_name=rule.name,
-        severity=severity,
-        message=problem.message,
-        remediation=rule.remediation,
+    """The finding of a problem met while reading input (GP0xx)."""
+    return make_finding(
+        REGISTRY[problem.rule_id],
+        policy,
+        problem.message,
         object=None,
         path=problem.path,
         file=problem.file,
         line=problem.line,
         column=problem.column,
         doc_index=problem.doc_index,
+        requested=Severity.parse(problem.severity) if problem.severity else None,
     )
+
+
+def finding_from_suppression(problem: suppressions.Problem, policy: Policy) -> Finding:
+    """The finding of a problem with a suppression (GP010, GP011)."""
+    place = problem.place
+    return make_finding(
+        REGISTRY[problem.rule_id],
+        policy,
+        problem.message,
+        object=place.object,
+        path=place.path,
+        file=place.file,
+        line=place.line,
+        column=place.column,
+        doc_index=place.doc_index,
+        unknown=problem.unknown,
+    )
+
+
+def _resolve_rule(token: str) -> str | None:
+    """The id of the rule `token` names (an id in any case, or a name); None for no rule."""
+    found = REGISTRY.get(token)
+    return found.id if found is not None else None
+
+
+def apply_suppressions(
+    findings: Sequence[Finding],
+    subjects: Sequence[Resource | SuppressionSubject],
+    policy: Policy,
+    directives: Iterable[InlineDirective] = (),
+    *,
+    active: Collection[str],
+    today: datetime.date | None = None,
+) -> tuple[list[Finding], list[tuple[Finding, str]]]:
+    """The suppressions pass (gpupolicy/engine/suppressions.py) over `findings`: the findings kept,
+    with its problems made findings, and those suppressed with why. `active`: the rules that ran."""
+    outcome = suppressions.apply(
+        findings, subjects, policy, directives, resolve=_resolve_rule, active=active, today=today
+    )
+    kept = outcome.findings
+    kept.extend(finding_from_suppression(problem, policy) for problem in outcome.problems)
+    return kept, outcome.suppressed
 
 
 def _run(
@@ -556,10 +626,9 @@ class Evaluation:
         )
         # A base file's comments come once with each overlay that renders it: one comment, one directive.
         directives = list(dict.fromkeys(directives))
-        outcome = apply_suppressions(findings, subjects, policy, directives, active=active_ids)
-        if outcome.suppressed:
-            report.suppressed = sorted(outcome.suppressed, key=lambda item: item[0].sort_key())
-        findings = outcome.findings
+        findings, suppressed = apply_suppressions(findings, subjects, policy, directives, active=active_ids)
+        if suppressed:
+            report.suppressed = sorted(suppressed, key=lambda item: item[0].sort_key())
         report.findings = sorted(findings, key=Finding.sort_key) if len(findings) > 1 else findings
         return report
 

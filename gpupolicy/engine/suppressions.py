@@ -14,7 +14,11 @@ neither may suppress (`forbidden`): only a policy exemption can lift those.
 
 Problems with suppressions are findings of their own: GP010 (no reason, unknown rule, forbidden,
 switched off, expired exemption) and GP011 (matched nothing). An invalid suppression hides nothing.
-`apply()` is pure: the CLI, the pre-commit hook and the webhook all reach it through `evaluate()`.
+`apply()` is a pure pass over findings: it reports those problems as data (`Problem`), and the
+engine, which runs it after the rules, makes them findings as it makes every other. It knows rules
+only through the `resolve` and `active` it is given: nothing here imports the engine or a rule.
+The comments themselves are found while loading (gpupolicy/loading/directives.py); what they mean
+is decided here.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ import dataclasses
 import datetime
 import fnmatch
 import re
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, JsonPath, ObjectRef
 from gpupolicy.core.vocabulary import IGNORE_ANNOTATION
-from gpupolicy.loading.documents import Resource, comment_starts
+from gpupolicy.loading.directives import InlineDirective
+from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 
 ANNOTATION_PATH: JsonPath = ("metadata", "annotations", IGNORE_ANNOTATION)
@@ -37,8 +42,6 @@ INVALID = "GP010"
 UNUSED = "GP011"
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
-# `# gpupolicy: ignore GP102, GP104[worker] -- reason` (the body runs to the end of the line)
-_DIRECTIVE = re.compile(r"#[ \t]*gpupolicy:[ \t]*ignore\b")
 # one rule token: an id or a kebab-case name, optionally `[container]`
 _TOKEN = re.compile(r"^(?P<rule>[A-Za-z][A-Za-z0-9-]*)(?:\[(?P<container>[^\]\s]+)\])?$")
 # Possessive `*+`: the rules end at the first `:` (which the class excludes). A lazy `*?` followed
@@ -56,15 +59,27 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
-class InlineDirective:
-    """A `# gpupolicy: ignore` comment found in a file (by `scan_comments`)."""
+class Place:
+    """Where a problem with a suppression points: the annotation, the comment, the finding."""
 
-    file: str
-    line: int
-    column: int
-    targets: tuple[Target, ...]
-    reason: str
-    own_line: bool  # the comment is alone on its line (it then covers the next line)
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    doc_index: int | None = None
+    object: ObjectRef | None = None
+    path: JsonPath = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A problem with a suppression (GP010 `INVALID`, GP011 `UNUSED`), for the engine to make a
+    finding of. `unknown`: it comes of a finding that says a fact could not be verified (an expired
+    exemption or a forbidden suppression meeting it), so it is no surer than that finding."""
+
+    rule_id: str
+    message: str
+    place: Place
+    unknown: bool = False
 
 
 @dataclass(slots=True)
@@ -73,13 +88,7 @@ class _Suppression:
     targets: tuple[Target, ...]
     reason: str
     where: str  # for messages
-    # where GP010/GP011 about this suppression point
-    file: str | None
-    line: int | None
-    column: int | None
-    doc_index: int | None
-    object: ObjectRef | None
-    path: JsonPath = ()
+    place: Place  # where GP010/GP011 about this suppression point
     resource: Resource | SuppressionSubject | None = None
     lines: tuple[int, ...] = ()  # comments: the lines they cover
     used: set[Target] = field(default_factory=set)
@@ -201,68 +210,6 @@ def parse_annotation(value: str) -> list[tuple[list[Target], list[str], str]]:
     return entries
 
 
-def scan_comments(text: str, file: str) -> list[InlineDirective]:
-    """Every `# gpupolicy: ignore ...` comment of a file's text.
-
-    Only a real YAML comment is a directive, and only when the directive starts it: text inside a
-    quoted, plain or block scalar is not (a JSON string that mentions the syntax, a shell script
-    in a ConfigMap), and JSON has no comments at all. Linear in the text: the directive pattern
-    is searched once, and the file is tokenized (libyaml) only when it holds a candidate.
-    """
-    if file.endswith(".json") or "gpupolicy:" not in text:
-        return []
-    lines = _candidate_lines(text)
-    if not lines:
-        return []
-    hashes = [offset for start, end in lines for offset in _hashes(text, start, end)]
-    comments = comment_starts(text, hashes)
-    found: list[InlineDirective] = []
-    number, counted = 1, 0
-    for start, end in lines:
-        first = next((offset for offset in _hashes(text, start, end) if offset in comments), None)
-        match = _DIRECTIVE.match(text, first) if first is not None else None
-        if match is None:
-            continue
-        number += text.count("\n", counted, start)
-        counted = start
-        rules_text, separator, reason = text[match.end() : end].rstrip("\r").partition("--")
-        targets, _ = parse_targets(rules_text)
-        found.append(
-            InlineDirective(
-                file=file,
-                line=number,
-                column=match.start() - start + 1,
-                targets=tuple(targets),
-                reason=reason.strip() if separator else "",
-                own_line=not text[start : match.start()].strip(),
-            )
-        )
-    return found
-
-
-def _candidate_lines(text: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of the lines that hold the directive pattern, each line once."""
-    lines: list[tuple[int, int]] = []
-    line_end = -1
-    for match in _DIRECTIVE.finditer(text):
-        if match.start() < line_end:
-            continue  # a second candidate on a line already taken
-        start = text.rfind("\n", 0, match.start()) + 1
-        line_end = text.find("\n", match.end())
-        if line_end < 0:
-            line_end = len(text)
-        lines.append((start, line_end))
-    return lines
-
-
-def _hashes(text: str, start: int, end: int) -> Iterator[int]:
-    """Offsets of `#` in text[start:end]."""
-    offset = text.find("#", start, end)
-    while offset >= 0:
-        yield offset
-        offset = text.find("#", offset + 1, end)
-
-
 def exemptions_of(policy: Policy) -> list[Exemption]:
     """The policy's exemptions (parsed once per policy; a copy of the list is returned)."""
     return list(policy.derived("suppressions:exemptions", lambda: tuple(_parse_exemptions(policy))))
@@ -312,68 +259,9 @@ def _date(value: Any) -> datetime.date | None:
 
 @dataclass(slots=True)
 class Outcome:
-    findings: list[Finding]
-    suppressed: list[tuple[Finding, str]]
-
-
-_ENGINE: Any = None
-
-
-def _engine() -> Any:
-    """The engine module, with GP010/GP011 registered (imported late: the engine imports us)."""
-    global _ENGINE
-    if _ENGINE is None:
-        from gpupolicy.engine import evaluation as engine
-
-        if engine.REGISTRY.get(INVALID) is None:
-            import gpupolicy.rules.suppression  # noqa: F401  (registers GP010/GP011)
-        _ENGINE = engine
-    return _ENGINE
-
-
-class _Rules:
-    """Rule lookups (ids or names) and the engine's finding constructor, imported late."""
-
-    def __init__(self, policy: Policy, active: Collection[str] | None) -> None:
-        self.engine = _engine()
-        self.policy = policy
-        self.active = None if active is None else frozenset(active)
-
-    def resolve(self, token: str) -> str | None:
-        found = self.engine.REGISTRY.get(token)
-        return found.id if found else None
-
-    def enabled(self, rule_id: str) -> bool:
-        if self.active is not None:
-            return rule_id in self.active
-        return self.policy.rule(rule_id).enabled
-
-    def finding(
-        self,
-        rule_id: str,
-        message: str,
-        *,
-        file: str | None,
-        line: int | None,
-        column: int | None,
-        doc_index: int | None,
-        obj: ObjectRef | None,
-        path: JsonPath = (),
-    ) -> Finding:
-        rule = self.engine.REGISTRY[rule_id]
-        return Finding(
-            rule_id=rule.id,
-            rule_name=rule.name,
-            severity=self.engine.severity_for(rule, self.policy),
-            message=message,
-            remediation=rule.remediation,
-            object=obj,
-            path=path,
-            file=file,
-            line=line,
-            column=column,
-            doc_index=doc_index,
-        )
+    findings: list[Finding]  # kept
+    suppressed: list[tuple[Finding, str]]  # each with what suppressed it, and why
+    problems: list[Problem]  # of the rules in `active` only
 
 
 def apply(
@@ -382,169 +270,267 @@ def apply(
     policy: Policy,
     directives: Iterable[InlineDirective] = (),
     *,
-    active: Collection[str] | None = None,
+    resolve: Callable[[str], str | None],
+    active: Collection[str],
     today: datetime.date | None = None,
 ) -> Outcome:
-    """Split `findings` into kept and suppressed, and add GP010/GP011 findings.
+    """Split `findings` into kept and suppressed, and say what is wrong with the suppressions.
 
     `resources` are the objects whose annotations count (the ones reported on), or their
-    `SuppressionSubject`s; `directives` the
-    comments of the files reported on; `active` the ids of the rules that ran (default: every rule
-    the policy enables), so that a suppression of a rule that did not run is not called unused.
+    `SuppressionSubject`s; `directives` the comments of the files reported on; `resolve` the id
+    of the rule a token names (an id in any case, or a name; None for no rule); `active` the ids
+    of the rules that ran, so that a suppression of a rule that did not run is not called unused
+    (and GP010/GP011 problems are reported only when they ran too).
     """
-    _engine()
     directives = tuple(directives)
     if (
         not directives
         and not exemptions_of(policy)
         and not any(IGNORE_ANNOTATION in resource.annotations for resource in resources)
     ):  # nothing can suppress: every finding is kept, and no suppression can be misused
-        return Outcome(list(findings), [])
-    rules = _Rules(policy, active)
-    today = today or datetime.date.today()
-    settings = policy.section("suppressions")
-    forbidden = {rules.resolve(str(item)) or str(item) for item in settings.get("forbidden", []) or []}
-    problems: list[Finding] = []
+        return Outcome(list(findings), [], [])
+    run = _Run(policy, resolve, active)
+    suppressions = run.manifest_suppressions(resources, directives)
+    exemptions = run.checked_exemptions(exemptions_of(policy))
+    kept, suppressed = run.split(findings, suppressions, exemptions, today or datetime.date.today())
+    run.report_unused(suppressions)
+    return Outcome(kept, suppressed, [problem for problem in run.problems if problem.rule_id in run.active])
 
-    manifest_suppressions: list[_Suppression] = []
-    for resource in resources:
-        manifest_suppressions.extend(
-            _annotation_suppressions(
-                resource, settings.get("annotations", True) is not False, rules, problems
+
+class _Run:
+    """One application of the suppressions: the rules it may name, what the policy allows of
+    manifests, and the problems found so far (in the order they are found)."""
+
+    def __init__(self, policy: Policy, resolve: Callable[[str], str | None], active: Collection[str]) -> None:
+        self.resolve = resolve
+        self.active = frozenset(active)
+        self.settings = policy.section("suppressions")
+        forbidden = self.settings.get("forbidden", []) or []
+        self.forbidden = {resolve(str(item)) or str(item) for item in forbidden}
+        self.problems: list[Problem] = []
+
+    def problem(self, rule_id: str, message: str, place: Place, *, unknown: bool = False) -> None:
+        self.problems.append(Problem(rule_id, message, place, unknown))
+
+    def allows(self, source: str) -> bool:
+        """Whether the policy lets manifests suppress by `annotations` or by `comments`."""
+        return self.settings.get(source, True) is not False
+
+    # -- reading them
+
+    def manifest_suppressions(
+        self, resources: Sequence[Resource | SuppressionSubject], directives: Sequence[InlineDirective]
+    ) -> list[_Suppression]:
+        """The valid suppressions the objects' annotations and the files' comments make."""
+        found: list[_Suppression] = []
+        annotations_allowed = self.allows("annotations")
+        for resource in resources:
+            found.extend(self._annotation_suppressions(resource, annotations_allowed))
+        by_file: dict[str, list[Resource | SuppressionSubject]] = {}
+        for resource in resources:
+            by_file.setdefault(resource.file, []).append(resource)
+        comments_allowed = self.allows("comments")
+        for directive in directives:
+            found.extend(
+                self._comment_suppression(directive, comments_allowed, by_file.get(directive.file, []))
             )
+        return found
+
+    def _annotation_suppressions(
+        self, resource: Resource | SuppressionSubject, allowed: bool
+    ) -> Iterator[_Suppression]:
+        value = resource.annotations.get(IGNORE_ANNOTATION)
+        if value is None:
+            return
+        position = resource.position(ANNOTATION_PATH)
+        line, column = position if position else (None, None)
+        place = Place(resource.file, line, column, resource.doc_index, resource.ref, ANNOTATION_PATH)
+
+        def problem(message: str) -> None:
+            self.problem(INVALID, message, place)
+
+        if not allowed:
+            problem(
+                f"the policy does not allow {IGNORE_ANNOTATION} annotations (suppressions.annotations: false)"
+            )
+            return
+        if not isinstance(value, str):
+            problem(f'{IGNORE_ANNOTATION} must be text like "GP601: reason; GP202: reason"')
+            return
+        for targets, bad, reason in parse_annotation(value):
+            if bad:
+                problem(f"{IGNORE_ANNOTATION}: {' '.join(bad)!r} is not a rule id or name")
+            valid = _valid_targets(targets, reason, f"{IGNORE_ANNOTATION} entry", self.resolve, problem)
+            if valid:
+                where = f"{IGNORE_ANNOTATION} on {resource.ref}"
+                yield _Suppression("annotation", tuple(valid), reason, where, place, resource=resource)
+
+    def _comment_suppression(
+        self,
+        directive: InlineDirective,
+        allowed: bool,
+        resources: Sequence[Resource | SuppressionSubject],
+    ) -> Iterator[_Suppression]:
+        owner = _resource_at_line(resources, directive.line + (1 if directive.own_line else 0))
+        place = Place(
+            directive.file,
+            directive.line,
+            directive.column,
+            owner.doc_index if owner else None,
+            owner.ref if owner else None,
         )
-    by_file: dict[str, list[Resource | SuppressionSubject]] = {}
-    for resource in resources:
-        by_file.setdefault(resource.file, []).append(resource)
-    for directive in directives:
-        manifest_suppressions.extend(
-            _comment_suppression(
-                directive,
-                settings.get("comments", True) is not False,
-                by_file.get(directive.file, []),
-                rules,
-                problems,
-            )
-        )
-    exemptions = exemptions_of(policy)
-    for exemption in exemptions:
-        unknown = [token for token in exemption.rules if rules.resolve(token) is None]
-        if unknown:
-            problems.append(
-                rules.finding(
-                    INVALID,
-                    f"{exemption.label()} names unknown rule {', '.join(unknown)}",
-                    file=None,
-                    line=None,
-                    column=None,
-                    doc_index=None,
-                    obj=None,
-                    path=("exemptions", exemption.index, "rules"),
-                )
-            )
-    resolved_exemptions = [
-        dataclasses.replace(exemption, rules=tuple(rules.resolve(t) or t for t in exemption.rules))
-        for exemption in exemptions
-    ]
 
-    kept: list[Finding] = []
-    suppressed: list[tuple[Finding, str]] = []
-    expired_reported: set[tuple[int, ObjectRef | None, str | None]] = set()
-    for finding in findings:
-        reason = _suppressing_reason(finding, manifest_suppressions, forbidden, rules, problems)
-        if reason is None:
-            reason = _exempting_reason(finding, resolved_exemptions, today, rules, problems, expired_reported)
-        if reason is None:
-            kept.append(finding)
-        else:
-            suppressed.append((_marked(finding, reason[0]), reason[1]))
+        def problem(message: str) -> None:
+            self.problem(INVALID, message, place)
 
-    for suppression in manifest_suppressions:
-        for target in suppression.targets:
-            rule_id = rules.resolve(target.rule)
-            if target in suppression.used or rule_id is None or not rules.enabled(rule_id):
+        if not allowed:
+            problem("the policy does not allow `# gpupolicy: ignore` comments (suppressions.comments: false)")
+            return
+        what = "`# gpupolicy: ignore` comment"
+        targets, _ = parse_targets(directive.rules)  # a token that names no rule is not read
+        reason = directive.reason
+        if not reason and targets:
+            names = " ".join(target.rule for target in targets)
+            problem(f"{what} for {names} gives no reason; write `# gpupolicy: ignore {names} -- why`")
+            return
+        valid = _valid_targets(targets, reason, what, self.resolve, problem)
+        if valid:
+            where = f"comment at {directive.file}:{directive.line}"
+            lines = (directive.line, directive.line + 1)
+            yield _Suppression("comment", tuple(valid), reason, where, place, lines=lines)
+
+    def checked_exemptions(self, exemptions: Sequence[Exemption]) -> list[Exemption]:
+        """The exemptions with their rules named by id; one that names no rule is a problem."""
+        for exemption in exemptions:
+            unknown = [token for token in exemption.rules if self.resolve(token) is None]
+            if unknown:
+                message = f"{exemption.label()} names unknown rule {', '.join(unknown)}"
+                self.problem(INVALID, message, Place(path=("exemptions", exemption.index, "rules")))
+        return [
+            dataclasses.replace(exemption, rules=tuple(self.resolve(t) or t for t in exemption.rules))
+            for exemption in exemptions
+        ]
+
+    # -- matching findings
+
+    def split(
+        self,
+        findings: Sequence[Finding],
+        suppressions: Sequence[_Suppression],
+        exemptions: Sequence[Exemption],
+        today: datetime.date,
+    ) -> tuple[list[Finding], list[tuple[Finding, str]]]:
+        """The findings kept, and those suppressed with what suppressed them and why."""
+        kept: list[Finding] = []
+        suppressed: list[tuple[Finding, str]] = []
+        expired_reported: set[tuple[int, ObjectRef | None, str | None]] = set()
+        for finding in findings:
+            reason = self._suppressing_reason(finding, suppressions)
+            if reason is None:
+                reason = self._exempting_reason(finding, exemptions, today, expired_reported)
+            if reason is None:
+                kept.append(finding)
+            else:
+                suppressed.append((_marked(finding, reason[0]), reason[1]))
+        return kept, suppressed
+
+    def _suppressing_reason(
+        self, finding: Finding, suppressions: Sequence[_Suppression]
+    ) -> tuple[str, str] | None:
+        for suppression in suppressions:
+            if not _covers(suppression, finding):
                 continue
-            scope = f" in container {target.container}" if target.container else ""
-            problems.append(
-                rules.finding(
+            for target in suppression.targets:
+                if self.resolve(target.rule) != finding.rule_id:
+                    continue
+                if target.container is not None and target.container not in _containers_of(
+                    finding, suppression
+                ):
+                    continue
+                suppression.used.add(target)
+                if finding.rule_id in self.forbidden:
+                    self._refuse(suppression, target, finding)
+                    continue
+                return suppression.source, f"{suppression.where}: {suppression.reason}"
+        return None
+
+    def _refuse(self, suppression: _Suppression, target: Target, finding: Finding) -> None:
+        """A manifest suppresses a rule the policy forbids it to: said once per target."""
+        if target in suppression.refused:
+            return
+        suppression.refused.add(target)
+        self.problem(
+            INVALID,
+            f"{suppression.where} may not suppress {finding.rule_id} {finding.rule_name}: "
+            "the policy forbids it (suppressions.forbidden); ask for a policy exemption",
+            suppression.place,
+            unknown=finding.unknown,
+        )
+
+    def _exempting_reason(
+        self,
+        finding: Finding,
+        exemptions: Sequence[Exemption],
+        today: datetime.date,
+        expired_reported: set[tuple[int, ObjectRef | None, str | None]],
+    ) -> tuple[str, str] | None:
+        for exemption in exemptions:
+            if not exemption.matches(finding, finding.rule_id):
+                continue
+            if exemption.expires is not None and exemption.expires < today:
+                key = (exemption.index, finding.object, finding.file)
+                if key not in expired_reported:
+                    expired_reported.add(key)
+                    self._expired(exemption, exemption.expires, finding)
+                continue
+            until = f", until {exemption.expires.isoformat()}" if exemption.expires else ""
+            return "exemption", f"{exemption.label()}{until}: {exemption.reason}"
+        return None
+
+    def _expired(self, exemption: Exemption, expires: datetime.date, finding: Finding) -> None:
+        """An expired exemption met a finding it would have lifted: said at the finding."""
+        self.problem(
+            INVALID,
+            f"{exemption.label()} expired on {expires.isoformat()}; "
+            f"{finding.rule_id} is reported again here (renew it or fix the finding)",
+            Place(
+                finding.file, finding.line, finding.column, finding.doc_index, finding.object, finding.path
+            ),
+            unknown=finding.unknown,
+        )
+
+    def report_unused(self, suppressions: Sequence[_Suppression]) -> None:
+        """GP011 for each target of a suppression that matched no finding of a rule that ran."""
+        for suppression in suppressions:
+            for target in suppression.targets:
+                rule_id = self.resolve(target.rule)
+                if target in suppression.used or rule_id is None or rule_id not in self.active:
+                    continue
+                scope = f" in container {target.container}" if target.container else ""
+                self.problem(
                     UNUSED,
                     f"{suppression.where} suppresses {target.rule}{scope} but no such finding is reported",
-                    file=suppression.file,
-                    line=suppression.line,
-                    column=suppression.column,
-                    doc_index=suppression.doc_index,
-                    obj=suppression.object,
-                    path=suppression.path,
+                    suppression.place,
                 )
-            )
-    kept.extend(problem for problem in problems if rules.enabled(problem.rule_id))
-    return Outcome(kept, suppressed)
 
 
 def _marked(finding: Finding, source: str) -> Finding:
     return dataclasses.replace(finding, extra={**finding.extra, "suppressedBy": source})
 
 
-def _annotation_suppressions(
-    resource: Resource | SuppressionSubject, allowed: bool, rules: _Rules, problems: list[Finding]
-) -> Iterator[_Suppression]:
-    value = resource.annotations.get(IGNORE_ANNOTATION)
-    if value is None:
-        return
-    position = resource.position(ANNOTATION_PATH)
-    line, column = position if position else (None, None)
-
-    def problem(message: str) -> None:
-        problems.append(
-            rules.finding(
-                INVALID,
-                message,
-                file=resource.file,
-                line=line,
-                column=column,
-                doc_index=resource.doc_index,
-                obj=resource.ref,
-                path=ANNOTATION_PATH,
-            )
-        )
-
-    if not allowed:
-        problem(
-            f"the policy does not allow {IGNORE_ANNOTATION} annotations (suppressions.annotations: false)"
-        )
-        return
-    if not isinstance(value, str):
-        problem(f'{IGNORE_ANNOTATION} must be text like "GP601: reason; GP202: reason"')
-        return
-    for targets, bad, reason in parse_annotation(value):
-        if bad:
-            problem(f"{IGNORE_ANNOTATION}: {' '.join(bad)!r} is not a rule id or name")
-        valid = _valid_targets(targets, reason, f"{IGNORE_ANNOTATION} entry", rules, problem)
-        if valid:
-            yield _Suppression(
-                source="annotation",
-                targets=tuple(valid),
-                reason=reason,
-                where=f"{IGNORE_ANNOTATION} on {resource.ref}",
-                file=resource.file,
-                line=line,
-                column=column,
-                doc_index=resource.doc_index,
-                object=resource.ref,
-                path=ANNOTATION_PATH,
-                resource=resource,
-            )
-
-
 def _valid_targets(
-    targets: Sequence[Target], reason: str, what: str, rules: _Rules, problem: Any
+    targets: Sequence[Target],
+    reason: str,
+    what: str,
+    resolve: Callable[[str], str | None],
+    problem: Callable[[str], None],
 ) -> list[Target]:
     if not targets:
         problem(f"{what} names no rule")
         return []
     valid = []
     for target in targets:
-        if rules.resolve(target.rule) is None:
+        if resolve(target.rule) is None:
             problem(f"{what} names unknown rule {target.rule!r} (`gpupolicy rules` lists them)")
         else:
             valid.append(target)
@@ -553,53 +539,6 @@ def _valid_targets(
         problem(f"{what} for {names} gives no reason; write `{names}: why it is needed`")
         return []
     return valid
-
-
-def _comment_suppression(
-    directive: InlineDirective,
-    allowed: bool,
-    resources: Sequence[Resource | SuppressionSubject],
-    rules: _Rules,
-    problems: list[Finding],
-) -> Iterator[_Suppression]:
-    owner = _resource_at_line(resources, directive.line + (1 if directive.own_line else 0))
-
-    def problem(message: str) -> None:
-        problems.append(
-            rules.finding(
-                INVALID,
-                message,
-                file=directive.file,
-                line=directive.line,
-                column=directive.column,
-                doc_index=owner.doc_index if owner else None,
-                obj=owner.ref if owner else None,
-            )
-        )
-
-    if not allowed:
-        problem("the policy does not allow `# gpupolicy: ignore` comments (suppressions.comments: false)")
-        return
-    what = "`# gpupolicy: ignore` comment"
-    reason = directive.reason
-    if not reason and directive.targets:
-        names = " ".join(target.rule for target in directive.targets)
-        problem(f"{what} for {names} gives no reason; write `# gpupolicy: ignore {names} -- why`")
-        return
-    valid = _valid_targets(directive.targets, reason, what, rules, problem)
-    if valid:
-        yield _Suppression(
-            source="comment",
-            targets=tuple(valid),
-            reason=reason,
-            where=f"comment at {directive.file}:{directive.line}",
-            file=directive.file,
-            line=directive.line,
-            column=directive.column,
-            doc_index=owner.doc_index if owner else None,
-            object=owner.ref if owner else None,
-            lines=(directive.line, directive.line + 1),
-        )
 
 
 def _resource_at_line(
@@ -612,47 +551,9 @@ def _resource_at_line(
     return None
 
 
-def _suppressing_reason(
-    finding: Finding,
-    suppressions: Sequence[_Suppression],
-    forbidden: set[str],
-    rules: _Rules,
-    problems: list[Finding],
-) -> tuple[str, str] | None:
-    for suppression in suppressions:
-        if not _covers(suppression, finding):
-            continue
-        for target in suppression.targets:
-            if rules.resolve(target.rule) != finding.rule_id:
-                continue
-            if target.container is not None and target.container not in _containers_of(finding, suppression):
-                continue
-            suppression.used.add(target)
-            if finding.rule_id in forbidden:
-                if target in suppression.refused:
-                    continue
-                suppression.refused.add(target)
-                problems.append(
-                    rules.finding(
-                        INVALID,
-                        f"{suppression.where} may not suppress {finding.rule_id} {finding.rule_name}: "
-                        "the policy forbids it (suppressions.forbidden); ask for a policy exemption",
-                        file=suppression.file,
-                        line=suppression.line,
-                        column=suppression.column,
-                        doc_index=suppression.doc_index,
-                        obj=suppression.object,
-                        path=suppression.path,
-                    )
-                )
-                continue
-            return suppression.source, f"{suppression.where}: {suppression.reason}"
-    return None
-
-
 def _covers(suppression: _Suppression, finding: Finding) -> bool:
     if suppression.source == "comment":
-        return finding.file == suppression.file and finding.line in suppression.lines
+        return finding.file == suppression.place.file and finding.line in suppression.lines
     resource = suppression.resource
     assert resource is not None
     return (
@@ -689,37 +590,3 @@ def _containers_of(finding: Finding, suppression: _Suppression) -> set[str]:
         else:
             value = None
     return names
-
-
-def _exempting_reason(
-    finding: Finding,
-    exemptions: Sequence[Exemption],
-    today: datetime.date,
-    rules: _Rules,
-    problems: list[Finding],
-    expired_reported: set[tuple[int, ObjectRef | None, str | None]],
-) -> tuple[str, str] | None:
-    for exemption in exemptions:
-        if not exemption.matches(finding, finding.rule_id):
-            continue
-        if exemption.expires is not None and exemption.expires < today:
-            key = (exemption.index, finding.object, finding.file)
-            if key not in expired_reported:
-                expired_reported.add(key)
-                problems.append(
-                    rules.finding(
-                        INVALID,
-                        f"{exemption.label()} expired on {exemption.expires.isoformat()}; "
-                        f"{finding.rule_id} is reported again here (renew it or fix the finding)",
-                        file=finding.file,
-                        line=finding.line,
-                        column=finding.column,
-                        doc_index=finding.doc_index,
-                        obj=finding.object,
-                        path=finding.path,
-                    )
-                )
-            continue
-        until = f", until {exemption.expires.isoformat()}" if exemption.expires else ""
-        return "exemption", f"{exemption.label()}{until}: {exemption.reason}"
-    return None

@@ -42,11 +42,12 @@ from operator import itemgetter
 
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL, IGNORE_ANNOTATION
 from gpupolicy.engine.evaluation import Context, Evaluation, Report, complete_kinds, evaluate
-from gpupolicy.engine.suppressions import InlineDirective, SuppressionSubject
+from gpupolicy.engine.suppressions import SuppressionSubject
 from gpupolicy.kube.disruption import HPA, PDB, pdb_selects
 from gpupolicy.kube.experiments import arm_link
 from gpupolicy.kube.inventory import Bundle, namespace_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping, workload_of
+from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
     LoadedText,
@@ -56,7 +57,7 @@ from gpupolicy.loading.documents import (
     Skipped,
     StreamReadsDifferently,
 )
-from gpupolicy.loading.inputs import Loaded, Source, merge_overlay_findings
+from gpupolicy.loading.inputs import Loaded, Source
 from gpupolicy.policy.loading import Policy
 
 # Kinds whose rules read plain workloads of any file: checked after the stream.
@@ -106,6 +107,16 @@ def lint(
         report = lint_in_memory(sources, policy, context=context, limits=limits, said=said)
     merge_overlay_findings(report, sources)
     return report
+
+
+def merge_overlay_findings(report: Report, sources: Iterable[Source]) -> None:
+    """One finding for the same field of a shared base object, naming the overlays that render it
+    (rendering.OverlayFindings); the sources of one run share their session."""
+    sessions = {id(source.session): source.session for source in sources if source.session is not None}
+    for session in sessions.values():
+        if session.overlays:
+            report.findings = session.overlays.merge(report.findings)
+            report.suppressed = session.overlays.merge_pairs(report.suppressed)
 
 
 def lint_in_memory(

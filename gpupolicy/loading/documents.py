@@ -632,7 +632,7 @@ def find_env_placeholders(value: Any, path: JsonPath = ()) -> Iterator[tuple[Jso
 class LoadedText:
     resources: list[Resource] = field(default_factory=list)
     problems: list[LoadProblem] = field(default_factory=list)
-    # `# gpupolicy: ignore` comments (suppressions.InlineDirective), filled in by inputs.load_text
+    # `# gpupolicy: ignore` comments (directives.InlineDirective), filled in by inputs.load_text
     directives: list[Any] = field(default_factory=list)
     # documents and files that hold no Kubernetes object, filled in by inputs.load_text
     skipped: list[Skipped] = field(default_factory=list)

@@ -17,9 +17,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from gpupolicy.engine.suppressions import InlineDirective, scan_comments
+from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
     LoadedText,
@@ -53,9 +52,6 @@ from gpupolicy.loading.rendering import (
     trace,
     wrapper_kustomization,
 )
-
-if TYPE_CHECKING:
-    from gpupolicy.engine.evaluation import Report
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 # Files that live beside manifests but are not Kubernetes objects.
@@ -620,16 +616,6 @@ def iter_sources(
         part = WHOLE if files is None else Part(only=frozenset(files))
         name = display_path(folder) if files is None else min(files)
         yield Source(name, path=folder, allow_remote=allow_remote, part=part, session=session)
-
-
-def merge_overlay_findings(report: Report, sources: Iterable[Source]) -> None:
-    """One finding for the same field of a shared base object, naming the overlays that render it
-    (rendering.OverlayFindings); the sources of one run share their session."""
-    sessions = {id(source.session): source.session for source in sources if source.session is not None}
-    for session in sessions.values():
-        if session.overlays:
-            report.findings = session.overlays.merge(report.findings)
-            report.suppressed = session.overlays.merge_pairs(report.suppressed)
 
 
 def _add_to_group(groups: dict[Path, set[str] | None], folder: Path, file: str | None) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from gpupolicy.core.findings import Finding, JsonPath
-from gpupolicy.engine.suppressions import InlineDirective, scan_comments
+from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import LoadedText, Resource
 
 HELM_SOURCE = "# Source: "
@@ -389,11 +389,6 @@ def inside(path: Path, roots: Iterable[Path]) -> bool:
 # -- one finding for the same field of the same base object, whatever overlays render it ------------
 
 
-def is_unknown(finding: Finding) -> bool:
-    """A finding that says a fact of the cluster is missing or could not be verified."""
-    return "clusterFact" in finding.extra or bool(finding.extra.get("unknown"))
-
-
 class OverlayFindings:
     """Which overlays rendered each traced object of a shared base, so that a finding the same in
     several overlays is reported once, naming them, and one of a single overlay names it."""
@@ -434,7 +429,7 @@ class OverlayFindings:
         for item in out:
             if item in merged:
                 finding, extra, names = merged[item]
-                if is_unknown(finding):  # about the cluster, said once per run: no overlay to name
+                if finding.unknown:  # about the cluster, said once per run: no overlay to name
                     result.append((finding, extra))
                     continue
                 note = f" (as rendered by {', '.join(names)})"

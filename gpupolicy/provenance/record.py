@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from gpupolicy.core.findings import Finding
 from gpupolicy.core.vocabulary import (
     ARM_LABEL,
     EXPERIMENT_LABEL,
@@ -189,61 +190,80 @@ def build_record(
     reason = _not_recordable_reason(request, obj, policy, workload)
     if reason is not None:
         raise NotRecordable(reason)
+    assert workload is not None
+    annotations = workload.annotations
+    fields: dict[str, Any] = {
+        **_who_and_what(request, obj, workload, now),
+        "images": _images(workload),
+        "gpu": _gpu(workload, policy),
+        "placement": [_placement(template) for template in workload.templates],
+        "priority": [_priority(template) for template in workload.templates],
+        "controller": controller_of(as_mapping(obj.get("metadata"))),
+        **_experiment_fields(workload, experiment_config),
+        "rollback_criteria": _str(annotations.get(ROLLBACK_ANNOTATION)),
+        "model": _str(annotations.get(MODEL_ANNOTATION)),
+        "input": _str(annotations.get(INPUT_ANNOTATION)),
+        "policy_version": policy.version,
+        "policy_digest": report.policy_digest or policy.digest,
+        "git": git_source(workload.labels, annotations),
+        "findings": [_finding(finding) for finding in report.findings],
+        "template_hash": template_hash(workload.templates),
+    }
+    # One redaction pass over the whole record (finding messages included), one construction:
+    # `redact` returns fresh lists and dicts, so the record shares nothing with the request.
+    return ProvenanceRecord(**redact(fields))
+
+
+def _who_and_what(
+    request: Mapping[str, Any], obj: Mapping[str, Any], workload: Workload, now: datetime | None
+) -> dict[str, Any]:
+    """The request's uid, time, operation and user, and which object, at which generation."""
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise NotRecordable("the admission request has no uid")
-    assert workload is not None
     metadata = as_mapping(obj.get("metadata"))
-    labels, annotations = workload.labels, workload.annotations
-    experiment = _first_label(workload, EXPERIMENT_LABEL)
     user = as_mapping(request.get("userInfo"))
     generation = metadata.get("generation")
-    fields: dict[str, Any] = dict(
-        uid=uid,
-        time=format_time(now or datetime.now(UTC)),
-        operation=str(request.get("operation", "")).upper(),
-        user={
+    return {
+        "uid": uid,
+        "time": format_time(now or datetime.now(UTC)),
+        "operation": str(request.get("operation", "")).upper(),
+        "user": {
             "username": _str(user.get("username")),
             "uid": _str(user.get("uid")),
             "groups": [str(group) for group in as_list(user.get("groups"))],
         },
-        object_uid=_str(metadata.get("uid")),
-        api_version=_str(obj.get("apiVersion")) or "",
-        kind=workload.kind,
-        namespace=workload.namespace or _str(request.get("namespace")),
-        name=workload.name or _str(request.get("name")) or "",
-        generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else None,
-        images=_images(workload),
-        gpu=_gpu(workload, policy),
-        placement=[_placement(template) for template in workload.templates],
-        priority=[_priority(template) for template in workload.templates],
-        controller=controller_of(metadata),
-        experiment=experiment,
-        arm=_first_label(workload, ARM_LABEL),
-        fixed=_fixed(experiment_config, experiment),
-        experiment_config=_config_snapshot(experiment_config, experiment),
-        rollback_criteria=_str(annotations.get(ROLLBACK_ANNOTATION)),
-        model=_str(annotations.get(MODEL_ANNOTATION)),
-        input=_str(annotations.get(INPUT_ANNOTATION)),
-        policy_version=policy.version,
-        policy_digest=report.policy_digest or policy.digest,
-        git=git_source(labels, annotations),
-        findings=[
-            {
-                "rule": finding.rule_id,
-                "name": finding.rule_name,
-                "severity": finding.severity.label,
-                "path": finding.json_path,
-                "message": finding.message,
-                "container": finding.container,
-            }
-            for finding in report.findings
-        ],
-        template_hash=template_hash(workload.templates),
-    )
-    # One redaction pass over the whole record (finding messages included), one construction:
-    # `redact` returns fresh lists and dicts, so the record shares nothing with the request.
-    return ProvenanceRecord(**redact(fields))
+        "object_uid": _str(metadata.get("uid")),
+        "api_version": _str(obj.get("apiVersion")) or "",
+        "kind": workload.kind,
+        "namespace": workload.namespace or _str(request.get("namespace")),
+        "name": workload.name or _str(request.get("name")) or "",
+        "generation": generation
+        if isinstance(generation, int) and not isinstance(generation, bool)
+        else None,
+    }
+
+
+def _experiment_fields(workload: Workload, experiment_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The experiment and arm the workload is labelled with, and what its config holds fixed."""
+    experiment = _first_label(workload, EXPERIMENT_LABEL)
+    return {
+        "experiment": experiment,
+        "arm": _first_label(workload, ARM_LABEL),
+        "fixed": _fixed(experiment_config, experiment),
+        "experiment_config": _config_snapshot(experiment_config, experiment),
+    }
+
+
+def _finding(finding: Finding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule_id,
+        "name": finding.rule_name,
+        "severity": finding.severity.label,
+        "path": finding.json_path,
+        "message": finding.message,
+        "container": finding.container,
+    }
 
 
 def controller_of(metadata: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -2,8 +2,9 @@
 
 A suppression is a claim that a finding does not apply, so it must carry its reason, name rules
 that exist, be allowed by the policy, and still match something. These two ids live outside the
-rule catalogue's families (GP0xx input is GP001-GP005): the findings come from
-`gpupolicy.engine.suppressions`, which the engine runs after the rules, so they have no check function.
+rule catalogue's families (GP0xx input is GP001-GP005): the problems come from the suppressions
+pass (`gpupolicy.engine.suppressions`), which the engine runs after the rules and whose problems it
+makes findings of these rules, so they have no check function.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 `POST /validate` takes JSON only (HTTP 415 for another Content-Type), reads the body (HTTP 413
 past the policy's limit), parses JSON (HTTP 400 when it is not JSON or not an AdmissionReview),
-calls `review()`, records provenance for admitted GPU workloads before answering, and sends the
-response. `/healthz` says the process serves,
+calls `review()`, records provenance for admitted GPU workloads before answering (what is recorded,
+and from what, is decided beside `review()`: records.py), and sends the response. `/healthz` says the process serves,
 `/readyz` whether the policy is loaded, every inventory cache has synced and the cluster facts
 have been learned from them once (with the detail of each, whether the policy files on disk are
 the policy in use: policy_reload.py, and what was learned: live_facts.py), `/metrics` is
@@ -19,7 +19,7 @@ import gc
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,12 +28,12 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import ClientDisconnect
 
-from gpupolicy.core.vocabulary import EXPERIMENT_LABEL
 from gpupolicy.kube.inventory import Inventory
 from gpupolicy.webhook.live_facts import LiveFacts
 from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
 from gpupolicy.webhook.metrics import WebhookMetrics
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
+from gpupolicy.webhook.records import RecordBuilder, provenance_record, should_record
 from gpupolicy.webhook.review import Decision, MalformedReview, ReviewEngine, review
 from gpupolicy.webhook.tls import ReloadingCertificate
 
@@ -79,7 +79,7 @@ class Provenance:
     """The provenance store and how to make a record (gpupolicy.provenance, or a test's fake)."""
 
     store: ProvenanceStore
-    build_record: Callable[..., Any]  # (request, obj, report, policy, *, experiment_config, workload)
+    build_record: RecordBuilder
     not_recordable: type[Exception] = ValueError
     router: Any = None  # a fastapi.APIRouter serving GET /provenance (on its own port: see server.py)
 
@@ -131,7 +131,40 @@ def _error(status: int, message: str) -> Response:
     return Response(json.dumps({"error": message}), status_code=status, media_type=JSON)
 
 
+_NO_DOCS: dict[str, Any] = {"docs_url": None, "redoc_url": None, "openapi_url": None}  # nothing but the API
+
+
 def create_app(state: WebhookState) -> FastAPI:
+    app = FastAPI(title="gpupolicy admission webhook", lifespan=_lifespan(state), **_NO_DOCS)
+    app.state.webhook = state
+
+    @app.post("/validate")
+    async def validate(request: Request) -> Response:
+        return await _validate(state, request)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return Response(json.dumps({"status": "ok"}), media_type=JSON)
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        ready, detail = readiness(state)
+        health = getattr(state.provenance.store, "health", None) if state.provenance else None
+        if callable(health):  # reported, not required: an outage spools records durably
+            detail["provenance"] = await run_in_threadpool(health)
+        return Response(json.dumps(detail), status_code=200 if ready else 503, media_type=JSON)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    # GET /provenance is not served here: see create_provenance_app.
+    return app
+
+
+def _lifespan(state: WebhookState) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's background tasks (those `state` asks for), started with it and cancelled at its end."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tasks = [asyncio.create_task(_freeze_when_settled(state))] if state.freeze_gc else []
@@ -149,79 +182,68 @@ def create_app(state: WebhookState) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    app = FastAPI(
-        title="gpupolicy admission webhook",
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
-        lifespan=lifespan,
-    )
-    app.state.webhook = state
-    metrics = state.metrics
+    return lifespan
 
-    @app.post("/validate")
-    async def validate(request: Request) -> Response:
-        started = time.perf_counter()
-        engine = state.engine  # read once: the request is decided and recorded under one policy
-        limit = engine.settings.max_body_bytes
-        content_type = request.headers.get("content-type")
-        if not _is_json(content_type):
-            metrics.requests.labels("unsupported-media-type", "none", "unknown", "").inc()
-            log(_log, logging.WARNING, "admission request is not JSON", content_type=excerpt(content_type))
-            return _error(415, f"the AdmissionReview must be sent as {JSON}")
-        try:
-            body = await _read_body(request, limit)
-        except ClientDisconnect:  # gone, or cut off by the read deadline: nobody to answer
-            log(_log, logging.INFO, "admission request abandoned by the client while sending it")
-            return _error(408, "the AdmissionReview was not received")
-        if body is None:
-            metrics.requests.labels("too-large", "none", "unknown", "").inc()
-            log(_log, logging.WARNING, "admission request body too large", limit=limit)
-            return _error(413, f"the AdmissionReview is larger than the limit of {limit} bytes")
-        try:
-            parsed = _loads(body)
-        except (ValueError, RecursionError) as exc:
-            return _invalid(state, f"the body is not JSON: {exc}")
-        try:
-            if state.review_in_threadpool:
-                decision = await run_in_threadpool(review, parsed, engine, state.inventory)
-            else:
-                decision = review(parsed, engine, state.inventory)
-        except MalformedReview as exc:
-            return _invalid(state, str(exc), parsed)
-        except Exception:  # a bug must answer (the API server applies failurePolicy), not kill the worker
-            uid = excerpt(_uid_of(parsed))
-            _log.exception("review failed", extra={"fields": {"uid": uid}})
-            metrics.requests.labels("error", "none", "unknown", "").inc()
-            return _error(
-                500, f"gpupolicy could not review request {uid}: internal error (see the webhook log)"
-            )
-        provenance = None
-        if decision.record_provenance and state.provenance is not None:
-            provenance = await _record_provenance(state, decision, engine)
-        payload = _dumps(decision.response)
-        elapsed = time.perf_counter() - started
-        _account(state, decision, elapsed, provenance)
-        return Response(payload, media_type=JSON)
 
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        return Response(json.dumps({"status": "ok"}), media_type=JSON)
+async def _validate(state: WebhookState, request: Request) -> Response:
+    """POST /validate: the HTTP request to `review()` and its decision back, recorded first when
+    `should_record` says so."""
+    started = time.perf_counter()
+    engine = state.engine  # read once: the request is decided and recorded under one policy
+    parsed = await _admission_body(state, request, engine.settings.max_body_bytes)
+    if isinstance(parsed, Response):
+        return parsed
+    decision = await _review(state, parsed, engine)
+    if isinstance(decision, Response):
+        return decision
+    provenance = None
+    if state.provenance is not None and should_record(decision):
+        provenance = await _record_provenance(state, decision, engine)
+    payload = _dumps(decision.response)
+    _account(state, decision, time.perf_counter() - started, provenance)
+    return Response(payload, media_type=JSON)
 
-    @app.get("/readyz")
-    async def readyz() -> Response:
-        ready, detail = readiness(state)
-        health = getattr(state.provenance.store, "health", None) if state.provenance else None
-        if callable(health):  # reported, not required: an outage spools records durably
-            detail["provenance"] = await run_in_threadpool(health)
-        return Response(json.dumps(detail), status_code=200 if ready else 503, media_type=JSON)
 
-    @app.get("/metrics")
-    async def prometheus() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+_NOT_PARSED = ("none", "unknown", "")  # the metric labels of a request never reviewed
 
-    # GET /provenance is not served here: see create_provenance_app.
-    return app
+
+async def _admission_body(state: WebhookState, request: Request, limit: int) -> Any:
+    """The parsed JSON body, or the error response: 415 when it is not JSON, 413 past `limit`,
+    408 when the client left while sending it, 400 when it does not parse."""
+    content_type = request.headers.get("content-type")
+    if not _is_json(content_type):
+        state.metrics.requests.labels("unsupported-media-type", *_NOT_PARSED).inc()
+        log(_log, logging.WARNING, "admission request is not JSON", content_type=excerpt(content_type))
+        return _error(415, f"the AdmissionReview must be sent as {JSON}")
+    try:
+        body = await _read_body(request, limit)
+    except ClientDisconnect:  # gone, or cut off by the read deadline: nobody to answer
+        log(_log, logging.INFO, "admission request abandoned by the client while sending it")
+        return _error(408, "the AdmissionReview was not received")
+    if body is None:
+        state.metrics.requests.labels("too-large", *_NOT_PARSED).inc()
+        log(_log, logging.WARNING, "admission request body too large", limit=limit)
+        return _error(413, f"the AdmissionReview is larger than the limit of {limit} bytes")
+    try:
+        return _loads(body)
+    except (ValueError, RecursionError) as exc:
+        return _invalid(state, f"the body is not JSON: {exc}")
+
+
+async def _review(state: WebhookState, parsed: Any, engine: ReviewEngine) -> Decision | Response:
+    """`review()` of the parsed body, or the error response: 400 for a body that is not an
+    AdmissionReview, 500 for a bug (the API server then applies the failurePolicy)."""
+    try:
+        if state.review_in_threadpool:
+            return await run_in_threadpool(review, parsed, engine, state.inventory)
+        return review(parsed, engine, state.inventory)
+    except MalformedReview as exc:
+        return _invalid(state, str(exc), parsed)
+    except Exception:  # a bug must answer (the API server applies failurePolicy), not kill the worker
+        uid = excerpt(_uid_of(parsed))
+        _log.exception("review failed", extra={"fields": {"uid": uid}})
+        state.metrics.requests.labels("error", *_NOT_PARSED).inc()
+        return _error(500, f"gpupolicy could not review request {uid}: internal error (see the webhook log)")
 
 
 def create_provenance_app(router: Any) -> FastAPI:
@@ -229,7 +251,7 @@ def create_provenance_app(router: Any) -> FastAPI:
     admitted record can be read there, and the admission port is open to anyone who can reach
     the Service; this one listens on 127.0.0.1 unless told otherwise (reach it with
     `kubectl port-forward`, which needs RBAC on pods/portforward)."""
-    app = FastAPI(title="gpupolicy provenance", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="gpupolicy provenance", **_NO_DOCS)
     app.include_router(router)
     return app
 
@@ -264,7 +286,7 @@ def _uid_of(parsed: Any) -> str | None:
 
 
 def _invalid(state: WebhookState, message: str, parsed: Any = None) -> Response:
-    state.metrics.requests.labels("invalid", "none", "unknown", "").inc()
+    state.metrics.requests.labels("invalid", *_NOT_PARSED).inc()
     log(
         _log,
         logging.WARNING,
@@ -281,11 +303,12 @@ async def _record_provenance(state: WebhookState, decision: Decision, engine: Re
     webhook never blocks the cluster over provenance — and says so loudly (log and metric)."""
     provenance = state.provenance
     assert provenance is not None
+    inputs = (decision, engine.policy, state.inventory, provenance.build_record)
     try:
         if state.review_in_threadpool:
-            record = await run_in_threadpool(_build_record, state, decision, engine)
+            record = await run_in_threadpool(provenance_record, *inputs)
         else:
-            record = _build_record(state, decision, engine)  # CPU only, like review(): no thread hop
+            record = provenance_record(*inputs)  # CPU only, like review(): no thread hop
     except provenance.not_recordable:
         return "skipped"
     try:
@@ -299,28 +322,6 @@ async def _record_provenance(state: WebhookState, decision: Decision, engine: Re
         _log.exception("provenance record lost", extra={"fields": {"uid": excerpt(decision.uid)}})
         return "failed"
     return "recorded"
-
-
-def _build_record(state: WebhookState, decision: Decision, engine: ReviewEngine) -> Any:
-    provenance = state.provenance
-    assert provenance is not None and decision.report is not None and decision.object is not None
-    return provenance.build_record(
-        decision.request,
-        decision.object,
-        decision.report,
-        engine.policy,
-        experiment_config=_experiment_config(state, decision),
-        workload=decision.workload,
-    )
-
-
-def _experiment_config(state: WebhookState, decision: Decision) -> Mapping[str, Any] | None:
-    labels = (decision.object or {}).get("metadata", {}).get("labels") or {}
-    experiment = labels.get(EXPERIMENT_LABEL) if isinstance(labels, dict) else None
-    if not isinstance(experiment, str) or state.inventory is None:
-        return None
-    found = state.inventory.get("ConfigMap", experiment, decision.namespace)
-    return found.obj if found is not None and isinstance(found.obj, dict) else None
 
 
 def _account(state: WebhookState, decision: Decision, elapsed: float, provenance: str | None) -> None:

@@ -1,7 +1,8 @@
 """The admission decision: `review(admission_review, engine, inventory) -> Decision`, a plain function.
 
 No I/O and no HTTP: the server parses the body, calls `review`, sends `decision.response` and
-records provenance when `decision.record_provenance` says so. A malformed review raises
+records provenance when `records.should_record(decision)` says so (what a record is built from is
+decided there too, gpupolicy/webhook/records.py, not in the route). A malformed review raises
 `MalformedReview` (the server answers HTTP 400); a policy violation is `allowed: false`.
 
 What is evaluated: CREATE and UPDATE of workloads that name GPUs, and of the objects that
@@ -15,14 +16,14 @@ be after the change, and only findings about the admitted object are reported.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpupolicy.core.findings import Finding, Severity
 from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
 from gpupolicy.engine.evaluation import REGISTRY, InternalError, Report, Rule, evaluate
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
-from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
+from gpupolicy.kube.pod_spec import as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 from gpupolicy.webhook.kinds import is_cross_object, names_gpus
@@ -77,28 +78,62 @@ def webhook_rules() -> tuple[Rule, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    response: dict[str, Any]  # the AdmissionReview to send back
+class Admission:
+    """What an AdmissionReview asks (`read_admission`). `object` and `resource` are read only for
+    what may be evaluated: a CREATE or UPDATE of a resource, not of a subresource. Kind,
+    namespace and name are the object's when it says them, else the request's."""
+
+    request: dict[str, Any]
     uid: str
-    allowed: bool
     operation: str
+    dry_run: bool
     kind: str
     namespace: str | None
     name: str
-    dry_run: bool
+    object: dict[str, Any] | None = None
+    resource: Resource | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What was decided of one admission: the answer, and what it rests on."""
+
+    admission: Admission
+    response: dict[str, Any]  # the AdmissionReview to send back
+    allowed: bool
     mode: Mode | None  # None when nothing was evaluated
     skipped: str | None = None  # why nothing was evaluated: delete, subresource, no-gpus ...
     report: Report | None = None
     findings: tuple[Finding, ...] = ()  # after suppressions and exemptions
-    gpu_workload: bool = False
-    record_provenance: bool = False
-    request: dict[str, Any] = field(default_factory=dict)
-    object: dict[str, Any] | None = None
-    workload: Workload | None = None  # the view of `object` the rules read, when it is a workload
+    gpu_workload: bool = False  # the object is a workload that uses GPUs
 
     @property
     def decision(self) -> str:
         return "allowed" if self.allowed else "denied"
+
+    @property
+    def uid(self) -> str:
+        return self.admission.uid
+
+    @property
+    def operation(self) -> str:
+        return self.admission.operation
+
+    @property
+    def kind(self) -> str:
+        return self.admission.kind
+
+    @property
+    def namespace(self) -> str | None:
+        return self.admission.namespace
+
+    @property
+    def name(self) -> str:
+        return self.admission.name
+
+    @property
+    def dry_run(self) -> bool:
+        return self.admission.dry_run
 
 
 class AdmissionInventory:
@@ -218,49 +253,71 @@ def _admitted_object(request: dict[str, Any], operation: str) -> dict[str, Any]:
 # -- the decision --------------------------------------------------------------------------------
 
 
-def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | None = None) -> Decision:
-    """Decide one AdmissionReview. Raises `MalformedReview` for a body that is not one."""
+def read_admission(admission_review: Any) -> Admission:
+    """What the AdmissionReview asks. Raises `MalformedReview` for a body that is not one, or
+    whose object cannot be read where it is needed."""
     request = _request_of(admission_review)
-    uid: str = request["uid"]
     operation: str = request["operation"]
-    dry_run = request.get("dryRun") is True
-    gvk = as_mapping(request.get("kind"))
-    kind = str(gvk.get("kind") or "")
+    kind = str(as_mapping(request.get("kind")).get("kind") or "")
     namespace = request.get("namespace") if isinstance(request.get("namespace"), str) else None
     name = request.get("name") if isinstance(request.get("name"), str) else ""
-
-    def allow_at_once(reason: str, obj: dict[str, Any] | None = None) -> Decision:
-        return Decision(
-            response=_response(uid, True),
-            uid=uid,
-            allowed=True,
-            operation=operation,
-            kind=kind,
-            namespace=namespace or None,
-            name=name or "",
-            dry_run=dry_run,
-            mode=None,
-            skipped=reason,
-            request=request,
-            object=obj,
-        )
-
-    if operation not in EVALUATED_OPERATIONS:
-        return allow_at_once(operation.lower())
-    if request.get("subResource"):
-        return allow_at_once("subresource")
+    asked = Admission(
+        request=request,
+        uid=request["uid"],
+        operation=operation,
+        dry_run=request.get("dryRun") is True,
+        kind=kind,
+        namespace=namespace or None,
+        name=name or "",
+    )
+    if operation not in EVALUATED_OPERATIONS or request.get("subResource"):
+        return asked
     obj = _admitted_object(request, operation)
     resource = Resource(obj, file=f"admission:{kind or '?'}/{namespace or ''}/{name or ''}", doc_index=0)
-    kind = resource.kind or kind
-    namespace = resource.namespace or namespace or None
-    name = resource.name or name or ""
-    if engine.settings.excluded(namespace):
-        return allow_at_once("excluded-namespace", obj)
+    return replace(
+        asked,
+        kind=resource.kind or kind,
+        namespace=resource.namespace or namespace or None,
+        name=resource.name or name or "",
+        object=obj,
+        resource=resource,
+    )
+
+
+def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | None = None) -> Decision:
+    """Decide one AdmissionReview. Raises `MalformedReview` for a body that is not one."""
+    admission = read_admission(admission_review)
+    resource = admission.resource
+    if resource is None:
+        operation = admission.operation
+        return _allowed_at_once(
+            admission, "subresource" if operation in EVALUATED_OPERATIONS else operation.lower()
+        )
+    if engine.settings.excluded(admission.namespace):
+        return _allowed_at_once(admission, "excluded-namespace")
     workload = workload_of(resource)
     gpu_workload = workload is not None and names_gpus(workload, engine.policy)
-    if not gpu_workload and not (is_cross_object(resource) and (workload is None or kind == "Rollout")):
-        return allow_at_once("no-gpus" if workload is not None else "not-checked", obj)
+    if not gpu_workload and not (
+        is_cross_object(resource) and (workload is None or admission.kind == "Rollout")
+    ):
+        return _allowed_at_once(admission, "no-gpus" if workload is not None else "not-checked")
+    return _evaluated(admission, resource, engine, inventory, gpu_workload=gpu_workload)
 
+
+def _allowed_at_once(admission: Admission, reason: str) -> Decision:
+    """Allowed without evaluating anything, for `reason`."""
+    return Decision(admission, _response(admission.uid, True), allowed=True, mode=None, skipped=reason)
+
+
+def _evaluated(
+    admission: Admission,
+    resource: Resource,
+    engine: ReviewEngine,
+    inventory: Inventory | None,
+    *,
+    gpu_workload: bool,
+) -> Decision:
+    """The rules run on the admitted object against the cluster as it would be after it."""
     report = evaluate(
         [resource],
         engine.policy,
@@ -269,63 +326,52 @@ def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | N
         rules=engine.rules,
     )
     findings = report.findings  # exemptions and allowed suppressions already applied
-    mode = engine.settings.mode_for(namespace)
+    mode = engine.settings.mode_for(admission.namespace)
     errors = [finding for finding in findings if finding.severity is Severity.ERROR]
     # A rule that raised did not say what it would have: in enforce mode the policy decides
     # (webhook.onRuleError, deny by default), never the accident of which rule crashed.
     unchecked = bool(report.errors) and engine.settings.on_rule_error is OnRuleError.DENY
     allowed = not (mode is Mode.ENFORCE and (errors or unchecked))
-    # Errors are in the deny message in enforce mode; what a cache could not answer (info
-    # findings saying "unknown") is shown too, so that an unverified check is never silent.
-    # Facts of the cluster the policy does not describe are said in the log, not on every admission.
+    status = None
+    if not allowed:
+        rule_errors = report.errors if unchecked else ()
+        message = deny_message(resource, errors, engine.policy, rule_errors=rule_errors)
+        status = {"code": 403, "reason": "Forbidden", "message": message}
+    response = _response(
+        admission.uid,
+        allowed,
+        status=status,
+        warnings=_shown_warnings(report, mode),
+        auditAnnotations=audit_annotations(resource, engine.policy, findings, mode, allowed),
+    )
+    return Decision(
+        admission,
+        response,
+        allowed=allowed,
+        mode=mode,
+        report=report,
+        findings=tuple(findings),
+        gpu_workload=gpu_workload,
+    )
+
+
+def _shown_warnings(report: Report, mode: Mode) -> list[str]:
+    """What the API server shows the client: none in audit mode. Errors are in the deny message
+    in enforce mode; what a cache could not answer (info findings saying "unknown") is shown
+    too, so that an unverified check is never silent. Facts of the cluster the policy does not
+    describe are said in the log, not on every admission."""
+    if mode is Mode.AUDIT:
+        return []
     shown = sorted(
         (
             finding
-            for finding in findings
+            for finding in report.findings
             if (finding.severity is not Severity.ERROR or mode is Mode.WARN)
             and "clusterFact" not in finding.extra
         ),
         key=lambda finding: -finding.severity,
     )
-    warnings = format_warnings(shown, internal_errors=[error.rule_id for error in report.errors])
-    if mode is Mode.AUDIT:
-        warnings = []
-    status = (
-        {
-            "code": 403,
-            "reason": "Forbidden",
-            "message": deny_message(
-                resource, errors, engine.policy, rule_errors=report.errors if unchecked else ()
-            ),
-        }
-        if not allowed
-        else None
-    )
-    response = _response(
-        uid,
-        allowed,
-        status=status,
-        warnings=warnings,
-        auditAnnotations=audit_annotations(resource, engine.policy, findings, mode, allowed),
-    )
-    return Decision(
-        response=response,
-        uid=uid,
-        allowed=allowed,
-        operation=operation,
-        kind=kind,
-        namespace=namespace,
-        name=name,
-        dry_run=dry_run,
-        mode=mode,
-        report=report,
-        findings=tuple(findings),
-        gpu_workload=gpu_workload,
-        record_provenance=allowed and gpu_workload and not dry_run,
-        request=request,
-        object=obj,
-        workload=workload,
-    )
+    return format_warnings(shown, internal_errors=[error.rule_id for error in report.errors])
 
 
 # -- what the API server shows -------------------------------------------------------------------

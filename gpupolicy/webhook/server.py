@@ -19,7 +19,9 @@ from pathlib import Path
 from types import FrameType
 
 import uvicorn
+from fastapi import FastAPI
 
+from gpupolicy.policy.loading import Policy
 from gpupolicy.webhook.app import Provenance, WebhookState, create_app, create_provenance_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.live_facts import DEFAULT_MIN_INTERVAL_SECONDS, LiveFacts
@@ -226,93 +228,29 @@ def provenance_api(
 
 
 def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[], None]]:
-    from gpupolicy.policy.loading import PolicyError, load_policy
-
+    """The server `gpupolicy serve` runs, and what to do once it has stopped. Raises
+    `UnusableSettings` for a policy, a store or a port it cannot start with."""
     configure_logging(args.log_level)
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules once, at start-up)
 
-    try:
-        policy = load_policy(extra=args.policy)
-    except PolicyError as exc:
-        raise UnusableSettings(str(exc)) from exc
     mode = Mode.parse(args.mode) if args.mode else None
-    engine = ReviewEngine.from_policy(policy, mode=mode)
+    engine = ReviewEngine.from_policy(_load_policy(args), mode=mode)
     api_socket = provenance_api_socket(args)
-    if args.no_cluster:
-        inventory = ClusterInventory(
-            None, no_client_reason="the cluster inventory is switched off (--no-cluster)"
-        )
-    else:
-        inventory = ClusterInventory.from_environment(kubeconfig=args.kubeconfig)
-    try:
-        provenance = (
-            None
-            if args.no_provenance
-            else open_provenance(args.db, args.data_dir, timeout=getattr(args, "db_timeout", 2.0))
-        )
-    except (OSError, ValueError) as exc:  # an unwritable --data-dir, a URL of another database
-        raise UnusableSettings(
-            f"cannot open the provenance store: {exc} (see --db, --data-dir, --no-provenance)"
-        ) from exc
+    inventory = _cluster_inventory(args)
+    provenance = _provenance(args)
     certificate = ReloadingCertificate(args.tls_cert, args.tls_key) if args.tls_cert else None
-    state = WebhookState(
-        engine=engine,
-        inventory=inventory,
-        inventory_status=inventory,
-        provenance=provenance,
-        certificate=certificate,
-        certificate_check_seconds=args.tls_check_seconds,
-    )
-    if args.policy:  # the shipped default alone never changes
-        state.policy_reload = ReloadingPolicy(
-            args.policy, engine, mode=mode, trial=lambda candidate: warm_up(candidate, inventory)
-        )
-        state.policy_check_seconds = getattr(args, "policy_check_seconds", 10.0)
-    if inventory.api_client is not None and not getattr(args, "no_cluster_facts", False):
-        state.live_facts = LiveFacts(
-            inventory,
-            engine,
-            mode=mode,
-            trial=lambda candidate: warm_up(candidate, inventory),
-            min_interval=getattr(args, "cluster_facts_seconds", DEFAULT_MIN_INTERVAL_SECONDS),
-        )
-    state.review_in_threadpool = bool(getattr(args, "review_in_threadpool", False))
-    state.freeze_gc = True
+    state = _webhook_state(args, engine, mode, inventory, provenance, certificate)
     warm_up(engine, inventory)
     # What was loaded at start-up (rules, policy, client models: ~90,000 objects) lives as long
     # as the process: keep it out of the cyclic collector, whose full passes over it took tens
     # of milliseconds each and showed up as the p99 latency.
     gc.collect()
     gc.freeze()
-    app = create_app(state)
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        ssl_context_factory=(lambda _config, _default: certificate.context) if certificate else None,
-        http=ReadDeadlineProtocol.with_timeout(getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)),
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
-        server_header=False,
-    )
+    config = _uvicorn_config(args, create_app(state), certificate)
     companions = provenance_api(api_socket, provenance, config)
     inventory.start()
     stop_reconciler = start_reconciler(provenance, inventory)
-    log(
-        _log,
-        logging.INFO,
-        "gpupolicy webhook starting",
-        host=args.host,
-        port=args.port,
-        tls=certificate is not None,
-        mode=engine.settings.default_mode.value,
-        policy_version=policy.version,
-        policy_digest=f"sha256:{policy.digest}",
-        provenance=provenance is not None,
-        provenance_api="{}:{}".format(*companions[0][1].getsockname()[:2]) if companions else None,
-        cluster_facts=state.live_facts is not None,
-    )
+    _log_start(args, state, companions)
 
     def cleanup() -> None:
         if stop_reconciler is not None:
@@ -323,3 +261,103 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         log(_log, logging.INFO, "gpupolicy webhook stopped")
 
     return WebhookServer(config, companions=companions), cleanup
+
+
+def _load_policy(args: argparse.Namespace) -> Policy:
+    from gpupolicy.policy.loading import PolicyError, load_policy
+
+    try:
+        return load_policy(extra=args.policy)
+    except PolicyError as exc:
+        raise UnusableSettings(str(exc)) from exc
+
+
+def _cluster_inventory(args: argparse.Namespace) -> ClusterInventory:
+    if args.no_cluster:
+        return ClusterInventory(None, no_client_reason="the cluster inventory is switched off (--no-cluster)")
+    return ClusterInventory.from_environment(kubeconfig=args.kubeconfig)
+
+
+def _provenance(args: argparse.Namespace) -> Provenance | None:
+    if args.no_provenance:
+        return None
+    try:
+        return open_provenance(args.db, args.data_dir, timeout=getattr(args, "db_timeout", 2.0))
+    except (OSError, ValueError) as exc:  # an unwritable --data-dir, a URL of another database
+        raise UnusableSettings(
+            f"cannot open the provenance store: {exc} (see --db, --data-dir, --no-provenance)"
+        ) from exc
+
+
+def _webhook_state(
+    args: argparse.Namespace,
+    engine: ReviewEngine,
+    mode: Mode | None,
+    inventory: ClusterInventory,
+    provenance: Provenance | None,
+    certificate: ReloadingCertificate | None,
+) -> WebhookState:
+    """What the app serves with: the engine, and what replaces it when the policy files or the
+    cluster's facts change (each new engine tried on a review before it is used)."""
+    state = WebhookState(
+        engine=engine,
+        inventory=inventory,
+        inventory_status=inventory,
+        provenance=provenance,
+        certificate=certificate,
+        certificate_check_seconds=args.tls_check_seconds,
+    )
+
+    def trial(candidate: ReviewEngine) -> Decision:
+        return warm_up(candidate, inventory)
+
+    if args.policy:  # the shipped default alone never changes
+        state.policy_reload = ReloadingPolicy(args.policy, engine, mode=mode, trial=trial)
+        state.policy_check_seconds = getattr(args, "policy_check_seconds", 10.0)
+    if inventory.api_client is not None and not getattr(args, "no_cluster_facts", False):
+        state.live_facts = LiveFacts(
+            inventory,
+            engine,
+            mode=mode,
+            trial=trial,
+            min_interval=getattr(args, "cluster_facts_seconds", DEFAULT_MIN_INTERVAL_SECONDS),
+        )
+    state.review_in_threadpool = bool(getattr(args, "review_in_threadpool", False))
+    state.freeze_gc = True
+    return state
+
+
+def _uvicorn_config(
+    args: argparse.Namespace, app: FastAPI, certificate: ReloadingCertificate | None
+) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        ssl_context_factory=(lambda _config, _default: certificate.context) if certificate else None,
+        http=ReadDeadlineProtocol.with_timeout(getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)),
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
+        server_header=False,
+    )
+
+
+def _log_start(
+    args: argparse.Namespace, state: WebhookState, companions: list[tuple[uvicorn.Server, socket.socket]]
+) -> None:
+    policy = state.engine.policy
+    log(
+        _log,
+        logging.INFO,
+        "gpupolicy webhook starting",
+        host=args.host,
+        port=args.port,
+        tls=state.certificate is not None,
+        mode=state.engine.settings.default_mode.value,
+        policy_version=policy.version,
+        policy_digest=f"sha256:{policy.digest}",
+        provenance=state.provenance is not None,
+        provenance_api="{}:{}".format(*companions[0][1].getsockname()[:2]) if companions else None,
+        cluster_facts=state.live_facts is not None,
+    )

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
 from gpupolicy.engine.evaluation import Rule
 from gpupolicy.policy.loading import default_policy
+from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import (
     DENY_MESSAGE_MAX_CHARS,
     WARNINGS_MAX_BYTES,
@@ -439,7 +440,7 @@ def summary(decision: Any) -> Any:
         decision.response,
         decision.findings,
         decision.allowed,
-        decision.record_provenance,
+        should_record(decision),
         decision.skipped,
     )
 

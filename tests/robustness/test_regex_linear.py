@@ -22,7 +22,7 @@ from gpupolicy.engine import suppressions
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.kube import images, placeholders, secrets_detect
 from gpupolicy.kube.rollback import ARG_PLACEHOLDER
-from gpupolicy.loading import documents
+from gpupolicy.loading import directives, documents
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import default_policy
 from gpupolicy.provenance import record, redaction
@@ -139,7 +139,7 @@ PYTHON_RE: list[Case] = [
     ("image repository", images._REPOSITORY.match, lambda n: "a--" * (n // 3) + "!"),
     ("record digest", record._DIGEST.search, lambda n: "@a:" + "0" * n + "x"),
     ("analysis args", ARG_PLACEHOLDER.search, lambda n: "{{args." + "a" * n + " " * n),
-    ("ignore comments", suppressions._DIRECTIVE.search, lambda n: "# " * (n // 2)),
+    ("ignore comments", directives._DIRECTIVE.search, lambda n: "# " * (n // 2)),
     ("ignore tokens", suppressions._TOKEN.match, lambda n: "A" + "-" * n + "["),
 ]
 

@@ -13,6 +13,7 @@ from gpupolicy.kube.inventory import Bundle, Coverage
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
+from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import (
     WARNING_MAX_CHARS,
     WARNINGS_MAX_BYTES,
@@ -119,7 +120,7 @@ def test_a_good_gpu_deployment_is_allowed_and_recorded() -> None:
     assert [f for f in decision.findings if "clusterFact" not in f.extra] == []
     assert all(f.severity is Severity.INFO for f in decision.findings)
     assert "warnings" not in response["response"]
-    assert decision.record_provenance and decision.gpu_workload
+    assert should_record(decision) and decision.gpu_workload
     annotations = response["response"]["auditAnnotations"]
     assert annotations["policy-hash"] == f"sha256:{default_policy().digest}"
     assert annotations["policy-version"] == default_policy().version
@@ -130,7 +131,7 @@ def test_a_good_gpu_deployment_is_allowed_and_recorded() -> None:
 def test_deny_lists_every_error_with_rule_path_and_fix() -> None:
     decision = review(admission_review(broken_deployment()), engine(), CLUSTER)
     body = decision.response["response"]
-    assert body["allowed"] is False and not decision.record_provenance
+    assert body["allowed"] is False and not should_record(decision)
     assert body["status"]["code"] == 403
     message = body["status"]["message"]
     assert message.startswith("gpupolicy denied Deployment ai-lab/llm-server: 3 errors")
@@ -149,7 +150,7 @@ def test_warn_mode_allows_with_short_warnings_that_point_at_explain() -> None:
     decision = review(admission_review(broken_deployment()), engine(mode=Mode.WARN), CLUSTER)
     body = decision.response["response"]
     assert body["allowed"] is True and decision.mode is Mode.WARN
-    assert decision.record_provenance  # admitted, so recorded
+    assert should_record(decision)  # admitted, so recorded
     warnings = body["warnings"]
     assert [w.split()[0] for w in warnings[:3]] == ["GP102", "GP103", "GP601"]
     for warning in warnings:
@@ -195,7 +196,7 @@ def test_allowed_at_once(change: Any, reason: str) -> None:
     change(body)
     decision = review(body, engine(), CLUSTER)
     assert decision.allowed and decision.skipped == reason
-    assert decision.report is None and not decision.record_provenance
+    assert decision.report is None and not should_record(decision)
     assert decision.response["response"] == {"uid": body["request"]["uid"], "allowed": True}
 
 
@@ -241,7 +242,7 @@ def test_cross_object_kinds_are_evaluated() -> None:
     decision = review(admission_review(pdb, operation="UPDATE", old_object=pdb), engine(), CLUSTER)
     assert decision.skipped is None and decision.report is not None
     assert "GP502" in error_ids(decision) and not decision.allowed
-    assert not decision.record_provenance  # not a GPU workload
+    assert not should_record(decision)  # not a GPU workload
     experiment = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -274,14 +275,14 @@ def test_generate_name_with_empty_name() -> None:
 def test_update_is_judged_on_the_new_object() -> None:
     bad, good = broken_deployment(), gpu_deployment()
     fixed = review(admission_review(good, operation="UPDATE", old_object=bad), engine(), CLUSTER)
-    assert fixed.allowed and fixed.operation == "UPDATE" and fixed.record_provenance
+    assert fixed.allowed and fixed.operation == "UPDATE" and should_record(fixed)
     broke = review(admission_review(bad, operation="UPDATE", old_object=good), engine(), CLUSTER)
     assert not broke.allowed
 
 
 def test_dry_run_gets_the_same_answer_but_is_never_recorded() -> None:
     good = review(admission_review(gpu_deployment(), dry_run=True), engine(), CLUSTER)
-    assert good.allowed and good.dry_run and not good.record_provenance
+    assert good.allowed and good.dry_run and not should_record(good)
     bad = review(admission_review(broken_deployment(), dry_run=True), engine(), CLUSTER)
     assert not bad.allowed and bad.dry_run
 
@@ -322,6 +323,38 @@ def test_enforce_mode_allows_while_the_cache_has_not_synced_whatever_the_overrid
     unknown = {f.rule_id for f in decision.findings}
     assert unknown >= {"GP302", "GP501", "GP614", "GP804"}
     assert {f.severity for f in decision.findings} == {Severity.INFO}
+
+
+EXPIRED_PDB_EXEMPTION = {
+    "exemptions": [{"rules": ["GP501"], "owner": "sre", "reason": "drained by hand", "expires": "2020-01-01"}]
+}
+
+
+@pytest.mark.parametrize(
+    ("policy", "annotation"),
+    [
+        (EXPIRED_PDB_EXEMPTION, None),
+        ({"suppressions": {"forbidden": ["GP501"]}}, "GP501: drained by hand"),
+        ({**EXPIRED_PDB_EXEMPTION, "rules": {"GP010": {"severity": "error"}}}, None),
+    ],
+    ids=["expired-exemption", "forbidden-suppression", "expired-exemption-raised"],
+)
+def test_a_suppression_problem_about_an_unknown_is_no_surer_than_the_unknown(
+    policy: dict[str, Any], annotation: str | None
+) -> None:
+    """GP010 said of a finding that could not be verified (an expired exemption or a forbidden
+    suppression meeting GP501's "could not be listed") is info like that finding, whatever GP010's
+    level: an unsynced cache must not deny in enforce mode what the synced cluster admits."""
+    obj = gpu_deployment()
+    if annotation is not None:
+        obj["metadata"].setdefault("annotations", {})["gpupolicy.io/ignore"] = annotation
+    unsynced = ClusterInventory(None, no_client_reason="no Kubernetes configuration: test")
+    decision = review(admission_review(obj), engine(policy, mode=Mode.ENFORCE), unsynced)
+    [problem] = [f for f in decision.findings if f.rule_id == "GP010"]
+    assert "GP501" in problem.message and problem.severity is Severity.INFO and problem.unknown
+    assert decision.allowed and decision.response["response"]["allowed"] is True
+    # the synced cluster holds the PDB: nothing to say, admitted
+    assert review(admission_review(obj), engine(policy, mode=Mode.ENFORCE), CLUSTER).allowed
 
 
 def test_policy_exemptions_with_expiry() -> None:

@@ -33,8 +33,27 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="run the validating admission webhook (extra: [webhook])",
         epilog=SERVE_EXIT_CODES,
     )
+    _add_listening_arguments(serve)
+    _add_policy_arguments(serve)
+    _add_tls_arguments(serve)
+    _add_store_arguments(serve)
+    _add_connections_arguments(serve)
+    _add_provenance_api_arguments(serve)
+    _add_cluster_arguments(serve)
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    # Measured slower (CPU-bound reviews contend for the GIL): kept for the benchmark.
+    serve.add_argument("--review-in-threadpool", action="store_true", help=argparse.SUPPRESS)
+    serve.set_defaults(handler=run)
+
+
+def _add_listening_arguments(serve: argparse.ArgumentParser) -> None:
+    """Where the admission server listens."""
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     serve.add_argument("--port", type=int, default=8443, help="port to listen on (default 8443)")
+
+
+def _add_policy_arguments(serve: argparse.ArgumentParser) -> None:
+    """The policy files and the mode."""
     serve.add_argument(
         "--policy",
         "-p",
@@ -53,6 +72,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "replaces the one in use, an invalid one is refused and the last good one stays (default 10)",
     )
     serve.add_argument("--mode", choices=MODES, help="default mode (overrides the policy's webhook.mode)")
+
+
+def _add_tls_arguments(serve: argparse.ArgumentParser) -> None:
+    """The TLS files, reloaded when they change."""
     serve.add_argument("--tls-cert", type=Path, metavar="FILE", help="certificate chain (PEM)")
     serve.add_argument("--tls-key", type=Path, metavar="FILE", help="private key (PEM)")
     serve.add_argument(
@@ -63,6 +86,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="serve plain HTTP (development only; the API server needs TLS)",
     )
+
+
+def _add_store_arguments(serve: argparse.ArgumentParser) -> None:
+    """Where provenance is stored."""
     database = serve.add_mutually_exclusive_group()
     database.add_argument(
         "--db",
@@ -91,6 +118,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="longest wait for the provenance database before a record goes to the durable spool "
         "instead (default 2; keep it below the webhook's timeoutSeconds)",
     )
+
+
+def _add_connections_arguments(serve: argparse.ArgumentParser) -> None:
+    """What a client may take of the server: time to send, time to drain."""
     serve.add_argument(
         "--read-timeout",
         type=float,
@@ -108,6 +139,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "refused at once); the process exits at most 5 s after that, even if the event loop is "
         "still busy (default 5; keep the sum below terminationGracePeriodSeconds)",
     )
+
+
+def _add_provenance_api_arguments(serve: argparse.ArgumentParser) -> None:
+    """Whether provenance is recorded, and where it may be read."""
     serve.add_argument("--no-provenance", action="store_true", help="do not record provenance")
     serve.add_argument(
         "--provenance-api-port",
@@ -123,6 +158,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="address of --provenance-api-port (default 127.0.0.1: inside the pod, or through "
         "kubectl port-forward)",
     )
+
+
+def _add_cluster_arguments(serve: argparse.ArgumentParser) -> None:
+    """The cluster the inventory and the cluster facts are read from."""
     serve.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig outside a cluster (default: in-cluster)"
     )
@@ -143,10 +182,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="least time between two recomputations of the cluster facts after Nodes, DeviceClasses "
         "or ResourceQuotas change (default 10)",
     )
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    # Measured slower (CPU-bound reviews contend for the GIL): kept for the benchmark.
-    serve.add_argument("--review-in-threadpool", action="store_true", help=argparse.SUPPRESS)
-    serve.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
