@@ -1,0 +1,120 @@
+"""What a custom rule is, whatever its language: metadata, what it matches, and a check.
+
+A check receives a `Review` (the object, its namespace object, the inventory document, the
+parameters) and returns `CustomViolation`s: a message and a JSON path into the object. The
+engine turns the path into file, line and column as it does for built-in rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gpupolicy.core.findings import JsonPath, Severity
+
+# Custom ids share the suppression syntax of built-in ones (`gpupolicy.io/ignore: ORG001`):
+# letters, digits and hyphens, starting with a letter. `GPnnn` is the built-in rules' own.
+CUSTOM_ID = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)*$")
+BUILT_IN_ID = re.compile(r"^GP\d{3}$")
+KEBAB_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+class CustomRuleError(Exception):
+    """A custom rule that cannot be used: the message starts with `file:line:` (exit 2)."""
+
+    def __init__(self, file: str, line: int, message: str, column: int | None = None) -> None:
+        where = f"{file}:{line}:{column}" if column else f"{file}:{line}"
+        super().__init__(f"{where}: {message}")
+        self.file, self.line = file, line
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a custom rule is written: its error messages and `gpupolicy explain` name it."""
+
+    file: str
+    line: int = 1
+
+    def error(self, message: str, *, line: int | None = None, column: int | None = None) -> CustomRuleError:
+        return CustomRuleError(self.file, line if line is not None else self.line, message, column)
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    id: str
+    name: str
+    severity: Severity
+    summary: str
+    remediation: str
+    origin: Origin
+    rationale: str = ""
+    language: str = "rego"  # rego, gatekeeper, cel, vap: shown by `gpupolicy explain`
+    parameters: Mapping[str, Any] = field(default_factory=dict)  # name -> default value
+
+
+@dataclass(frozen=True, slots=True)
+class CustomViolation:
+    message: str
+    path: JsonPath = ()
+    severity: Severity | None = None  # a VAP binding's Warn/Audit, a constraint's enforcementAction
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """What one evaluation of a custom rule reads besides its code."""
+
+    obj: Mapping[str, Any]
+    namespace: Mapping[str, Any] | None = None  # the object's Namespace, when the inventory has it
+    inventory: Callable[[], Mapping[str, Any]] | None = None  # Gatekeeper's `data.inventory` shape
+    params: Any = None  # a VAP binding's params object, resolved by the caller
+    operation: str = "CREATE"
+
+
+class Check(Protocol):
+    """The compiled code of one rule: called once per object it matches."""
+
+    def __call__(self, review: Review, parameters: Mapping[str, Any]) -> Sequence[CustomViolation]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CustomRule:
+    metadata: Metadata
+    matches: Callable[[Mapping[str, Any], Mapping[str, Any] | None], bool]
+    check: Check
+    reads_inventory: bool = False
+    # A rule written for Pods (Gatekeeper's library, most VAPs) also judges each pod template of a
+    # workload, as Gatekeeper's ExpansionTemplate does: a GitOps tree holds Deployments, not Pods.
+    expands_pods: bool = False
+    examples: tuple[str, ...] = field(default_factory=tuple)  # files `gpupolicy test` runs
+
+
+def check_metadata(metadata: Metadata) -> None:
+    """Refuse metadata the engine or the suppressions could not use, at the rule's own line."""
+    origin = metadata.origin
+    if BUILT_IN_ID.match(metadata.id):
+        raise origin.error(f"rule id {metadata.id} is reserved for built-in rules (GPnnn)")
+    if not CUSTOM_ID.match(metadata.id):
+        raise origin.error(
+            f"rule id {metadata.id!r} must be upper-case letters and digits, optionally with hyphens (ORG001)"
+        )
+    if not KEBAB_NAME.match(metadata.name):
+        raise origin.error(f"rule name {metadata.name!r} must be kebab-case (gpu-request-equals-limit)")
+    if not metadata.summary.strip():
+        raise origin.error(f"rule {metadata.id} needs a summary")
+    if not metadata.remediation.strip().endswith("."):
+        raise origin.error(f"rule {metadata.id}: the remediation must be one sentence ending with a period")
+
+
+def severity_of(value: Any, origin: Origin) -> Severity:
+    try:
+        return Severity.parse(str(value))
+    except ValueError as exc:
+        raise origin.error(str(exc)) from None
+
+
+def line_of(text: str, pattern: str, default: int = 1) -> int:
+    """The 1-based line of the first occurrence of `pattern` (a plain string) in `text`."""
+    index = text.find(pattern)
+    return default if index < 0 else text.count("\n", 0, index) + 1
