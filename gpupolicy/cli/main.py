@@ -8,10 +8,11 @@ error (a rule that raised, a crash), so that CI can tell a broken manifest from 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
@@ -27,6 +28,8 @@ from gpupolicy.core.vocabulary import format_help
 
 if TYPE_CHECKING:
     from gpupolicy.lint.changes import Since
+    from gpupolicy.loading.inputs import Source
+    from gpupolicy.policy.loading import Policy, RepoPolicies
 
 EXIT_CODES_HELP = (
     "exit codes: 0 nothing at or above the failing severity; 1 findings at or above it (input "
@@ -198,6 +201,11 @@ def _parse_outputs(formats: list[str], outputs: list[str]) -> dict[str, str | No
 
 
 def run_lint(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as custom_rules:
+        return _run_lint(args, custom_rules)
+
+
+def _run_lint(args: argparse.Namespace, custom_rules: contextlib.ExitStack) -> int:
     from gpupolicy.engine import baseline as baselines
     from gpupolicy.formats import RenderOptions, load_formatters
     from gpupolicy.policy.loading import PolicyError, RepoPolicies
@@ -252,6 +260,9 @@ def run_lint(args: argparse.Namespace) -> int:
             args.paths, context_root, exclude=exclude, allow_remote=not args.no_remote, session=session
         )
     try:
+        # The custom rules of every policy of the run and of the linted tree, registered until the
+        # report is written (the formats describe them as they describe built-in rules).
+        custom_rules.enter_context(_custom_rules_installed(policies, policy, sources, context))
         report = lint_by_policy(sources, policies, policy, context=context)
     except PolicyError as exc:  # a nested .gpupolicy.yaml that cannot be used
         raise UsageError(str(exc)) from exc
@@ -301,6 +312,30 @@ def run_lint(args: argparse.Namespace) -> int:
     if report.errors:
         return EXIT_INTERNAL
     return EXIT_FINDINGS if report.fails(threshold) else EXIT_CLEAN
+
+
+@contextlib.contextmanager
+def _custom_rules_installed(
+    policies: RepoPolicies, run_policy: Policy, sources: Sequence[Source], context: Sequence[Source] | None
+) -> Iterator[None]:
+    """Custom rules (gpupolicy/custom/) for the run: none configured or found, nothing imported."""
+    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.loading import definitions_in_sources, rules_for
+    from gpupolicy.lint.scopes import scopes_of
+
+    try:
+        run_policies = [run_policy, *(scope.policy for scope in scopes_of(sources, policies))]
+        tree = definitions_in_sources([*sources, *(context or ())])
+        found = rules_for(run_policies, tree)
+        if not found:
+            yield
+            return
+        from gpupolicy.custom.rules import installed
+
+        with installed(found):
+            yield
+    except CustomRuleError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _changed_since(args: argparse.Namespace, anchor: Path) -> Since | None:
