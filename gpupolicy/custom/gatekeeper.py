@@ -85,7 +85,7 @@ def compile_template(resource: Resource) -> Template:
         if isinstance(lib, str):
             sources.append(_embedded(resource, (*base, "libs", lib_index), lib))
     package = sources[0].package
-    program = RegoProgram(sources, [package])
+    program = RegoProgram(sources, [package], v0=True)  # Gatekeeper's Rego is v0 (v1 with `import rego.v1`)
     reads_inventory = any("data.inventory" in source.text for source in sources)
     program.compile({"inventory": {"cluster": {}, "namespace": {}}} if reads_inventory else {})
     annotations = as_mapping(as_mapping(obj.get("metadata")).get("annotations"))

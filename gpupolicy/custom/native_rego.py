@@ -62,7 +62,7 @@ def _rule_of(source: RegoSource, libraries: Sequence[RegoSource]) -> CustomRule:
     package = source.package
     program = RegoProgram([source, *libraries], [package])
     origin = Origin(source.file, line_of(source.text, "metadata"))
-    declared = _metadata_document(source, libraries, package)
+    declared = _metadata_document(program, source, package)
     metadata = _metadata(declared, origin)
     reads_inventory = "data.inventory" in source.text or any("data.inventory" in lib.text for lib in libraries)
     program.compile({"parameters": dict(metadata.parameters), **({"inventory": {}} if reads_inventory else {})})
@@ -78,9 +78,8 @@ def _rule_of(source: RegoSource, libraries: Sequence[RegoSource]) -> CustomRule:
     )
 
 
-def _metadata_document(source: RegoSource, libraries: Sequence[RegoSource], package: str) -> dict[str, Any]:
-    probe = RegoProgram([source, *libraries], [])
-    declared = probe.query_value(f"data.{package}.metadata")
+def _metadata_document(program: RegoProgram, source: RegoSource, package: str) -> dict[str, Any]:
+    declared = program.query_value(f"data.{package}.metadata")
     if not isinstance(declared, dict):
         raise Origin(source.file, line_of(source.text, "metadata")).error(
             "metadata must be an object with id, name, severity, summary and remediation"

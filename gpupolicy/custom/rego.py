@@ -1,34 +1,36 @@
-"""Rego, evaluated in-process by regopy (the Python bindings of Microsoft's rego-cpp).
+"""Rego, evaluated in-process by regorus (a Rego interpreter in Rust, with Python bindings).
 
-What regopy does and does not do, and how this module copes (docs/custom-rules.md):
+Why regorus and not regopy (Microsoft rego-cpp's bindings): regopy 1.5 crashes the process
+(a segmentation fault) on ordinary Rego — iterating `xs[_]` and then indexing with the value, or a
+built-in called with `repos[_]` as an argument, as the gatekeeper-library templates do — and a
+crash would take the webhook down with it; regopy 0.4 lacks compiled bundles and error positions.
+regorus is not published on PyPI by its authors; the extra pins a build published as
+`gordon-to-regorus` (docs/custom-rules.md, "Engines").
 
-- Modules are compiled once into a bundle with one entrypoint per rule; each evaluation sets the
-  input and queries the entrypoint. The `data` document (parameters, `data.inventory`) is baked
-  into the bundle, so a rule that reads `data.inventory` is rebuilt when the inventory changes
-  (once per lint run; once per admission in the webhook).
-- rego-cpp has no Rego v0 mode: Gatekeeper's `violation[{"msg": msg}] { ... }` parses as a v1
-  partial object keyed by the violation. A wrapper rule iterates `data.<pkg>.violation[v]`,
-  which yields set members and object keys alike, so v0 and v1 modules give the same list.
-- Syntax errors come back as an s-expression with byte offsets (mapped to line:column here);
-  rego-cpp would also print them on the process's stdout unless its log level is NONE.
-- A function that does not exist is an error only when a query runs: each rule is evaluated once
-  at load time on an empty object, so that such an error stops the run before linting.
-  Unsafe variables are not reported by rego-cpp at all (the rule never fires): the rule's own
-  examples (`gpupolicy test`) are what catch them.
+- Modules are parsed once per policy load; each evaluation sets the input and evaluates
+  `data.<package>.violation`. The `data` document (parameters, `data.inventory`) is added to a
+  clone of the parsed engine, kept per data document (a rule that reads `data.inventory` gets a
+  new clone when the inventory changes: once per lint run, once per admission in the webhook).
+- Gatekeeper templates are Rego v0 (`violation[{"msg": msg}] { ... }`) unless they import
+  `rego.v1`; native modules are Rego v1.
+- Errors name the file, line and column; a module written inside YAML (a template's `rego: |`) is
+  reported at its line in the YAML file.
+- A call of a function that exists nowhere is an error only when the call runs: each called name
+  is checked at load time instead, so that such a rule stops the run before linting.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpupolicy.custom.definitions import CustomRuleError, line_of
-
-WRAPPER_PACKAGE = "gpupolicy_custom"
-WRAPPER_FILE = "<gpupolicy wrapper>"
+from gpupolicy.custom.definitions import CustomRuleError
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,114 +50,103 @@ class RegoSource:
                 return words[1]
         raise CustomRuleError(self.file, self.first_line, "a Rego module must start with a package")
 
-    def name(self, index: int) -> str:
-        """The module's name for rego-cpp: errors name it, so it names the file (and the line)."""
-        return f"{self.file}@{self.first_line}#{index}"
+    @property
+    def label(self) -> str:
+        """The module's name for regorus: its errors name it, so it names the file and the line."""
+        return f"{self.file}@{self.first_line}"
 
 
-def _regopy() -> Any:
-    import regopy
+# Each thread's engines, by program: freed by the thread itself (oldest programs first).
+_THREAD_ENGINES = threading.local()
+_PROGRAM_IDS = itertools.count()
+MAX_PROGRAMS_PER_THREAD = 256
 
-    return regopy
+
+def _regorus() -> Any:
+    import regorus
+
+    return regorus
 
 
 class RegoProgram:
-    """Compiled modules and one query per package: `violations(package, input, data)`.
+    """Parsed modules and one query per package: `violations(package, input, data)`.
 
-    Thread-safe: the webhook evaluates from several threads; a rego-cpp interpreter holds one input
-    at a time, so each program has a lock (an evaluation takes well under a millisecond)."""
+    A regorus engine belongs to the thread that made it: it refuses to be used, or even freed,
+    from another, and holds one input at a time. So each thread that evaluates (the webhook's, the
+    time budget's workers) parses its own copy, once, and keeps it in its own storage
+    (`_THREAD_ENGINES`), where only that thread ever frees it."""
 
-    def __init__(self, sources: Sequence[RegoSource], rule_packages: Sequence[str]) -> None:
+    def __init__(self, sources: Sequence[RegoSource], rule_packages: Sequence[str], *, v0: bool = False) -> None:
         self.sources = tuple(sources)
         self.packages = tuple(dict.fromkeys(rule_packages))
-        self._lock = threading.Lock()
-        self._built: dict[str, tuple[Any, Any]] = {}  # data (as JSON) -> (interpreter, bundle)
-        self._entry = {package: f"{WRAPPER_PACKAGE}/{_result_name(package)}" for package in self.packages}
+        self.v0 = v0
+        self._id = next(_PROGRAM_IDS)
 
     def compile(self, data: Mapping[str, Any]) -> None:
-        """Compile now (errors with file:line), and try each rule once on an empty object."""
+        """Parse now (errors with file:line:column), refuse calls of functions that exist
+        nowhere, and run each rule once on an empty object."""
+        self._engine(data)
+        _refuse_unknown_functions(self.sources, v0=self.v0)
         for package in self.packages:
-            self._check_runs(package, data)
+            try:
+                self.violations(package, {}, data)
+            except RegoEvaluationError as exc:
+                raise _compile_error(str(exc), self.sources) from None
 
     def violations(self, package: str, document: Any, data: Mapping[str, Any]) -> list[Any]:
-        regopy = _regopy()
-        shared = regopy.rego_shared
-        with self._lock:
-            interpreter, bundle = self._bundle(data)
-            interpreter.set_input(document)
-            output = shared.rego_bundle_query_entrypoint(interpreter._impl, bundle._impl, self._entry[package])
-            try:
-                text = shared.rego_output_string(output)
-                ok = shared.rego_output_ok(output)
-            finally:
-                shared.rego_free_output(output)
-        if not ok or text.startswith("(error"):
-            raise RegoEvaluationError(_runtime_message(text))
-        if text == "undefined":
-            return []
-        expressions = json.loads(text).get("expressions") or [[]]
-        found = expressions[0]
+        engine = self._engine(data)
+        engine.set_input(document)
+        try:
+            text = engine.eval_rule_as_json(f"data.{package}.violation")
+        except RuntimeError as exc:
+            if "not a valid rule path" in str(exc):  # the package defines no violation
+                return []
+            raise RegoEvaluationError(_first_lines(str(exc))) from None
+        found = json.loads(text)
+        if isinstance(found, dict):  # a v1 partial object keyed by violations: its keys
+            return list(found)
         return found if isinstance(found, list) else []
 
-    def _bundle(self, data: Mapping[str, Any]) -> tuple[Any, Any]:
-        key = json.dumps(data, sort_keys=True, default=str)
-        built = self._built.get(key)
-        if built is None:
-            if len(self._built) >= MAX_BUILDS:  # one policy's data at a time, in practice
-                self._built.clear()
-            built = self._built[key] = self._build(data)
-        return built
-
-    def _build(self, data: Mapping[str, Any]) -> tuple[Any, Any]:
-        regopy = _regopy()
-        interpreter = _interpreter_with(self.sources)
-        interpreter.add_module(WRAPPER_FILE, self._wrapper())
-        if data:
-            interpreter.add_data(dict(data))
-        try:
-            bundle = interpreter.build(None, list(self._entry.values()))
-        except regopy.RegoError as exc:
-            raise _compile_error(str(exc), self.sources) from None
-        return interpreter, bundle
-
     def query_value(self, query: str) -> Any:
-        """The value of a query over the modules alone (a rule's constant `metadata`)."""
-        regopy = _regopy()
-        interpreter = _interpreter_with(self.sources)
+        """The value of a rule over the modules alone (a rule's constant `metadata`)."""
+        engine = self._engine({})
         try:
-            output = interpreter.query(query)
-        except (regopy.RegoError, ValueError) as exc:
-            raise _compile_error(str(exc), self.sources) from None
-        text = str(output)
-        if text == "undefined" or text.startswith("(error"):
+            return json.loads(engine.eval_rule_as_json(query))
+        except RuntimeError:
             return None
-        expressions = json.loads(text).get("expressions") or [None]
-        return expressions[0]
 
-    def _wrapper(self) -> str:
-        lines = [f"package {WRAPPER_PACKAGE}", "", "import rego.v1", ""]
-        for package in self.packages:
-            lines.append(f"{_result_name(package)} := [v | some v; data.{package}.violation[v]]")
-        return "\n".join(lines) + "\n"
+    def _engine(self, data: Mapping[str, Any]) -> Any:
+        programs: OrderedDict[int, tuple[Any, dict[str, Any]]] | None = getattr(_THREAD_ENGINES, "programs", None)
+        if programs is None:
+            programs = _THREAD_ENGINES.programs = OrderedDict()
+        entry = programs.get(self._id)
+        if entry is None:
+            entry = programs[self._id] = (_engine_with(self.sources, v0=self.v0), {})
+            if len(programs) > MAX_PROGRAMS_PER_THREAD:  # those of policies no longer in use
+                programs.popitem(last=False)
+        programs.move_to_end(self._id)
+        parsed, engines = entry
+        key = json.dumps(data, sort_keys=True, default=str) if data else ""
+        engine = engines.get(key)
+        if engine is None:
+            if len(engines) >= MAX_BUILDS:  # one policy's data at a time, in practice
+                engines.clear()
+            engine = engines[key] = parsed.clone()
+            if data:
+                engine.add_data(dict(data))
+        return engine
 
-    def _check_runs(self, package: str, data: Mapping[str, Any]) -> None:
+
+def _engine_with(sources: Sequence[RegoSource], *, v0: bool) -> Any:
+    engine = _regorus().Engine()
+    engine.set_rego_v0(v0)
+    engine.set_gather_prints(True)  # `print()` in a rule must not reach gpupolicy's output
+    for source in sources:
         try:
-            self.violations(package, {}, data)
-        except RegoEvaluationError as exc:
-            source = next((s for s in self.sources if s.package == package), self.sources[0])
-            raise CustomRuleError(source.file, _line_of_error(source, str(exc)), str(exc)) from None
-
-
-def _interpreter_with(sources: Sequence[RegoSource]) -> Any:
-    regopy = _regopy()
-    interpreter = regopy.Interpreter()
-    interpreter.log_level = regopy.LogLevel.NONE  # else rego-cpp prints errors on stdout
-    for index, source in enumerate(sources):
-        try:
-            interpreter.add_module(source.name(index), source.text)
-        except regopy.RegoError as exc:
+            engine.add_policy(source.label, source.text)
+        except RuntimeError as exc:
             raise _compile_error(str(exc), sources) from None
-    return interpreter
+    return engine
 
 
 # Programs are built per data document; a webhook's inventory changes with each admission, so
@@ -167,48 +158,126 @@ class RegoEvaluationError(Exception):
     """A rule that failed while evaluating (a built-in's error, a missing function)."""
 
 
-def _result_name(package: str) -> str:
-    return "r_" + package.replace(".", "_").replace("-", "_")
+# Words followed by `(` that are not function calls.
+_NOT_CALLS = frozenset({"if", "not", "some", "every", "in", "contains", "with", "as", "else", "print", "trace"})
 
 
-def _runtime_message(text: str) -> str:
-    found = _field(text, "(errormsg ")
-    return found if found is not None else text.strip().splitlines()[0][:200]
+def _refuse_unknown_functions(sources: Sequence[RegoSource], *, v0: bool) -> None:
+    """A name called in a module is known when it is defined at the start of a line of a module
+    (`is_gpu(c) if ...`), reached through `data.` or an imported package, or a built-in of the
+    engine (asked once per name: a probe rule calls it, and only an unknown one fails with
+    "could not find function")."""
+    texts = [_code_only(source.text) for source in sources]
+    defined = {name for text in texts for name in _defined_functions(text)}
+    for source, text in zip(sources, texts, strict=True):
+        aliases = _import_aliases(text)
+        for name, offset in _called_names(text):
+            head = name.split(".")[0]
+            if name in defined or head in aliases or head == "data" or name in _NOT_CALLS:
+                continue
+            if not _is_builtin(name):
+                line = source.first_line + text.count("\n", 0, offset)
+                column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+                raise CustomRuleError(source.file, line, f"Rego: unknown function {name}", column)
 
 
-def _field(text: str, marker: str, start: int = 0) -> str | None:
-    """A length-prefixed string of rego-cpp's s-expressions: `<marker><n>:<n characters>`."""
-    at = text.find(marker, start)
-    if at < 0:
-        return None
-    head = at + len(marker)
-    colon = text.find(":", head)
-    if colon < 0 or not text[head:colon].isdigit():
-        return None
-    length = int(text[head:colon])
-    return text[colon + 1 : colon + 1 + length]
+@functools.lru_cache(maxsize=512)  # names of functions: a small, closed set in practice
+def _is_builtin(name: str) -> bool:
+    engine = _regorus().Engine()
+    engine.add_policy("probe.rego", f"package probe\nimport rego.v1\np if {{ {name}() }}\n")
+    engine.set_input({})
+    try:
+        engine.eval_rule_as_json("data.probe.p")
+    except RuntimeError as exc:
+        return "could not find function" not in str(exc)
+    return True
+
+
+def _code_only(text: str) -> str:
+    """The module with its strings and comments blanked (same length: offsets stay true)."""
+    out = list(text)
+    index, size = 0, len(text)
+    while index < size:
+        char = text[index]
+        if char == "#":
+            end = text.find("\n", index)
+            end = size if end < 0 else end
+        elif char in "\"`":
+            end = index + 1
+            while end < size and text[end] != char:
+                end += 2 if char == '"' and text[end] == "\\" else 1
+            end = min(end + 1, size)
+        else:
+            index += 1
+            continue
+        for blank in range(index, end):
+            if out[blank] != "\n":
+                out[blank] = " "
+        index = end
+    return "".join(out)
+
+
+def _is_name_char(char: str) -> bool:
+    return char.isalnum() or char in "_."
+
+
+def _called_names(text: str) -> list[tuple[str, int]]:
+    found = []
+    at = text.find("(")
+    while at >= 0:
+        start = at
+        while start > 0 and _is_name_char(text[start - 1]):
+            start -= 1
+        name = text[start:at]
+        if name and (name[0].isalpha() or name[0] == "_"):
+            found.append((name, start))
+        at = text.find("(", at + 1)
+    return found
+
+
+def _defined_functions(text: str) -> set[str]:
+    names = set()
+    for line in text.splitlines():
+        head, paren, _ = line.partition("(")
+        if paren and head and not line[:1].isspace() and all(_is_name_char(char) for char in head):
+            names.add(head)
+    return names
+
+
+def _import_aliases(text: str) -> set[str]:
+    aliases = set()
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "import":
+            aliases.add(words[3] if len(words) >= 4 and words[2] == "as" else words[1].split(".")[-1])
+    return aliases
+
+
+def _first_lines(text: str) -> str:
+    """regorus's error without its Rust backtrace."""
+    return text.split("Stack backtrace:")[0].strip()
 
 
 def _compile_error(text: str, sources: Sequence[RegoSource]) -> CustomRuleError:
-    """The first error of rego-cpp's error sequence, at its file and line."""
-    module = _field(text, "(error ")
-    message = _field(text, "(errormsg ") or "does not compile"
-    by_name = {source.name(index): source for index, source in enumerate(sources)}
-    source = by_name.get(module or "")
+    """regorus's `--> label:line:col ... error: message` at the file and line of the module."""
+    text = _first_lines(text)
+    message = next(
+        (line.partition("error:")[2].strip() for line in text.splitlines() if line.startswith("error:")),
+        text.splitlines()[-1] if text else "does not compile",
+    )
+    arrow = next((line for line in text.splitlines() if line.strip().startswith("-->")), "")
+    location = arrow.strip()[3:].strip()
+    label, _, rest = location.rpartition("@")
+    first_line, line, column = _location(rest)
+    by_label = {source.label: source for source in sources}
+    source = by_label.get(f"{label}@{first_line}")
     if source is None:
         first = sources[0] if sources else RegoSource("<rego>", "")
         return CustomRuleError(first.file, first.first_line, f"Rego: {message}")
-    after = text.find("|", text.find("(error "))
-    end = text.find("|", after + 1)
-    offset = int(text[after + 1 : end]) if after > 0 and text[after + 1 : end].isdigit() else 0
-    prefix = source.text.encode("utf-8")[:offset].decode("utf-8", "replace")
-    line = source.first_line + prefix.count("\n")
-    column = len(prefix) - (prefix.rfind("\n") + 1) + 1
-    return CustomRuleError(source.file, line, f"Rego: {message}", column)
+    return CustomRuleError(source.file, source.first_line + max(line, 1) - 1, f"Rego: {message}", column or None)
 
 
-def _line_of_error(source: RegoSource, message: str) -> int:
-    """Where a runtime error points: the function it names, else the module's first line."""
-    name = message.rpartition(":")[2].strip()
-    line = line_of(source.text, name + "(", 0) if name else 0
-    return source.first_line + line - 1 if line else source.first_line
+def _location(text: str) -> tuple[int, int, int]:
+    """`12:4:7` (first line of the module, line and column in it) -> (12, 4, 7); 0 when missing."""
+    parts = [int(part) if part.isdigit() else 0 for part in text.split(":")] + [0, 0, 0]
+    return parts[0], parts[1], parts[2]
