@@ -140,6 +140,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "cluster": "gpupolicy.cli.commands.cluster",
     "init": "gpupolicy.cli.commands.cluster",
     "results": "gpupolicy.cli.commands.results",
+    "test": "gpupolicy.cli.commands.test",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMAND_OWNERS.values()))
 BUILT_IN_COMMANDS = frozenset({"lint", "rules", "explain"})
@@ -318,15 +319,20 @@ def _run_lint(args: argparse.Namespace, custom_rules: contextlib.ExitStack) -> i
 def _custom_rules_installed(
     policies: RepoPolicies, run_policy: Policy, sources: Sequence[Source], context: Sequence[Source] | None
 ) -> Iterator[None]:
-    """Custom rules (gpupolicy/custom/) for the run: none configured or found, nothing imported."""
+    """Custom rules (gpupolicy/custom/) for the run, each under the policy of the scope that
+    defines it: none configured or found, nothing imported."""
     from gpupolicy.custom.definitions import CustomRuleError
-    from gpupolicy.custom.loading import definitions_in_sources, rules_for
-    from gpupolicy.lint.scopes import scopes_of
+    from gpupolicy.custom.loading import rules_for_scopes
+    from gpupolicy.lint.scopes import location_of, scopes_of
 
     try:
-        run_policies = [run_policy, *(scope.policy for scope in scopes_of(sources, policies))]
-        tree = definitions_in_sources([*sources, *(context or ())])
-        found = rules_for(run_policies, tree)
+        groups = {id(scope.policy): (scope.policy, [sources[i] for i in scope.inputs]) for scope in scopes_of(sources, policies)}
+        groups.setdefault(id(run_policy), (run_policy, []))
+        for source in context or ():
+            governing = groups.get(id(policies.policy_for(location_of(source))))
+            if governing is not None:
+                governing[1].append(source)
+        found = rules_for_scopes(list(groups.values()))
         if not found:
             yield
             return

@@ -118,10 +118,27 @@ def compile_rules(rego_files: Sequence[Path], definitions: Sequence[Resource]) -
 
 
 def rules_for(policies: Iterable[Policy], tree: Sequence[Resource] = ()) -> list[CustomRule]:
-    """Every custom rule of a run: those of each policy's paths (each path read once) and the
-    definitions found in the linted tree."""
+    """Every custom rule of these policies' paths (each path read once) and of `tree`."""
     paths = list(dict.fromkeys(path.resolve() for policy in policies for path in rule_paths(policy)))
     if not paths and not tree:
         return []
     rego_files, yaml_files = rule_files(paths)
     return compile_rules(rego_files, [*definitions_in(yaml_files), *tree])
+
+
+# A custom rule and the policies (by `id`) under which it runs: those of the scope whose paths or
+# linted files define it.
+ScopedRule = tuple[CustomRule, frozenset[int]]
+
+
+def rules_for_scopes(scopes: Sequence[tuple[Policy, Sequence[Source]]]) -> list[ScopedRule]:
+    """The custom rules of each group of a run (a policy and the inputs it governs, context
+    included): a rule defined in the tree runs on the files of its own scope only, as the other
+    groups of a run are judged by other policies (gpupolicy/lint/scopes.py)."""
+    found: dict[tuple[str, int], tuple[CustomRule, set[int]]] = {}
+    for policy, sources in scopes:
+        for rule in rules_for([policy], definitions_in_sources(sources)):
+            origin = rule.metadata.origin
+            entry = found.setdefault((origin.file, origin.line), (rule, set()))
+            entry[1].add(id(policy))
+    return [(rule, frozenset(policies)) for rule, policies in found.values()]

@@ -138,14 +138,16 @@ def _subjects(custom: CustomRule, resource: Resource) -> Iterator[tuple[dict[str
             yield _pod_of(resource, template), _template_path(template)
 
 
-def engine_rule(custom: CustomRule) -> Rule:
+def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> Rule:
+    """The engine rule of `custom`, which runs under the policies of `policies` (their `id`s; None:
+    under any policy)."""
     metadata = custom.metadata
     origin = metadata.origin
 
     def check(resource: Resource, ctx: Context) -> Iterator[Violation]:
-        if not isinstance(resource.obj, dict):
-            return
         policy = ctx.policy
+        if not isinstance(resource.obj, dict) or policies is not None and id(policy) not in policies:
+            return
         budget, kinds = ctx.memo(("custom-settings",), lambda: _settings(policy))
         parameters = {**metadata.parameters, **(policy.rule(metadata.id).params or {})}
         namespace = _namespace_object(ctx, resource)
@@ -205,10 +207,14 @@ def _refuse_clashes(rules: Sequence[CustomRule], registry: RuleRegistry) -> None
 
 
 @contextmanager
-def installed(rules: Sequence[CustomRule], registry: RuleRegistry = REGISTRY) -> Iterator[tuple[Rule, ...]]:
-    """The custom rules registered for the length of the block (raises CustomRuleError on a clash)."""
-    _refuse_clashes(rules, registry)
-    added = tuple(engine_rule(custom) for custom in rules)
+def installed(
+    rules: Sequence[CustomRule | tuple[CustomRule, frozenset[int]]], registry: RuleRegistry = REGISTRY
+) -> Iterator[tuple[Rule, ...]]:
+    """The custom rules registered for the length of the block (raises CustomRuleError on a clash).
+    A rule given with a set of policies (their `id`s) runs only under those."""
+    scoped = [item if isinstance(item, tuple) else (item, None) for item in rules]
+    _refuse_clashes([custom for custom, _ in scoped], registry)
+    added = tuple(engine_rule(custom, policies) for custom, policies in scoped)
     for rule in added:
         registry.add(rule)
     try:
