@@ -68,7 +68,9 @@ class Review:
     obj: Mapping[str, Any]
     namespace: Mapping[str, Any] | None = None  # the object's Namespace, when the inventory has it
     inventory: Callable[[], Mapping[str, Any]] | None = None  # Gatekeeper's `data.inventory` shape
-    params: Any = None  # a VAP binding's params object, resolved by the caller
+    # The objects of a kind (in a namespace) among the linted objects or the cluster's: where a VAP
+    # binding finds its params.
+    lookup: Callable[[str, str | None], Sequence[Mapping[str, Any]]] | None = None
     operation: str = "CREATE"
 
 

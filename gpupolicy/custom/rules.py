@@ -155,7 +155,9 @@ def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> R
         for subject, mapped in _subjects(custom, resource):
             if not custom.matches(subject, namespace):
                 continue
-            review = Review(subject, namespace, inventory if custom.reads_inventory else None)
+            review = Review(
+                subject, namespace, inventory if custom.reads_inventory else None, lookup=_lookup(ctx)
+            )
             for violation in run_within_budget(custom, review, parameters, budget):
                 yield Violation(path=mapped(violation.path), message=violation.message, severity=violation.severity)
 
@@ -179,6 +181,13 @@ _LANGUAGES = {
     "cel": "CEL rule",
     "vap": "ValidatingAdmissionPolicy binding",
 }
+
+
+def _lookup(ctx: Context) -> Callable[[str, str | None], list[Mapping[str, Any]]]:
+    def objects(kind: str, namespace: str | None) -> list[Mapping[str, Any]]:
+        return [as_mapping(item.obj) for item in ctx.inventory.list(kind, namespace)]
+
+    return objects
 
 
 def _namespace_object(ctx: Context, resource: Resource) -> Mapping[str, Any] | None:

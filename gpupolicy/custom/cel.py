@@ -1,0 +1,95 @@
+"""CEL expressions, compiled once by common-expression-language (cel-rust) with the Kubernetes
+CEL library (gpupolicy/custom/k8s_cel.py).
+
+cel-rust parses but does not type-check; what a type check would catch first — a function that
+exists nowhere — is checked at load time from the names the expression calls. Errors name the
+file and line of the expression (a parse error its line and column inside it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from gpupolicy.custom.definitions import CustomRuleError, Origin
+from gpupolicy.custom.k8s_cel import FUNCTIONS
+
+_CONTEXTS = threading.local()  # a cel.Context holds its variables: one per thread
+
+
+def _cel() -> Any:
+    import cel
+
+    return cel
+
+
+class CelEvaluationError(Exception):
+    """An expression that failed on an object (a missing field, a type mismatch, a function's error)."""
+
+
+class CelExpression:
+    def __init__(self, text: str, program: Any, what: str) -> None:
+        self.text = text
+        self.program = program
+        self.what = what
+
+    def evaluate(self, activation: Mapping[str, Any]) -> Any:
+        context = getattr(_CONTEXTS, "context", None)
+        if context is None:
+            context = _CONTEXTS.context = _new_context()
+        context.update(dict(activation))
+        try:
+            return self.program.execute(context)
+        except (RuntimeError, TypeError, ValueError, KeyError) as exc:
+            raise CelEvaluationError(f"{self.what}: {type(exc).__name__}: {exc}") from None
+
+
+def _new_context() -> Any:
+    context = _cel().Context()
+    for name, function in FUNCTIONS.items():
+        context.add_function(name, function)
+    return context
+
+
+def compile_expression(text: str, origin: Origin, what: str) -> CelExpression:
+    cel = _cel()
+    try:
+        program = cel.compile(text)
+    except ValueError as exc:
+        raise _parse_error(str(exc), origin, what) from None
+    for name in program.functions():
+        if not _is_known_function(name):
+            raise origin.error(f"CEL: {what}: unknown function {name}")
+    return CelExpression(text, program, what)
+
+
+def _parse_error(message: str, origin: Origin, what: str) -> CustomRuleError:
+    """`... ERROR: <input>:2:10: Syntax error: ...` at the file's line (and the column in it)."""
+    _, marker, rest = message.partition("<input>:")
+    if not marker:
+        return origin.error(f"CEL: {what}: {message.splitlines()[0]}")
+    line_text, _, rest = rest.partition(":")
+    column_text, _, detail = rest.partition(":")
+    line = int(line_text) if line_text.isdigit() else 1
+    column = int(column_text) if column_text.isdigit() else None
+    detail = detail.strip().splitlines()[0] if detail.strip() else "syntax error"
+    return origin.error(f"CEL: {what}: {detail}", line=origin.line + line - 1, column=column)
+
+
+# cel-rust's own functions and macros (the CEL standard definitions it implements); a probe call
+# cannot tell them from unknown names, as it reports a wrong call of either as undefined.
+STANDARD_FUNCTIONS = frozenset(
+    {
+        "has", "all", "exists", "exists_one", "map", "filter", "size", "contains", "startsWith", "endsWith",
+        "matches", "int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "timestamp",
+        "duration", "max", "min", "getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate",
+        "getDayOfWeek", "getHours", "getMinutes", "getSeconds", "getMilliseconds", "optional.of",
+        "optional.none", "optional.ofNonZeroValue", "hasValue", "value", "or", "orValue",
+    }
+)  # fmt: skip
+
+
+def _is_known_function(name: str) -> bool:
+    """Operators (`_+_`, `@in`, `!_`), the standard functions and the Kubernetes library."""
+    return not name[:1].isalpha() or name in STANDARD_FUNCTIONS or name in FUNCTIONS
