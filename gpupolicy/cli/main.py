@@ -166,11 +166,22 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpupolicy {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_lint_parser(commands)
-    rules = commands.add_parser("rules", help="list the rules")
+    rules = commands.add_parser("rules", help="list the rules (custom rules of the policy included)")
     rules.add_argument("--format", choices=["table", "json", "markdown"], default="table")
-    rules.set_defaults(handler=run_rules)
     explain = commands.add_parser("explain", help="explain one rule (GP102 or its name)")
     explain.add_argument("rule")
+    for parser_of_rules in (rules, explain):
+        parser_of_rules.add_argument(
+            "--policy",
+            "-p",
+            action="append",
+            default=[],
+            type=Path,
+            metavar="FILE",
+            help="a policy file merged over the default and the current directory's .gpupolicy.yaml "
+            "(its customRules are listed)",
+        )
+    rules.set_defaults(handler=run_rules)
     explain.set_defaults(handler=run_explain)
     for module_name in COMMAND_MODULES if argv is None else _modules_for(argv):
         importlib.import_module(module_name).register(commands)
@@ -380,20 +391,45 @@ def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
 def run_rules(args: argparse.Namespace) -> int:
     from gpupolicy.rules.docs import render_rule_list
 
-    sys.stdout.write(render_rule_list(args.format))
+    with _policy_custom_rules(args.policy):
+        sys.stdout.write(render_rule_list(args.format))
     return EXIT_CLEAN
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    import gpupolicy.rules  # noqa: F401
     from gpupolicy.engine.evaluation import REGISTRY
     from gpupolicy.rules.docs import render_rule_page
 
-    found = REGISTRY.get(args.rule)
-    if found is None:
-        raise UsageError(f"no rule {args.rule!r}; `gpupolicy rules` lists them")
-    sys.stdout.write(render_rule_page(found))
+    with _policy_custom_rules(args.policy):
+        found = REGISTRY.get(args.rule)
+        if found is None:
+            raise UsageError(f"no rule {args.rule!r}; `gpupolicy rules` lists them")
+        sys.stdout.write(render_rule_page(found))
     return EXIT_CLEAN
+
+
+@contextlib.contextmanager
+def _policy_custom_rules(policy_files: Sequence[Path]) -> Iterator[None]:
+    """The built-in rules and the custom rules of the current directory's policy, registered."""
+    import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
+    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.loading import rules_for
+    from gpupolicy.policy.loading import PolicyError, RepoPolicies
+
+    for policy_file in policy_files:
+        if not policy_file.is_file():
+            raise UsageError(f"{policy_file}: no such policy file")
+    try:
+        found = rules_for([RepoPolicies(extra=policy_files).policy_for(Path.cwd())])
+        if not found:
+            yield
+            return
+        from gpupolicy.custom.rules import installed
+
+        with installed(found):
+            yield
+    except (CustomRuleError, PolicyError) as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> int:

@@ -18,6 +18,7 @@ evaluations and failures per rule are kept (`STATS`) for the webhook's /metrics.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,7 +28,7 @@ from typing import Any
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.custom.definitions import CustomRule, CustomRuleError, CustomViolation, Review
 from gpupolicy.custom.inventory_document import inventory_document
-from gpupolicy.engine.evaluation import REGISTRY, Context, Rule, RuleRegistry, Scope, Violation
+from gpupolicy.engine.evaluation import REGISTRY, Context, Parameter, Rule, RuleRegistry, Scope, Violation
 from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
@@ -170,6 +171,10 @@ def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> R
         rationale=metadata.rationale or f"A {_LANGUAGES[metadata.language]} of this repository.",
         remediation=metadata.remediation,
         references=(f"{origin.file}:{origin.line}",),
+        parameters=tuple(
+            Parameter(name, f"default {json.dumps(value)}; set rules.{metadata.id}.params.{name}")
+            for name, value in metadata.parameters.items()
+        ),
         check=check,
         source=origin.file,
     )
