@@ -90,6 +90,10 @@ STANDARD_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
+# `strings.quote(x)` parses as the call of `quote` on `strings`: the engine reports the last part.
+_LIBRARY_NAMES = frozenset(FUNCTIONS) | {name.rpartition(".")[2] for name in FUNCTIONS}
+
+
 def _is_known_function(name: str) -> bool:
     """Operators (`_+_`, `@in`, `!_`), the standard functions and the Kubernetes library."""
-    return not name[:1].isalpha() or name in STANDARD_FUNCTIONS or name in FUNCTIONS
+    return not name[:1].isalpha() or name in STANDARD_FUNCTIONS or name in _LIBRARY_NAMES
