@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ import pytest
 from gpupolicy.cli.main import main
 from gpupolicy.custom.definitions import CustomRuleError, Review
 from gpupolicy.custom.loading import rule_files, rules_for
+from gpupolicy.custom import rules as custom_rules
+from gpupolicy.custom.isolation import IsolatedRunner
 from gpupolicy.custom.rules import STATS, CustomRuleFailed, installed, run_within_budget
 from gpupolicy.custom.testing import load_rules
 from gpupolicy.engine.evaluation import REGISTRY, evaluate
@@ -394,21 +397,33 @@ package acme.slow
 import rego.v1
 
 metadata := {"id": "ACME900", "name": "slow-rule", "severity": "error",
-  "summary": "Counts for a long time.", "remediation": "Do not."}
+  "summary": "Counts for seconds.", "remediation": "Do not."}
 
 violation contains "never" if {
-  count([x | some x in numbers.range(1, 3000000); x < 0]) > 0
+  count([1 | some i in numbers.range(1, 3000); some j in numbers.range(1, 3000); i == j + 5000000]) > 0
 }
 """
 
 
-def test_a_rule_past_its_budget_fails_for_that_object_without_holding_the_caller(tmp_path: Path) -> None:
+def test_a_rule_past_its_budget_fails_without_holding_the_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engines keep the interpreter lock while they run: the budget holds out of process."""
     write(tmp_path / "slow.rego", SLOW)
-    (slow,) = load_rules(tmp_path)
-    before = STATS.snapshot()[1].get(("ACME900", "timeout"), 0)
-    with pytest.raises(CustomRuleFailed, match="ran past its time budget of 50 ms"):
-        run_within_budget(slow, Review({"kind": "Pod"}), {}, 50)
-    assert STATS.snapshot()[1][("ACME900", "timeout")] == before + 1
+    write(tmp_path / "gpu.rego", REQUEST_EQUALS_LIMIT)
+    slow, fast = sorted(load_rules(tmp_path), key=lambda rule: rule.metadata.id, reverse=True)
+    runner = IsolatedRunner(1)
+    monkeypatch.setattr(custom_rules, "_RUNNER", runner)
+    try:
+        before = STATS.snapshot()[1].get(("ACME900", "timeout"), 0)
+        started = time.monotonic()
+        with pytest.raises(CustomRuleFailed, match="ran past its time budget of 300 ms"):
+            run_within_budget(slow, Review({"kind": "Pod"}), {}, 300)
+        assert time.monotonic() - started < 2  # the rule alone counts for seconds
+        assert STATS.snapshot()[1][("ACME900", "timeout")] == before + 1
+        (deployment,) = load_text(DEPLOYMENT, "llm.yaml").resources
+        found = run_within_budget(fast, Review(deployment.obj), fast.metadata.parameters, 5000)
+        assert [violation.message for violation in found] == ["container vllm: request 1 != limit 2"]
+    finally:
+        runner.close()
 
 
 def test_a_rule_that_raises_is_an_internal_error_and_the_others_still_report(tmp_path: Path) -> None:

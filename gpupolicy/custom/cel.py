@@ -34,6 +34,15 @@ class CelExpression:
         self.program = program
         self.what = what
 
+    def __getstate__(self) -> tuple[str, str]:
+        """Sent to a worker process as its text: compiled again there (a compiled program is no
+        Python value)."""
+        return self.text, self.what
+
+    def __setstate__(self, state: tuple[str, str]) -> None:
+        self.text, self.what = state
+        self.program = _cel().compile(self.text)
+
     def evaluate(self, activation: Mapping[str, Any]) -> Any:
         context = getattr(_CONTEXTS, "context", None)
         if context is None:

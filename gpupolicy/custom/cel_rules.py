@@ -277,11 +277,13 @@ def binding_rule(binding: Resource, policies: Mapping[str, tuple[Resource, CelPr
     matches = [vap_match(as_mapping(policy.get("matchConstraints")))]
     if "matchResources" in spec:
         matches.append(vap_match(as_mapping(spec.get("matchResources"))))
+    params = _param_source(policy, spec, binding)
     return CustomRule(
         metadata=metadata,
         matches=all_of(matches),
-        check=CelCheck(program, _param_source(policy, spec, binding), severity),
+        check=CelCheck(program, params, severity),
         expands_pods=any(match.matches_pods() for match in matches),
+        lookups=((params.kind, params.namespace),) if params is not None else (),
     )
 
 

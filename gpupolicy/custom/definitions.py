@@ -89,7 +89,29 @@ class CustomRule:
     # A rule written for Pods (Gatekeeper's library, most VAPs) also judges each pod template of a
     # workload, as Gatekeeper's ExpansionTemplate does: a GitOps tree holds Deployments, not Pods.
     expands_pods: bool = False
-    examples: tuple[str, ...] = field(default_factory=tuple)  # files `gpupolicy test` runs
+    # What the check looks up (`Review.lookup`): (kind, namespace), None for the object's own
+    # namespace. Fetched before a worker process evaluates the rule (gpupolicy/custom/isolation.py).
+    lookups: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryDocument:
+    """`Review.inventory` as a value (what a worker process receives)."""
+
+    document: Mapping[str, Any]
+
+    def __call__(self) -> Mapping[str, Any]:
+        return self.document
+
+
+@dataclass(frozen=True, slots=True)
+class LookupTable:
+    """`Review.lookup` answered from what was fetched beforehand (what a worker process receives)."""
+
+    table: Mapping[tuple[str, str | None], Sequence[Mapping[str, Any]]]
+
+    def __call__(self, kind: str, namespace: str | None) -> Sequence[Mapping[str, Any]]:
+        return self.table.get((kind, namespace), ())
 
 
 def check_metadata(metadata: Metadata) -> None:

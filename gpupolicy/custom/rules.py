@@ -5,19 +5,19 @@ the object (and, for a rule written for Pods, on each pod template of a workload
 mapped back under the template). Findings are made by the engine, so positions, severities,
 suppressions, exemptions, baselines and formats treat them as they treat built-in rules.
 
-`installed(rules)` registers them in the engine's registry for the length of a run (a lint, a
-`gpupolicy rules`, the webhook's life with one policy) and takes them out after; an id or name that
-clashes with a built-in or another custom rule is refused with the file and line of the rule.
+`installed(rules)` registers them in the engine's registry for the length of a run (a lint,
+`gpupolicy rules`, `gpupolicy test`) and takes them out after; an id or name that clashes with a
+built-in or another custom rule is refused with the file and line of the rule. The webhook runs
+them without registering them (`checked_engine_rules`): a reloaded policy brings its own.
 
-Each evaluation runs within the policy's time budget (`customRules.timeBudgetMs`) on a small
-thread pool: past the budget the caller stops waiting and the rule fails for that object (an
-internal error), so that a slow rule never holds an admission longer than its budget. Counts of
-evaluations and failures per rule are kept (`STATS`) for the webhook's /metrics.
+In the webhook each evaluation runs in a worker process within the policy's time budget
+(`customRules.timeBudgetMs`, gpupolicy/custom/isolation.py): past it the rule fails for that
+object (an internal error) and the admission goes on. Counts of evaluations and failures per
+rule are kept (`STATS`) for the webhook's /metrics.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import threading
 from collections import Counter
@@ -26,18 +26,30 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
-from gpupolicy.custom.definitions import CustomRule, CustomRuleError, CustomViolation, Review
+from gpupolicy.custom.definitions import (
+    CustomRule,
+    CustomViolation,
+    InventoryDocument,
+    LookupTable,
+    Review,
+)
+from gpupolicy.custom.isolation import IsolatedRunner, WorkerTimeout
 from gpupolicy.custom.inventory_document import inventory_document
 from gpupolicy.engine.evaluation import REGISTRY, Context, Parameter, Rule, RuleRegistry, Scope, Violation
 from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 
-# Evaluations of custom rules run here, so that the caller can stop waiting at the budget. A
-# rule that never returns keeps its worker: a few workers let the other rules go on meanwhile.
-_WORKERS = 4
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
+# Worker processes that enforce the time budget (gpupolicy/custom/isolation.py): the webhook
+# starts them; without them (lint) rules are evaluated in-process, without a budget.
+_RUNNER: IsolatedRunner | None = None
+
+
+def use_workers(workers: int) -> None:
+    """Evaluate custom rules in `workers` processes from now on (the webhook, at start-up)."""
+    global _RUNNER
+    if _RUNNER is None:
+        _RUNNER = IsolatedRunner(workers)
 
 
 class CustomRuleFailed(Exception):
@@ -68,35 +80,42 @@ class RuleStats:
 STATS = RuleStats()
 
 
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = concurrent.futures.ThreadPoolExecutor(_WORKERS, thread_name_prefix="gpupolicy-custom")
-        return _POOL
-
-
-def run_within_budget(custom: CustomRule, review: Review, parameters: Mapping[str, Any], budget_ms: int) -> Sequence[CustomViolation]:
+def run_within_budget(
+    custom: CustomRule, review: Review, parameters: Mapping[str, Any], budget_ms: int
+) -> Sequence[CustomViolation]:
+    """The violations of `custom` on `review`: in a worker process within the budget when the
+    webhook started workers, else in-process. A failure or an overrun raises CustomRuleFailed."""
     rule_id = custom.metadata.id
     STATS.evaluated(rule_id)
+    runner = _RUNNER
     try:
-        if budget_ms <= 0:
+        if runner is None or budget_ms <= 0:
             return custom.check(review, parameters)
-        future = _pool().submit(custom.check, review, parameters)
-        try:
-            return future.result(timeout=budget_ms / 1000)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            STATS.failed(rule_id, "timeout")
-            raise CustomRuleFailed(f"{rule_id} ran past its time budget of {budget_ms} ms") from None
-    except CustomRuleFailed:
-        raise
-    except CustomRuleError:
-        STATS.failed(rule_id, "raised")
-        raise
+        return runner.run(custom.check, _materialized(custom, review), parameters, budget_ms / 1000)
+    except WorkerTimeout:
+        STATS.failed(rule_id, "timeout")
+        raise CustomRuleFailed(f"{rule_id} ran past its time budget of {budget_ms} ms") from None
     except Exception as exc:
         STATS.failed(rule_id, "raised")
         raise CustomRuleFailed(f"{rule_id} ({custom.metadata.language}) failed: {exc}") from exc
+
+
+def _materialized(custom: CustomRule, review: Review) -> Review:
+    """`review` with what its callables would fetch fetched now: a worker gets values only."""
+    namespace = as_mapping(review.obj.get("metadata")).get("namespace")
+    table = {}
+    if review.lookup is not None:
+        for kind, fixed in custom.lookups:
+            where = fixed if fixed is not None else namespace if isinstance(namespace, str) else None
+            table[(kind, where)] = list(review.lookup(kind, where))
+    inventory = review.inventory() if review.inventory is not None else None
+    return Review(
+        review.obj,
+        review.namespace,
+        InventoryDocument(inventory) if inventory is not None else None,
+        lookup=LookupTable(table),
+        operation=review.operation,
+    )
 
 
 def _settings(policy: Policy) -> tuple[int, tuple[str, ...]]:
@@ -218,6 +237,13 @@ def _refuse_clashes(rules: Sequence[CustomRule], registry: RuleRegistry) -> None
             if where is not None:
                 raise metadata.origin.error(f"rule {key} is defined twice (also at {where})")
             defined[key] = here
+
+
+def checked_engine_rules(rules: Sequence[CustomRule], registry: RuleRegistry = REGISTRY) -> tuple[Rule, ...]:
+    """The engine rules of `rules`, without registering them (the webhook runs a rule tuple of its
+    own); refused like `installed` refuses them when an id or name clashes."""
+    _refuse_clashes(rules, registry)
+    return tuple(engine_rule(custom) for custom in rules)
 
 
 @contextmanager

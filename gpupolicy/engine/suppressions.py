@@ -342,6 +342,8 @@ class _Rules:
 
     def resolve(self, token: str) -> str | None:
         found = self.engine.REGISTRY.get(token)
+        if found is None and self.active is not None and token.upper() in self.active:
+            return token.upper()  # a custom rule the webhook runs without registering it
         return found.id if found else None
 
     def enabled(self, rule_id: str) -> bool:

@@ -231,12 +231,12 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
     configure_logging(args.log_level)
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules once, at start-up)
 
+    mode = Mode.parse(args.mode) if args.mode else None
     try:
         policy = load_policy(extra=args.policy)
+        engine = ReviewEngine.from_policy(policy, mode=mode)  # compiles the policy's custom rules
     except PolicyError as exc:
         raise UnusableSettings(str(exc)) from exc
-    mode = Mode.parse(args.mode) if args.mode else None
-    engine = ReviewEngine.from_policy(policy, mode=mode)
     api_socket = provenance_api_socket(args)
     if args.no_cluster:
         inventory = ClusterInventory(
