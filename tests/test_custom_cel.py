@@ -21,7 +21,11 @@ CASES: list[tuple[str, str, Any]] = [
     ("asInteger", "quantity('2k').asInteger()", 2000),
     ("asApproximateFloat", "quantity('500m').asApproximateFloat()", 0.5),
     ("sign", "quantity('-1').sign()", -1),
-    ("add", "quantity('1').add(quantity('500m')) == quantity('1500m') && quantity('1').add(2).asInteger() == 3", True),
+    (
+        "add",
+        "quantity('1').add(quantity('500m')) == quantity('1500m') && quantity('1').add(2).asInteger() == 3",
+        True,
+    ),
     ("sub", "quantity('1Gi').sub(quantity('512Mi')) == quantity('512Mi')", True),
     ("compareTo", "quantity('1').compareTo(quantity('1000m'))", 0),
     ("isGreaterThan", "quantity('1Gi').isGreaterThan(quantity('500Mi'))", True),
@@ -46,7 +50,11 @@ CASES: list[tuple[str, str, Any]] = [
     ("format", "'%s asks for %d GPUs (%.1f%%)'.format(['train', 2, 12.5])", "train asks for 2 GPUs (12.5%)"),
     # regex
     ("find", "'image:v1.2.3'.find('[0-9]+[.][0-9]+')", "1.2"),
-    ("findAll", "'a1b22c333'.findAll('[0-9]+') == ['1', '22', '333'] && 'a1b22'.findAll('[0-9]+', 1) == ['1']", True),
+    (
+        "findAll",
+        "'a1b22c333'.findAll('[0-9]+') == ['1', '22', '333'] && 'a1b22'.findAll('[0-9]+', 1) == ['1']",
+        True,
+    ),
     # URLs
     ("url", "url('https://nvcr.io/v2/').getScheme()", "https"),
     ("isURL", "isURL('https://nvcr.io') && !isURL('relative/path')", True),
@@ -92,5 +100,5 @@ def test_a_bad_argument_is_an_evaluation_error_not_a_crash() -> None:
 def test_parse_errors_and_unknown_functions_name_the_line() -> None:
     with pytest.raises(CustomRuleError, match=r"rules.yaml:8:3: CEL: test: Syntax error"):
         compile_expression("1 +\n  ]", ORIGIN, "test")
-    with pytest.raises(CustomRuleError, match="rules.yaml:7: CEL: test: unknown function isQuantiy"):
+    with pytest.raises(CustomRuleError, match=r"rules\.yaml:7: CEL: test: unknown function isQuantiy"):
         compile_expression("isQuantiy('1')", ORIGIN, "test")

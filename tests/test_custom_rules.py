@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from gpupolicy.cli.main import main
-from gpupolicy.custom.definitions import CustomRuleError, Review
-from gpupolicy.custom.loading import rule_files, rules_for
 from gpupolicy.custom import rules as custom_rules
+from gpupolicy.custom.definitions import CustomRuleError, Review
 from gpupolicy.custom.isolation import IsolatedRunner
+from gpupolicy.custom.loading import rule_files, rules_for
 from gpupolicy.custom.rules import STATS, CustomRuleFailed, installed, run_within_budget
 from gpupolicy.custom.testing import load_rules
 from gpupolicy.engine.evaluation import REGISTRY, evaluate
@@ -91,7 +91,9 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def lint_json(folder: Path, *args: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:  # type: ignore[type-arg]
+def lint_json(
+    folder: Path, *args: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, dict]:  # type: ignore[type-arg]
     monkeypatch.chdir(folder)
     code = main(["lint", "-f", "json", *args])
     out = capsys.readouterr().out
@@ -117,7 +119,11 @@ def test_a_rego_rule_in_policies_rego_reports_at_the_field_like_a_built_in_rule(
     assert custom_findings(report) == [("ACME001", 18, 15, "error")]
     built_in = next(f for f in report["findings"] if f["rule"] == "GP102")
     ours = next(f for f in report["findings"] if f["rule"] == "ACME001")
-    assert (ours["line"], ours["column"], ours["path"]) == (built_in["line"], built_in["column"], built_in["path"])
+    assert (ours["line"], ours["column"], ours["path"]) == (
+        built_in["line"],
+        built_in["column"],
+        built_in["path"],
+    )
     assert ours["message"] == "container vllm: request 1 != limit 2"
     assert ours["remediation"] == "Set the GPU request equal to the GPU limit."
     assert "ACME001" not in REGISTRY  # registered for the run only
@@ -142,7 +148,8 @@ def test_suppressions_and_baselines_apply_to_custom_rules(
     repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     annotated = DEPLOYMENT.replace(
-        "  namespace: ai-lab\n", "  namespace: ai-lab\n  annotations:\n    gpupolicy.io/ignore: 'ACME001: MIG slices are counted apart'\n"
+        "  namespace: ai-lab\n",
+        "  namespace: ai-lab\n  annotations:\n    gpupolicy.io/ignore: 'ACME001: MIG slices are counted apart'\n",
     )
     write(repo / "apps" / "llm.yaml", annotated)
     _, report = lint_json(repo, "apps", monkeypatch=monkeypatch, capsys=capsys)
@@ -156,7 +163,9 @@ def test_suppressions_and_baselines_apply_to_custom_rules(
     assert custom_findings(report) == []
 
 
-def test_sarif_describes_custom_rules(repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sarif_describes_custom_rules(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(repo)
     assert main(["lint", "-f", "sarif", "apps"]) == 1
     run = json.loads(capsys.readouterr().out)["runs"][0]
@@ -240,7 +249,9 @@ def test_definitions_in_the_linted_tree_fire_where_their_fixtures_say(
     assert found == expectations(DATA / folder / "workloads.yaml")
 
 
-def test_gatekeeper_enforcement_actions_are_severities(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gatekeeper_enforcement_actions_are_severities(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, report = lint_json(DATA / "gatekeeper", ".", monkeypatch=monkeypatch, capsys=capsys)
     severity = {f["rule"]: f["severity"] for f in report["findings"] if not f["rule"].startswith("GP")}
     assert severity == {
@@ -266,7 +277,10 @@ BUILT_IN_NAME = REQUEST_EQUALS_LIMIT.replace('"gpu-request-equals-limit"', '"gpu
         (BAD_REGO, "policies/rego/gpu.rego:16:"),
         (UNKNOWN_FUNCTION, "policies/rego/gpu.rego:20:9: Rego: unknown function sprintff"),
         (BUILT_IN_ID, "policies/rego/gpu.rego:5: rule id GP102 is reserved for built-in rules"),
-        (BUILT_IN_NAME, "policies/rego/gpu.rego:5: rule gpu-request-limit-mismatch clashes with the built-in rule GP102"),
+        (
+            BUILT_IN_NAME,
+            "policies/rego/gpu.rego:5: rule gpu-request-limit-mismatch clashes with the built-in rule GP102",
+        ),
     ],
 )
 def test_a_rule_that_cannot_be_used_stops_the_run_with_its_file_and_line(
@@ -281,8 +295,13 @@ def test_a_rule_that_cannot_be_used_stops_the_run_with_its_file_and_line(
     assert message in line
 
 
-def test_two_rules_with_one_id_are_refused(repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    write(repo / "policies" / "rego" / "again.rego", REQUEST_EQUALS_LIMIT.replace("package acme.gpu", "package acme.again"))
+def test_two_rules_with_one_id_are_refused(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        repo / "policies" / "rego" / "again.rego",
+        REQUEST_EQUALS_LIMIT.replace("package acme.gpu", "package acme.again"),
+    )
     monkeypatch.chdir(repo)
     assert main(["lint", "apps"]) == 2
     error = capsys.readouterr().err
@@ -344,14 +363,32 @@ BROKEN_VAP = VAP.replace("c.image.startsWith('nvcr.io/'))", "c.image.startsWith(
     ("text", "message"),
     [
         (BROKEN_TEMPLATE, "defs.yaml:16:17: Rego: invalid character in string"),  # its line in the YAML file
-        (BROKEN_VAP, "defs.yaml:10:36: CEL: broken: validations[1]: Syntax error"),  # line 2 of the expression
-        (VAP.replace("c.image.startsWith", "c.image.nosuch"), "defs.yaml:9: CEL: broken: validations[1]: unknown function nosuch"),
-        (TEMPLATE.replace("kind: K8sBroken\nmetadata:\n  name: broken", "kind: K8sOther\nmetadata:\n  name: broken"), "defs.yaml:19: constraint K8sOther/broken: no ConstraintTemplate defines kind K8sOther"),
-        (VAP.replace("policyName: broken", "policyName: other"), "defs.yaml:12: binding broken: no ValidatingAdmissionPolicy named 'other'"),
+        (
+            BROKEN_VAP,
+            "defs.yaml:10:36: CEL: broken: validations[1]: Syntax error",
+        ),  # line 2 of the expression
+        (
+            VAP.replace("c.image.startsWith", "c.image.nosuch"),
+            "defs.yaml:9: CEL: broken: validations[1]: unknown function nosuch",
+        ),
+        (
+            TEMPLATE.replace(
+                "kind: K8sBroken\nmetadata:\n  name: broken", "kind: K8sOther\nmetadata:\n  name: broken"
+            ),
+            "defs.yaml:19: constraint K8sOther/broken: no ConstraintTemplate defines kind K8sOther",
+        ),
+        (
+            VAP.replace("policyName: broken", "policyName: other"),
+            "defs.yaml:12: binding broken: no ValidatingAdmissionPolicy named 'other'",
+        ),
     ],
 )
 def test_definitions_that_cannot_be_used_stop_the_run(
-    tmp_path: Path, text: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    text: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     write(tmp_path / "defs.yaml", text)
     write(tmp_path / "app.yaml", DEPLOYMENT)
@@ -364,20 +401,29 @@ def test_definitions_that_cannot_be_used_stop_the_run(
 # -- gpupolicy test ------------------------------------------------------------------------------
 
 
-def test_gpupolicy_test_runs_each_rule_on_its_examples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gpupolicy_test_runs_each_rule_on_its_examples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write(tmp_path / "gpu.rego", REQUEST_EQUALS_LIMIT)
     fires = DEPLOYMENT.replace("nvidia.com/gpu: 1\n", "nvidia.com/gpu: 1  # expect: ACME001\n")
     write(tmp_path / "examples" / "ACME001" / "fires.yaml", fires)
-    write(tmp_path / "examples" / "ACME001" / "passes.yaml", DEPLOYMENT.replace("nvidia.com/gpu: 1\n", 'nvidia.com/gpu: "2"\n'))
+    write(
+        tmp_path / "examples" / "ACME001" / "passes.yaml",
+        DEPLOYMENT.replace("nvidia.com/gpu: 1\n", 'nvidia.com/gpu: "2"\n'),
+    )
     assert main(["test", str(tmp_path)]) == 0
-    assert capsys.readouterr().out == "PASS ACME001 gpu-request-equals-limit (2 examples)\n1 passed, 0 failed\n"
+    assert (
+        capsys.readouterr().out == "PASS ACME001 gpu-request-equals-limit (2 examples)\n1 passed, 0 failed\n"
+    )
     write(tmp_path / "examples" / "ACME001" / "passes.yaml", DEPLOYMENT)
     assert main(["test", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "FAIL ACME001" in out and "passes.yaml:18: unexpected ACME001" in out
 
 
-def test_gpupolicy_test_fails_a_rule_without_examples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gpupolicy_test_fails_a_rule_without_examples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write(tmp_path / "gpu.rego", REQUEST_EQUALS_LIMIT)
     assert main(["test", str(tmp_path)]) == 1
     assert "no examples: add examples/ACME001/fires.yaml and passes.yaml" in capsys.readouterr().out
@@ -405,7 +451,9 @@ violation contains "never" if {
 """
 
 
-def test_a_rule_past_its_budget_fails_without_holding_the_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rule_past_its_budget_fails_without_holding_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The engines keep the interpreter lock while they run: the budget holds out of process."""
     write(tmp_path / "slow.rego", SLOW)
     write(tmp_path / "gpu.rego", REQUEST_EQUALS_LIMIT)

@@ -31,6 +31,7 @@ UNNEEDED_PACKAGES = frozenset(
         "psycopg",
         "kubernetes",
         "regopy",
+        "regorus",
         "cel",
         "celpy",
         # Python jsonschema words the errors of a policy file the jsonschema-rs precheck refuses

@@ -337,7 +337,10 @@ def _custom_rules_installed(
     from gpupolicy.lint.scopes import location_of, scopes_of
 
     try:
-        groups = {id(scope.policy): (scope.policy, [sources[i] for i in scope.inputs]) for scope in scopes_of(sources, policies)}
+        groups = {
+            id(scope.policy): (scope.policy, [sources[i] for i in scope.inputs])
+            for scope in scopes_of(sources, policies)
+        }
         groups.setdefault(id(run_policy), (run_policy, []))
         for source in context or ():
             governing = groups.get(id(policies.policy_for(location_of(source))))

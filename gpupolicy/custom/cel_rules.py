@@ -98,29 +98,53 @@ def _compiled(resource: Resource, path: tuple[str | int, ...], text: Any, what: 
 def compile_program(resource: Resource, spec_path: tuple[str, ...], spec: Mapping[str, Any]) -> CelProgram:
     name = str(as_mapping(as_mapping(resource.obj).get("metadata")).get("name", ""))
     conditions = tuple(
-        _compiled(resource, (*spec_path, "matchConditions", i, "expression"), as_mapping(entry).get("expression"), f"{name}: matchConditions[{i}]")
+        _compiled(
+            resource,
+            (*spec_path, "matchConditions", i, "expression"),
+            as_mapping(entry).get("expression"),
+            f"{name}: matchConditions[{i}]",
+        )
         for i, entry in enumerate(as_list(spec.get("matchConditions")))
     )
     variables = tuple(
         (
             str(as_mapping(entry).get("name", "")),
-            _compiled(resource, (*spec_path, "variables", i, "expression"), as_mapping(entry).get("expression"), f"{name}: variables[{i}]"),
+            _compiled(
+                resource,
+                (*spec_path, "variables", i, "expression"),
+                as_mapping(entry).get("expression"),
+                f"{name}: variables[{i}]",
+            ),
         )
         for i, entry in enumerate(as_list(spec.get("variables")))
     )
     validations = []
     for i, entry in enumerate(as_list(spec.get("validations"))):
         entry = as_mapping(entry)
-        base = (*spec_path, "validations", i)
-        expression = _compiled(resource, (*base, "expression"), entry.get("expression"), f"{name}: validations[{i}]")
+        base: tuple[str | int, ...] = (*spec_path, "validations", i)
+        expression = _compiled(
+            resource, (*base, "expression"), entry.get("expression"), f"{name}: validations[{i}]"
+        )
         message_expression = (
-            _compiled(resource, (*base, "messageExpression"), entry["messageExpression"], f"{name}: validations[{i}].messageExpression")
+            _compiled(
+                resource,
+                (*base, "messageExpression"),
+                entry["messageExpression"],
+                f"{name}: validations[{i}].messageExpression",
+            )
             if "messageExpression" in entry
             else None
         )
         message = str(entry.get("message") or f"failed expression: {expression.text.strip()}")
         field = entry.get("fieldPath")
-        validations.append(Validation(expression, message, message_expression, parse_field_path(field) if isinstance(field, str) else ()))
+        validations.append(
+            Validation(
+                expression,
+                message,
+                message_expression,
+                parse_field_path(field) if isinstance(field, str) else (),
+            )
+        )
     if not validations:
         raise _origin(resource).error(f"{name}: no validations")
     return CelProgram(name, conditions, variables, tuple(validations))
@@ -157,7 +181,11 @@ class CelCheck:
         found = _params_for(self.params, review)
         if not found:
             if self.params.deny_when_missing:
-                return [CustomViolation(f"{self.program.name}: no params object {self.params.kind} found", (), self.severity)]
+                return [
+                    CustomViolation(
+                        f"{self.program.name}: no params object {self.params.kind} found", (), self.severity
+                    )
+                ]
             return []
         return [violation for params in found for violation in self._evaluate(review, params)]
 
@@ -187,7 +215,9 @@ class CelCheck:
         for validation in program.validations:
             if validation.expression.evaluate(activation) is True:
                 continue
-            violations.append(CustomViolation(_message(validation, activation), validation.path, self.severity))
+            violations.append(
+                CustomViolation(_message(validation, activation), validation.path, self.severity)
+            )
         return violations
 
 
@@ -215,7 +245,11 @@ def _params_for(source: ParamSource, review: Review) -> list[Any]:
     from gpupolicy.kube.selectors import selector_matches
 
     selector = source.selector or {}
-    return [obj for obj in candidates if selector_matches(selector, as_mapping(as_mapping(obj.get("metadata")).get("labels")))]
+    return [
+        obj
+        for obj in candidates
+        if selector_matches(selector, as_mapping(as_mapping(obj.get("metadata")).get("labels")))
+    ]
 
 
 # -- the rules ------------------------------------------------------------------------------------
@@ -230,7 +264,9 @@ def _binding_severity(binding: Resource, actions: Sequence[Any]) -> Severity:
     return max(known)
 
 
-def _param_source(policy: Mapping[str, Any], binding_spec: Mapping[str, Any], binding: Resource) -> ParamSource | None:
+def _param_source(
+    policy: Mapping[str, Any], binding_spec: Mapping[str, Any], binding: Resource
+) -> ParamSource | None:
     kind = as_mapping(policy.get("paramKind")).get("kind")
     if not isinstance(kind, str):
         return None
@@ -267,7 +303,8 @@ def binding_rule(binding: Resource, policies: Mapping[str, tuple[Resource, CelPr
         id=str(annotations.get(RULE_ID_ANNOTATION, f"VAP-{name}")),
         name=name,
         severity=severity,
-        summary=str(annotations.get("description", "")).strip() or f"ValidatingAdmissionPolicy {policy_name} (binding {name}).",
+        summary=str(annotations.get("description", "")).strip()
+        or f"ValidatingAdmissionPolicy {policy_name} (binding {name}).",
         remediation=str(annotations.get(REMEDIATION_ANNOTATION, "")).strip()
         or f"Change the object so that the ValidatingAdmissionPolicy {policy_name} admits it.",
         origin=_origin(binding),
@@ -329,4 +366,3 @@ def cel_rules(resources: Sequence[Resource]) -> list[CustomRule]:
         elif resource.kind == NATIVE_KIND and is_cel_definition(resource):
             rules.append(native_rule(resource))
     return rules
-

@@ -78,7 +78,9 @@ def compile_template(resource: Resource) -> Template:
     target = as_mapping(targets[index])
     rego = target.get("rego")
     if not isinstance(rego, str) or not rego.strip():
-        raise origin.error(f"ConstraintTemplate {kind_name}: the target has no rego (CEL code is not supported)")
+        raise origin.error(
+            f"ConstraintTemplate {kind_name}: the target has no rego (CEL code is not supported)"
+        )
     base = ("spec", "targets", index)
     sources = [_embedded(resource, (*base, "rego"), rego)]
     for lib_index, lib in enumerate(as_list(target.get("libs"))):
@@ -113,7 +115,9 @@ def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> Cu
     name = str(metadata_of.get("name", ""))
     template = templates.get(resource.kind)
     if template is None:
-        raise origin.error(f"constraint {resource.kind}/{name}: no ConstraintTemplate defines kind {resource.kind}")
+        raise origin.error(
+            f"constraint {resource.kind}/{name}: no ConstraintTemplate defines kind {resource.kind}"
+        )
     spec = as_mapping(obj.get("spec"))
     action = str(spec.get("enforcementAction", "deny"))
     if action not in ENFORCEMENT_SEVERITY:
@@ -125,7 +129,8 @@ def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> Cu
         name=name,
         severity=ENFORCEMENT_SEVERITY[action],
         summary=template.description or f"Gatekeeper constraint {resource.kind}/{name}.",
-        remediation=remediation or f"Change the object so that the {resource.kind} constraint {name} admits it.",
+        remediation=remediation
+        or f"Change the object so that the {resource.kind} constraint {name} admits it.",
         origin=origin,
         language="gatekeeper",
         parameters=dict(as_mapping(spec.get("parameters"))),

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpupolicy.kube.inventory import Inventory
 
+
 def inventory_document(inventory: Inventory, kinds: Iterable[str]) -> dict[str, Any]:
     cluster: dict[str, Any] = {}
     namespaced: dict[str, Any] = {}
@@ -25,9 +26,6 @@ def inventory_document(inventory: Inventory, kinds: Iterable[str]) -> dict[str, 
                 continue
             api_version = str(obj.get("apiVersion", "v1"))
             name = resource.name or ""
-            if resource.namespace:
-                scope = namespaced.setdefault(resource.namespace, {})
-            else:
-                scope = cluster
+            scope = namespaced.setdefault(resource.namespace, {}) if resource.namespace else cluster
             scope.setdefault(api_version, {}).setdefault(kind, {})[name] = obj
     return {"cluster": cluster, "namespace": namespaced}

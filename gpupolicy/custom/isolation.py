@@ -13,6 +13,7 @@ other requests, and in-process evaluation is several times faster.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import queue
 import threading
@@ -39,10 +40,8 @@ def _serve(connection: Connection) -> None:
     import gpupolicy.custom.native_rego  # noqa: F401  (what the checks are made of, before the first)
 
     for engine in ("regorus", "cel"):
-        try:
+        with contextlib.suppress(ImportError):  # a language no rule of the policy uses may be missing
             __import__(engine)
-        except ImportError:  # a language no rule of the policy uses may be missing
-            pass
     connection.send("ready")
     checks: dict[int, Check] = {}
     while True:
@@ -61,7 +60,9 @@ def _serve(connection: Connection) -> None:
 class _Worker:
     def __init__(self, context: Any) -> None:
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child,), daemon=True, name="gpupolicy-custom-rules")
+        self.process = context.Process(
+            target=_serve, args=(child,), daemon=True, name="gpupolicy-custom-rules"
+        )
         self.process.start()
         child.close()
         self.known: set[int] = set()
@@ -113,7 +114,9 @@ class IsolatedRunner:
             self._all.remove(worker)
         self._add()
 
-    def run(self, check: Check, review: Review, parameters: Mapping[str, Any], budget: float) -> Sequence[CustomViolation]:
+    def run(
+        self, check: Check, review: Review, parameters: Mapping[str, Any], budget: float
+    ) -> Sequence[CustomViolation]:
         try:
             worker = self._idle.get(timeout=budget)
         except queue.Empty:

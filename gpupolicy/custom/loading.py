@@ -84,7 +84,7 @@ def is_definition(resource: Resource) -> bool:
 
 
 def definitions_in(files: Iterable[Path]) -> list[Resource]:
-    found = []
+    found: list[Resource] = []
     for path in files:
         loaded = load_file(path)
         if loaded.problems:

@@ -69,7 +69,7 @@ class ObjectMatch:
             return False
         metadata = as_mapping(obj.get("metadata"))
         ns = metadata.get("namespace")
-        if self.scope == "Cluster" and ns or self.scope == "Namespaced" and not ns:
+        if (self.scope == "Cluster" and ns) or (self.scope == "Namespaced" and not ns):
             return False
         if self.name is not None and not _glob_matches(self.name, str(metadata.get("name", ""))):
             return False

@@ -64,8 +64,12 @@ def _rule_of(source: RegoSource, libraries: Sequence[RegoSource]) -> CustomRule:
     origin = Origin(source.file, line_of(source.text, "metadata"))
     declared = _metadata_document(program, source, package)
     metadata = _metadata(declared, origin)
-    reads_inventory = "data.inventory" in source.text or any("data.inventory" in lib.text for lib in libraries)
-    program.compile({"parameters": dict(metadata.parameters), **({"inventory": {}} if reads_inventory else {})})
+    reads_inventory = "data.inventory" in source.text or any(
+        "data.inventory" in lib.text for lib in libraries
+    )
+    program.compile(
+        {"parameters": dict(metadata.parameters), **({"inventory": {}} if reads_inventory else {})}
+    )
     match: ObjectMatch = gatekeeper_match(
         {"kinds": [{"apiGroups": ["*"], "kinds": as_list(declared["kinds"])}]} if "kinds" in declared else {}
     )

@@ -76,7 +76,9 @@ class RegoProgram:
     time budget's workers) parses its own copy, once, and keeps it in its own storage
     (`_THREAD_ENGINES`), where only that thread ever frees it."""
 
-    def __init__(self, sources: Sequence[RegoSource], rule_packages: Sequence[str], *, v0: bool = False) -> None:
+    def __init__(
+        self, sources: Sequence[RegoSource], rule_packages: Sequence[str], *, v0: bool = False
+    ) -> None:
         self.sources = tuple(sources)
         self.packages = tuple(dict.fromkeys(rule_packages))
         self.v0 = v0
@@ -116,7 +118,9 @@ class RegoProgram:
             return None
 
     def _engine(self, data: Mapping[str, Any]) -> Any:
-        programs: OrderedDict[int, tuple[Any, dict[str, Any]]] | None = getattr(_THREAD_ENGINES, "programs", None)
+        programs: OrderedDict[int, tuple[Any, dict[str, Any]]] | None = getattr(
+            _THREAD_ENGINES, "programs", None
+        )
         if programs is None:
             programs = _THREAD_ENGINES.programs = OrderedDict()
         entry = programs.get(self._id)
@@ -159,7 +163,9 @@ class RegoEvaluationError(Exception):
 
 
 # Words followed by `(` that are not function calls.
-_NOT_CALLS = frozenset({"if", "not", "some", "every", "in", "contains", "with", "as", "else", "print", "trace"})
+_NOT_CALLS = frozenset(
+    {"if", "not", "some", "every", "in", "contains", "with", "as", "else", "print", "trace"}
+)
 
 
 def _refuse_unknown_functions(sources: Sequence[RegoSource], *, v0: bool) -> None:
@@ -202,7 +208,7 @@ def _code_only(text: str) -> str:
         if char == "#":
             end = text.find("\n", index)
             end = size if end < 0 else end
-        elif char in "\"`":
+        elif char in '"`':
             end = index + 1
             while end < size and text[end] != char:
                 end += 2 if char == '"' and text[end] == "\\" else 1
@@ -274,7 +280,9 @@ def _compile_error(text: str, sources: Sequence[RegoSource]) -> CustomRuleError:
     if source is None:
         first = sources[0] if sources else RegoSource("<rego>", "")
         return CustomRuleError(first.file, first.first_line, f"Rego: {message}")
-    return CustomRuleError(source.file, source.first_line + max(line, 1) - 1, f"Rego: {message}", column or None)
+    return CustomRuleError(
+        source.file, source.first_line + max(line, 1) - 1, f"Rego: {message}", column or None
+    )
 
 
 def _location(text: str) -> tuple[int, int, int]:

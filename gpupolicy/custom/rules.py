@@ -33,8 +33,8 @@ from gpupolicy.custom.definitions import (
     LookupTable,
     Review,
 )
-from gpupolicy.custom.isolation import IsolatedRunner, WorkerTimeout
 from gpupolicy.custom.inventory_document import inventory_document
+from gpupolicy.custom.isolation import IsolatedRunner, WorkerTimeout
 from gpupolicy.engine.evaluation import REGISTRY, Context, Parameter, Rule, RuleRegistry, Scope, Violation
 from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
@@ -149,7 +149,9 @@ def _same(path: JsonPath) -> JsonPath:
     return path
 
 
-def _subjects(custom: CustomRule, resource: Resource) -> Iterator[tuple[dict[str, Any], Callable[[JsonPath], JsonPath]]]:
+def _subjects(
+    custom: CustomRule, resource: Resource
+) -> Iterator[tuple[dict[str, Any], Callable[[JsonPath], JsonPath]]]:
     obj = resource.obj
     yield obj, _same
     if custom.expands_pods and resource.kind != "Pod":
@@ -166,12 +168,18 @@ def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> R
 
     def check(resource: Resource, ctx: Context) -> Iterator[Violation]:
         policy = ctx.policy
-        if not isinstance(resource.obj, dict) or policies is not None and id(policy) not in policies:
+        if not isinstance(resource.obj, dict) or (policies is not None and id(policy) not in policies):
             return
         budget, kinds = ctx.memo(("custom-settings",), lambda: _settings(policy))
         parameters = {**metadata.parameters, **(policy.rule(metadata.id).params or {})}
         namespace = _namespace_object(ctx, resource)
-        inventory = (lambda: ctx.memo(("custom-inventory", kinds), lambda: inventory_document(ctx.inventory, kinds)))
+
+        def inventory() -> Mapping[str, Any]:  # built once per evaluation, when a rule reads it
+            document: Mapping[str, Any] = ctx.memo(
+                ("custom-inventory", kinds), lambda: inventory_document(ctx.inventory, kinds)
+            )
+            return document
+
         for subject, mapped in _subjects(custom, resource):
             if not custom.matches(subject, namespace):
                 continue
@@ -179,7 +187,9 @@ def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> R
                 subject, namespace, inventory if custom.reads_inventory else None, lookup=_lookup(ctx)
             )
             for violation in run_within_budget(custom, review, parameters, budget):
-                yield Violation(path=mapped(violation.path), message=violation.message, severity=violation.severity)
+                yield Violation(
+                    path=mapped(violation.path), message=violation.message, severity=violation.severity
+                )
 
     return Rule(
         id=metadata.id,

@@ -64,7 +64,9 @@ def run_tests(folder: Path) -> list[RuleOutcome]:
     """Every rule of `folder`, tested (raises CustomRuleError for a rule that cannot be loaded)."""
     rules = load_rules(folder)
     with installed(rules) as engine_rules:
-        return [_test(rule, engine_rule, folder) for rule, engine_rule in zip(rules, engine_rules, strict=True)]
+        return [
+            _test(rule, engine_rule, folder) for rule, engine_rule in zip(rules, engine_rules, strict=True)
+        ]
 
 
 def _test(rule: CustomRule, engine_rule: Rule, folder: Path) -> RuleOutcome:

@@ -115,7 +115,9 @@ def test_a_rule_that_raises_is_counted_as_raised(server: ServerProcess) -> None:
     """A worker stopped for an overrun is replaced in about a second: meanwhile a rule may find no
     worker within its budget (a timeout); once one is free, the failing rule is counted as raised."""
     with server.client() as client:
-        before = metric(client.get("/metrics").text, "gpupolicy_custom_rule_errors_total", rule="ACME901", reason="raised")
+        before = metric(
+            client.get("/metrics").text, "gpupolicy_custom_rule_errors_total", rule="ACME901", reason="raised"
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
@@ -135,9 +137,10 @@ def test_the_server_keeps_answering_while_a_rule_overruns(server: ServerProcess)
 
 
 def test_a_policy_whose_custom_rule_does_not_compile_stops_the_server_at_start(tmp_path: Path) -> None:
-    write(tmp_path / "rules" / "bad.rego", RAISES.replace("violation contains x if {", "violation contains x if {("))
+    write(
+        tmp_path / "rules" / "bad.rego",
+        RAISES.replace("violation contains x if {", "violation contains x if {("),
+    )
     policy = write(tmp_path / "policy.yaml", f"customRules: {{paths: [{tmp_path / 'rules'}]}}\n")
     with pytest.raises(RuntimeError, match=r"bad.rego:\d+"):
         start_server(tmp_path, "--no-cluster", "--no-provenance", "--policy", str(policy), wait_seconds=20)
-
-
