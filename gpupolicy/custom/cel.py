@@ -44,14 +44,31 @@ class CelExpression:
         self.program = _cel().compile(self.text)
 
     def evaluate(self, activation: Mapping[str, Any]) -> Any:
+        """The value on `activation` (a one-off: several expressions on one object share an
+        `Activation` instead, which converts the object once)."""
+        return Activation(activation).evaluate(self)
+
+
+class Activation:
+    """The variables of one evaluation, converted to CEL values once for every expression that
+    reads them (the conversion of a large object costs more than evaluating most expressions).
+    The engine's context is per thread and reused: its functions are registered once."""
+
+    def __init__(self, variables: Mapping[str, Any]) -> None:
         context = getattr(_CONTEXTS, "context", None)
         if context is None:
             context = _CONTEXTS.context = _new_context()
-        context.update(dict(activation))
+        context.update(dict(variables))
+        self.context = context
+
+    def set(self, name: str, value: Any) -> None:
+        self.context.add_variable(name, value)
+
+    def evaluate(self, expression: CelExpression) -> Any:
         try:
-            return self.program.execute(context)
+            return expression.program.execute(self.context)
         except (RuntimeError, TypeError, ValueError, KeyError) as exc:
-            raise CelEvaluationError(f"{self.what}: {type(exc).__name__}: {exc}") from None
+            raise CelEvaluationError(f"{expression.what}: {type(exc).__name__}: {exc}") from None
 
 
 def _new_context() -> Any:

@@ -36,7 +36,7 @@ from typing import Any
 
 from gpupolicy.core.findings import Severity
 from gpupolicy.core.vocabulary import POLICY_API_VERSION, REMEDIATION_ANNOTATION, RULE_ID_ANNOTATION
-from gpupolicy.custom.cel import CelExpression, compile_expression
+from gpupolicy.custom.cel import Activation, CelExpression, compile_expression
 from gpupolicy.custom.definitions import (
     CustomRule,
     CustomViolation,
@@ -205,27 +205,26 @@ class CelCheck:
             },
         }
         program = self.program
-        if not all(condition.evaluate(activation) is True for condition in program.conditions):
+        context = Activation({**activation, "variables": {}})
+        if not all(context.evaluate(condition) is True for condition in program.conditions):
             return []
         variables: dict[str, Any] = {}
-        activation["variables"] = variables
         for name, expression in program.variables:
-            variables[name] = expression.evaluate(activation)
+            variables[name] = context.evaluate(expression)
+            context.set("variables", variables)
         violations = []
         for validation in program.validations:
-            if validation.expression.evaluate(activation) is True:
+            if context.evaluate(validation.expression) is True:
                 continue
-            violations.append(
-                CustomViolation(_message(validation, activation), validation.path, self.severity)
-            )
+            violations.append(CustomViolation(_message(validation, context), validation.path, self.severity))
         return violations
 
 
-def _message(validation: Validation, activation: Mapping[str, Any]) -> str:
+def _message(validation: Validation, context: Activation) -> str:
     """`messageExpression` when it gives a non-empty string, else `message` (as Kubernetes does)."""
     if validation.message_expression is not None:
         try:
-            text = validation.message_expression.evaluate(activation)
+            text = context.evaluate(validation.message_expression)
         except Exception:  # a message that fails to build must not hide the violation
             text = None
         if isinstance(text, str) and text.strip():
