@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from gpupolicy import __version__
+from gpupolicy.cli.options import add_policy_option
 from gpupolicy.cli.runtime import paused_cyclic_gc
 from gpupolicy.core.exit_codes import EXIT_CLEAN as EXIT_CLEAN
 from gpupolicy.core.exit_codes import EXIT_FINDINGS as EXIT_FINDINGS
@@ -65,15 +66,7 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="FILE",
         help="write a format to a file: FORMAT=FILE, or FILE for the first format",
     )
-    lint.add_argument(
-        "--policy",
-        "-p",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE",
-        help="a policy file merged over the default and each file's nearest .gpupolicy.yaml",
-    )
+    add_policy_option(lint, "a policy file merged over the default and each file's nearest .gpupolicy.yaml")
     lint.add_argument("--no-repo-policy", action="store_true", help="ignore .gpupolicy.yaml files")
     lint.add_argument(
         "--strict", action="store_true", help="fail on warnings too (same as --fail-on warning)"
@@ -171,15 +164,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", help="explain one rule (GP102 or its name)")
     explain.add_argument("rule")
     for parser_of_rules in (rules, explain):
-        parser_of_rules.add_argument(
-            "--policy",
-            "-p",
-            action="append",
-            default=[],
-            type=Path,
-            metavar="FILE",
-            help="a policy file merged over the default and the current directory's .gpupolicy.yaml "
-            "(its customRules are listed)",
+        add_policy_option(
+            parser_of_rules,
+            "a policy file merged over the default and the current directory's .gpupolicy.yaml "
+            "(its custom rules are listed)",
         )
     rules.set_defaults(handler=run_rules)
     explain.set_defaults(handler=run_explain)

@@ -44,10 +44,10 @@ from gpupolicy.custom.definitions import (
     Origin,
     Review,
     check_metadata,
-    severity_of,
+    declared_metadata,
 )
 from gpupolicy.custom.field_paths import parse_field_path
-from gpupolicy.custom.matching import all_of, gatekeeper_match, group_of, vap_match
+from gpupolicy.custom.matching import all_of, group_of, rule_matching, vap_match
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.loading.documents import Resource
 
@@ -326,29 +326,10 @@ def binding_rule(binding: Resource, policies: Mapping[str, tuple[Resource, CelPr
 def native_rule(resource: Resource) -> CustomRule:
     obj = as_mapping(resource.obj)
     spec = as_mapping(obj.get("spec"))
-    origin = _origin(resource)
-    for key in ("id", "severity", "summary", "remediation"):
-        if not isinstance(spec.get(key), str):
-            raise origin.error(f"CustomRule: spec.{key} is required (a string)")
-    metadata = Metadata(
-        id=spec["id"],
-        name=str(as_mapping(obj.get("metadata")).get("name", "")),
-        severity=severity_of(spec["severity"], origin),
-        summary=spec["summary"],
-        remediation=spec["remediation"],
-        rationale=str(spec.get("rationale", "")),
-        origin=origin,
-        language="cel",
-        parameters=dict(as_mapping(spec.get("parameters"))),
-    )
-    check_metadata(metadata)
-    match = gatekeeper_match(as_mapping(spec.get("match")))
-    return CustomRule(
-        metadata=metadata,
-        matches=match,
-        check=CelCheck(compile_program(resource, ("spec",), spec), None, None),
-        expands_pods=match.matches_pods(),
-    )
+    declared = {**spec, "name": str(as_mapping(obj.get("metadata")).get("name", ""))}
+    metadata = declared_metadata(declared, _origin(resource), "cel", "CustomRule spec")
+    check = CelCheck(compile_program(resource, ("spec",), spec), None, None)
+    return rule_matching(metadata, as_mapping(spec.get("match")), check)
 
 
 def cel_rules(resources: Sequence[Resource]) -> list[CustomRule]:

@@ -131,6 +131,31 @@ def check_metadata(metadata: Metadata) -> None:
         raise origin.error(f"rule {metadata.id}: the remediation must be one sentence ending with a period")
 
 
+METADATA_FIELDS = ("id", "name", "severity", "summary", "remediation")
+
+
+def declared_metadata(declared: Mapping[str, Any], origin: Origin, language: str, what: str) -> Metadata:
+    """The metadata a native rule declares (a Rego module's `metadata`, a CustomRule's `spec`
+    with its name): the fields of METADATA_FIELDS are required strings."""
+    missing = [key for key in METADATA_FIELDS if not isinstance(declared.get(key), str)]
+    if missing:
+        raise origin.error(f"{what} lacks {', '.join(missing)} (strings)")
+    parameters = declared.get("parameters")
+    metadata = Metadata(
+        id=declared["id"],
+        name=declared["name"],
+        severity=severity_of(declared["severity"], origin),
+        summary=declared["summary"],
+        remediation=declared["remediation"],
+        rationale=str(declared.get("rationale", "")),
+        origin=origin,
+        language=language,
+        parameters=dict(parameters) if isinstance(parameters, Mapping) else {},
+    )
+    check_metadata(metadata)
+    return metadata
+
+
 def severity_of(value: Any, origin: Origin) -> Severity:
     try:
         return Severity.parse(str(value))

@@ -22,7 +22,7 @@ from typing import Any
 from gpupolicy.core.findings import Severity
 from gpupolicy.core.vocabulary import REMEDIATION_ANNOTATION, RULE_ID_ANNOTATION
 from gpupolicy.custom.definitions import CustomRule, CustomViolation, Metadata, Origin, Review, check_metadata
-from gpupolicy.custom.matching import gatekeeper_match, group_of
+from gpupolicy.custom.matching import group_of, rule_matching
 from gpupolicy.custom.native_rego import violation_of
 from gpupolicy.custom.rego import RegoProgram, RegoSource
 from gpupolicy.kube.pod_spec import as_list, as_mapping
@@ -136,13 +136,11 @@ def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> Cu
         parameters=dict(as_mapping(spec.get("parameters"))),
     )
     check_metadata(metadata)
-    match = gatekeeper_match(as_mapping(spec.get("match")))
-    return CustomRule(
-        metadata=metadata,
-        matches=match,
-        check=GatekeeperCheck(template),
+    return rule_matching(
+        metadata,
+        as_mapping(spec.get("match")),
+        GatekeeperCheck(template),
         reads_inventory=template.reads_inventory,
-        expands_pods=match.matches_pods(),
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.custom.definitions import Check, CustomRule, Metadata
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.kube.selectors import selector_matches
 
@@ -93,6 +94,20 @@ class ObjectMatch:
             return False
         pod = "pods" if self.by_resource else "Pod"
         return any(group in ("", ANY) and kind == pod for group, kind in self.kinds)
+
+
+def rule_matching(
+    metadata: Metadata, match: Mapping[str, Any], check: Check, *, reads_inventory: bool = False
+) -> CustomRule:
+    """A rule that judges the objects Gatekeeper's `match` selects (and pod templates, for Pods)."""
+    selected = gatekeeper_match(match)
+    return CustomRule(
+        metadata=metadata,
+        matches=selected,
+        check=check,
+        reads_inventory=reads_inventory,
+        expands_pods=selected.matches_pods(),
+    )
 
 
 def gatekeeper_match(match: Mapping[str, Any]) -> ObjectMatch:

@@ -28,19 +28,15 @@ from typing import Any
 from gpupolicy.custom.definitions import (
     CustomRule,
     CustomViolation,
-    Metadata,
     Origin,
     Review,
-    check_metadata,
+    declared_metadata,
     line_of,
-    severity_of,
 )
 from gpupolicy.custom.field_paths import path_of
-from gpupolicy.custom.matching import ObjectMatch, gatekeeper_match
+from gpupolicy.custom.matching import rule_matching
 from gpupolicy.custom.rego import RegoProgram, RegoSource
 from gpupolicy.kube.pod_spec import as_list, as_mapping
-
-METADATA_FIELDS = ("id", "name", "severity", "summary", "remediation")
 
 
 def is_rule_module(text: str) -> bool:
@@ -63,22 +59,18 @@ def _rule_of(source: RegoSource, libraries: Sequence[RegoSource]) -> CustomRule:
     program = RegoProgram([source, *libraries], [package])
     origin = Origin(source.file, line_of(source.text, "metadata"))
     declared = _metadata_document(program, source, package)
-    metadata = _metadata(declared, origin)
+    metadata = declared_metadata(declared, origin, "rego", "metadata")
     reads_inventory = "data.inventory" in source.text or any(
         "data.inventory" in lib.text for lib in libraries
     )
     program.compile(
         {"parameters": dict(metadata.parameters), **({"inventory": {}} if reads_inventory else {})}
     )
-    match: ObjectMatch = gatekeeper_match(
+    match = (
         {"kinds": [{"apiGroups": ["*"], "kinds": as_list(declared["kinds"])}]} if "kinds" in declared else {}
     )
-    return CustomRule(
-        metadata=metadata,
-        matches=match,
-        check=RegoCheck(program, package, reads_inventory),
-        reads_inventory=reads_inventory,
-        expands_pods=match.matches_pods(),
+    return rule_matching(
+        metadata, match, RegoCheck(program, package, reads_inventory), reads_inventory=reads_inventory
     )
 
 
@@ -89,25 +81,6 @@ def _metadata_document(program: RegoProgram, source: RegoSource, package: str) -
             "metadata must be an object with id, name, severity, summary and remediation"
         )
     return declared
-
-
-def _metadata(declared: Mapping[str, Any], origin: Origin) -> Metadata:
-    missing = [key for key in METADATA_FIELDS if not isinstance(declared.get(key), str)]
-    if missing:
-        raise origin.error(f"metadata lacks {', '.join(missing)} (strings)")
-    metadata = Metadata(
-        id=declared["id"],
-        name=declared["name"],
-        severity=severity_of(declared["severity"], origin),
-        summary=declared["summary"],
-        remediation=declared["remediation"],
-        rationale=str(declared.get("rationale", "")),
-        origin=origin,
-        language="rego",
-        parameters=dict(as_mapping(declared.get("parameters"))),
-    )
-    check_metadata(metadata)
-    return metadata
 
 
 class RegoCheck:

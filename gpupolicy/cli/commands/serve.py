@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from gpupolicy.cli.options import add_policy_option
 from gpupolicy.core.vocabulary import MODES
 from gpupolicy.provenance.locations import DB_ENV
 
@@ -35,15 +36,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     serve.add_argument("--port", type=int, default=8443, help="port to listen on (default 8443)")
-    serve.add_argument(
-        "--policy",
-        "-p",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE",
-        help="a policy file merged over the default (repeatable)",
-    )
+    add_policy_option(serve, "a policy file merged over the default (repeatable)")
     serve.add_argument(
         "--policy-check-seconds",
         type=float,
