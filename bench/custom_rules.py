@@ -108,7 +108,7 @@ def main() -> int:
     runner = IsolatedRunner(1)
     custom_rules._RUNNER = runner  # as the webhook runs them: one worker process, budget 1 s
     try:
-        time.sleep(3)  # the worker imports the engines
+        runner.wait_ready(60)  # the worker imports the engines
         name = "native Rego in a worker process (webhook)"
         results.append((name, *timed(run_with(engine_rules["ACME001"], budgeted), max(1, args.runs // 2))))
     finally:

@@ -461,6 +461,7 @@ def test_a_rule_past_its_budget_fails_without_holding_the_caller(
     runner = IsolatedRunner(1)
     monkeypatch.setattr(custom_rules, "_RUNNER", runner)
     try:
+        assert runner.wait_ready(60)
         before = STATS.snapshot()[1].get(("ACME900", "timeout"), 0)
         started = time.monotonic()
         with pytest.raises(CustomRuleFailed, match="ran past its time budget of 300 ms"):

@@ -17,6 +17,7 @@ import contextlib
 import multiprocessing
 import queue
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -86,6 +87,18 @@ class IsolatedRunner:
         self._lock = threading.Lock()
         for _ in range(workers):
             self._add()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every worker has started (at most `timeout` seconds): a policy load waits,
+        so that its trial admission does not spend its budgets on start-up."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                wanted = len(self._all)
+            if self._idle.qsize() >= wanted:
+                return True
+            time.sleep(0.05)
+        return False
 
     def _add(self) -> None:
         """Start a worker; it joins the idle ones once ready (importing the engines takes about a

@@ -34,7 +34,7 @@ from gpupolicy.custom.definitions import (
     Review,
 )
 from gpupolicy.custom.inventory_document import inventory_document
-from gpupolicy.custom.isolation import IsolatedRunner, WorkerTimeout
+from gpupolicy.custom.isolation import START_SECONDS, IsolatedRunner, WorkerTimeout
 from gpupolicy.engine.evaluation import REGISTRY, Context, Parameter, Rule, RuleRegistry, Scope, Violation
 from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
@@ -46,10 +46,12 @@ _RUNNER: IsolatedRunner | None = None
 
 
 def use_workers(workers: int) -> None:
-    """Evaluate custom rules in `workers` processes from now on (the webhook, at start-up)."""
+    """Evaluate custom rules in `workers` processes from now on (the webhook, when it first loads
+    a policy with custom rules); returns once they have started."""
     global _RUNNER
     if _RUNNER is None:
         _RUNNER = IsolatedRunner(workers)
+        _RUNNER.wait_ready(START_SECONDS)
 
 
 class CustomRuleFailed(Exception):
