@@ -15,9 +15,9 @@ from typing import Any, Protocol
 from gpupolicy.core.findings import JsonPath, Severity
 
 # Custom ids share the suppression syntax of built-in ones (`gpupolicy.io/ignore: ORG001`):
-# letters, digits and hyphens, starting with a letter. `GPnnn` is the built-in rules' own.
+# letters, digits and hyphens, starting with a letter. Ids starting with GP are the built-in rules'
+# (so that a mistyped built-in id in a policy, GP7, is an error rather than a custom rule's id).
 CUSTOM_ID = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)*$")
-BUILT_IN_ID = re.compile(r"^GP\d{3}$")
 KEBAB_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
@@ -117,8 +117,8 @@ class LookupTable:
 def check_metadata(metadata: Metadata) -> None:
     """Refuse metadata the engine or the suppressions could not use, at the rule's own line."""
     origin = metadata.origin
-    if BUILT_IN_ID.match(metadata.id):
-        raise origin.error(f"rule id {metadata.id} is reserved for built-in rules (GPnnn)")
+    if metadata.id.startswith("GP"):
+        raise origin.error(f"rule id {metadata.id}: ids starting with GP are reserved for built-in rules")
     if not CUSTOM_ID.match(metadata.id):
         raise origin.error(
             f"rule id {metadata.id!r} must be upper-case letters and digits, optionally with hyphens (ORG001)"

@@ -99,7 +99,7 @@ class RuleRegistry:
     def add(self, rule: Rule) -> Rule:
         if rule.source is None and not _RULE_ID.match(rule.id):
             raise ValueError(f"rule id {rule.id!r} is not of the form GPnnn")
-        if rule.source is not None and (_RULE_ID.match(rule.id) or not _CUSTOM_RULE_ID.match(rule.id)):
+        if rule.source is not None and (rule.id.startswith("GP") or not _CUSTOM_RULE_ID.match(rule.id)):
             raise ValueError(f"custom rule id {rule.id!r} is not of the form ORG001 (GPnnn is built-in)")
         if not _RULE_NAME.match(rule.name):
             raise ValueError(f"rule name {rule.name!r} is not kebab-case")
