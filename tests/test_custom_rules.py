@@ -276,7 +276,10 @@ BUILT_IN_NAME = REQUEST_EQUALS_LIMIT.replace('"gpu-request-equals-limit"', '"gpu
     [
         (BAD_REGO, "policies/rego/gpu.rego:16:"),
         (UNKNOWN_FUNCTION, "policies/rego/gpu.rego:20:9: Rego: unknown function sprintff"),
-        (BUILT_IN_ID, "policies/rego/gpu.rego:5: rule id GP102: ids starting with GP are reserved for built-in rules"),
+        (
+            BUILT_IN_ID,
+            "policies/rego/gpu.rego:5: rule id GP102: ids starting with GP are reserved for built-in rules",
+        ),
         (
             BUILT_IN_NAME,
             "policies/rego/gpu.rego:5: rule gpu-request-limit-mismatch clashes with the built-in rule GP102",
