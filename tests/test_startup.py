@@ -31,6 +31,8 @@ UNNEEDED_PACKAGES = frozenset(
         "psycopg",
         "kubernetes",
         "regopy",
+        "regorus",
+        "cel",
         "celpy",
         # Python jsonschema words the errors of a policy file the jsonschema-rs precheck refuses
         # (gpupolicy.policy.schema_precheck); a valid policy never loads it. kubernetes_validate would

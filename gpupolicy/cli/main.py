@@ -8,14 +8,16 @@ error (a rule that raised, a crash), so that CI can tell a broken manifest from 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from gpupolicy import __version__
+from gpupolicy.cli.options import add_policy_option
 from gpupolicy.cli.runtime import paused_cyclic_gc
 from gpupolicy.core.exit_codes import EXIT_CLEAN as EXIT_CLEAN
 from gpupolicy.core.exit_codes import EXIT_FINDINGS as EXIT_FINDINGS
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from gpupolicy.engine.evaluation import Report
     from gpupolicy.formats.options import Formatter
     from gpupolicy.lint.changes import Since
+    from gpupolicy.loading.inputs import Source
     from gpupolicy.policy.loading import Policy, RepoPolicies
 
 EXIT_CODES_HELP = (
@@ -89,15 +92,7 @@ def _add_format_arguments(lint: argparse.ArgumentParser) -> None:
 
 def _add_policy_arguments(lint: argparse.ArgumentParser) -> None:
     """The policy files, and what fails the run."""
-    lint.add_argument(
-        "--policy",
-        "-p",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE",
-        help="a policy file merged over the default and each file's nearest .gpupolicy.yaml",
-    )
+    add_policy_option(lint, "a policy file merged over the default and each file's nearest .gpupolicy.yaml")
     lint.add_argument("--no-repo-policy", action="store_true", help="ignore .gpupolicy.yaml files")
     lint.add_argument(
         "--strict", action="store_true", help="fail on warnings too (same as --fail-on warning)"
@@ -166,6 +161,7 @@ COMMAND_OWNERS: dict[str, str] = {
     "cluster": "gpupolicy.cli.commands.cluster",
     "init": "gpupolicy.cli.commands.cluster",
     "results": "gpupolicy.cli.commands.results",
+    "test": "gpupolicy.cli.commands.test",
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMAND_OWNERS.values()))
 BUILT_IN_COMMANDS = frozenset({"lint", "rules", "explain"})
@@ -191,11 +187,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpupolicy {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_lint_parser(commands)
-    rules = commands.add_parser("rules", help="list the rules")
+    rules = commands.add_parser("rules", help="list the rules (custom rules of the policy included)")
     rules.add_argument("--format", choices=["table", "json", "markdown"], default="table")
-    rules.set_defaults(handler=run_rules)
     explain = commands.add_parser("explain", help="explain one rule (GP102 or its name)")
     explain.add_argument("rule")
+    for parser_of_rules in (rules, explain):
+        add_policy_option(
+            parser_of_rules,
+            "a policy file merged over the default and the current directory's .gpupolicy.yaml "
+            "(its custom rules are listed)",
+        )
+    rules.set_defaults(handler=run_rules)
     explain.set_defaults(handler=run_explain)
     for module_name in COMMAND_MODULES if argv is None else _modules_for(argv):
         importlib.import_module(module_name).register(commands)
@@ -227,6 +229,11 @@ def _parse_outputs(formats: list[str], outputs: list[str]) -> dict[str, str | No
 
 
 def run_lint(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as custom_rules:
+        return _run_lint(args, custom_rules)
+
+
+def _run_lint(args: argparse.Namespace, custom_rules: contextlib.ExitStack) -> int:
     from gpupolicy.engine import baseline as baselines
 
     formatters, targets = _chosen_outputs(args)
@@ -238,7 +245,7 @@ def run_lint(args: argparse.Namespace) -> int:
         context_root = context_root or since.root
     policies, policy = _policies(args, context_root or anchor)
     accepted = _accepted_baseline(args)
-    report = _lint(args, policies, policy, context_root, since)
+    report = _lint(args, policies, policy, context_root, since, custom_rules)
     if args.write_baseline is not None:
         count = baselines.write(args.write_baseline, report)
         print(f"gpupolicy: wrote {count} findings to the baseline {args.write_baseline}", file=sys.stderr)
@@ -311,6 +318,7 @@ def _lint(
     policy: Policy,
     context_root: Path | None,
     since: Since | None,
+    custom_rules: contextlib.ExitStack,
 ) -> Report:
     """Read the inputs (and the context), lint them, and keep what --changed-since asks for."""
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
@@ -329,6 +337,9 @@ def _lint(
             args.paths, context_root, exclude=exclude, allow_remote=allow_remote, session=session
         )
     try:
+        # The custom rules of every policy of the run and of the linted tree, registered until the
+        # report is written (the formats describe them as they describe built-in rules).
+        custom_rules.enter_context(_custom_rules_installed(policies, policy, sources, context))
         report = lint_by_policy(sources, policies, policy, context=context)
     except PolicyError as exc:  # a nested .gpupolicy.yaml that cannot be used
         raise UsageError(str(exc)) from exc
@@ -373,6 +384,38 @@ def _write_reports(
             Path(target).write_text(rendered, encoding="utf-8")
 
 
+@contextlib.contextmanager
+def _custom_rules_installed(
+    policies: RepoPolicies, run_policy: Policy, sources: Sequence[Source], context: Sequence[Source] | None
+) -> Iterator[None]:
+    """Custom rules (gpupolicy/custom/) for the run, each under the policy of the scope that
+    defines it: none configured or found, nothing imported."""
+    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.loading import rules_for_scopes
+    from gpupolicy.lint.scopes import location_of, scopes_of
+
+    try:
+        groups = {
+            id(scope.policy): (scope.policy, [sources[i] for i in scope.inputs])
+            for scope in scopes_of(sources, policies)
+        }
+        groups.setdefault(id(run_policy), (run_policy, []))
+        for source in context or ():
+            governing = groups.get(id(policies.policy_for(location_of(source))))
+            if governing is not None:
+                governing[1].append(source)
+        found = rules_for_scopes(list(groups.values()))
+        if not found:
+            yield
+            return
+        from gpupolicy.custom.rules import installed
+
+        with installed(found):
+            yield
+    except CustomRuleError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _changed_since(args: argparse.Namespace, anchor: Path) -> Since | None:
     """--changed-since REF, checked before anything is linted."""
     if args.changed_since is None:
@@ -409,20 +452,45 @@ def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
 def run_rules(args: argparse.Namespace) -> int:
     from gpupolicy.rules.docs import render_rule_list
 
-    sys.stdout.write(render_rule_list(args.format))
+    with _policy_custom_rules(args.policy):
+        sys.stdout.write(render_rule_list(args.format))
     return EXIT_CLEAN
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    import gpupolicy.rules  # noqa: F401
     from gpupolicy.engine.evaluation import REGISTRY
     from gpupolicy.rules.docs import render_rule_page
 
-    found = REGISTRY.get(args.rule)
-    if found is None:
-        raise UsageError(f"no rule {args.rule!r}; `gpupolicy rules` lists them")
-    sys.stdout.write(render_rule_page(found))
+    with _policy_custom_rules(args.policy):
+        found = REGISTRY.get(args.rule)
+        if found is None:
+            raise UsageError(f"no rule {args.rule!r}; `gpupolicy rules` lists them")
+        sys.stdout.write(render_rule_page(found))
     return EXIT_CLEAN
+
+
+@contextlib.contextmanager
+def _policy_custom_rules(policy_files: Sequence[Path]) -> Iterator[None]:
+    """The built-in rules and the custom rules of the current directory's policy, registered."""
+    import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
+    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.loading import rules_for
+    from gpupolicy.policy.loading import PolicyError, RepoPolicies
+
+    for policy_file in policy_files:
+        if not policy_file.is_file():
+            raise UsageError(f"{policy_file}: no such policy file")
+    try:
+        found = rules_for([RepoPolicies(extra=policy_files).policy_for(Path.cwd())])
+        if not found:
+            yield
+            return
+        from gpupolicy.custom.rules import installed
+
+        with installed(found):
+            yield
+    except (CustomRuleError, PolicyError) as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def main(argv: Sequence[str] | None = None, *, exit_when_done: bool = False) -> int:

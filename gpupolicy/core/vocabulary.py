@@ -23,6 +23,10 @@ MODEL_ANNOTATION = "gpupolicy.io/model"
 INPUT_ANNOTATION = "gpupolicy.io/input"
 MODEL_LOAD_ANNOTATION = "gpupolicy.io/model-load-seconds"
 ROLLBACK_ANNOTATION = "gpupolicy.io/rollback-criteria"
+# A Gatekeeper Constraint's or a ValidatingAdmissionPolicyBinding's rule id and remediation, when
+# it runs as a gpupolicy custom rule (gpupolicy/custom/).
+RULE_ID_ANNOTATION = "gpupolicy.io/rule-id"
+REMEDIATION_ANNOTATION = "gpupolicy.io/remediation"
 GIT_REVISION_KEY = "gpupolicy.io/git-revision"  # a label or an annotation: the manifests' revision
 
 # -- versioned names of what gpupolicy writes -------------------------------------------------------

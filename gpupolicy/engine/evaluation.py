@@ -73,6 +73,9 @@ class Rule:
     # WORKLOAD scope: the roles (gpupolicy/kube/roles.py) of the workloads it judges (None: every role).
     roles: frozenset[Role] | None = None
     check: Callable[..., Iterable[Violation]] | None = None
+    # A custom rule (gpupolicy/custom/): the file that defines it. Custom ids are the team's own
+    # (ORG001); GPnnn stays the built-in rules'.
+    source: str | None = None
 
     @property
     def family(self) -> str:
@@ -84,6 +87,7 @@ class Rule:
 
 
 _RULE_ID = re.compile(r"^GP\d{3}$")
+_CUSTOM_RULE_ID = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)*$")
 _RULE_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -95,8 +99,10 @@ class RuleRegistry:
         self.version = 0  # bumped by every add: evaluation plans built from the registry expire
 
     def add(self, rule: Rule) -> Rule:
-        if not _RULE_ID.match(rule.id):
+        if rule.source is None and not _RULE_ID.match(rule.id):
             raise ValueError(f"rule id {rule.id!r} is not of the form GPnnn")
+        if rule.source is not None and (rule.id.startswith("GP") or not _CUSTOM_RULE_ID.match(rule.id)):
+            raise ValueError(f"custom rule id {rule.id!r} is not of the form ORG001 (GPnnn is built-in)")
         if not _RULE_NAME.match(rule.name):
             raise ValueError(f"rule name {rule.name!r} is not kebab-case")
         if rule.id in self._by_id:
@@ -112,6 +118,14 @@ class RuleRegistry:
         self._sorted = None
         self.version += 1
         return rule
+
+    def remove(self, rule: Rule) -> None:
+        """Take a custom rule out (its run, or the webhook policy that loaded it, is over)."""
+        if self._by_id.get(rule.id) is rule:
+            del self._by_id[rule.id]
+            del self._by_name[rule.name]
+            self._sorted = None
+            self.version += 1
 
     def __iter__(self) -> Iterator[Rule]:
         ordered = self._sorted
@@ -485,8 +499,13 @@ def apply_suppressions(
 ) -> tuple[list[Finding], list[tuple[Finding, str]]]:
     """The suppressions pass (gpupolicy/engine/suppressions.py) over `findings`: the findings kept,
     with its problems made findings, and those suppressed with why. `active`: the rules that ran."""
+
+    def resolve(token: str) -> str | None:
+        # A custom rule the webhook runs without registering it is named by its id.
+        return _resolve_rule(token) or (token.upper() if token.upper() in active else None)
+
     outcome = suppressions.apply(
-        findings, subjects, policy, directives, resolve=_resolve_rule, active=active, today=today
+        findings, subjects, policy, directives, resolve=resolve, active=active, today=today
     )
     kept = outcome.findings
     kept.extend(finding_from_suppression(problem, policy) for problem in outcome.problems)

@@ -47,7 +47,8 @@ _TOKEN = re.compile(r"^(?P<rule>[A-Za-z][A-Za-z0-9-]*)(?:\[(?P<container>[^\]\s]
 # Possessive `*+`: the rules end at the first `:` (which the class excludes). A lazy `*?` followed
 # by `\s*:` retried the spaces at every step: quadratic in a long annotation.
 _ENTRY_HEAD = re.compile(r"^\s*(?P<rules>[A-Za-z][A-Za-z0-9\-\[\]\s,.]*+):(?P<reason>.*)$", re.DOTALL)
-_LOOKS_LIKE_ID = re.compile(r"^GP\d{3}$", re.IGNORECASE)
+# A built-in id (any case), or a custom rule's (gpupolicy/custom/: upper case, ending in a digit).
+_LOOKS_LIKE_ID = re.compile(r"^(?:[Gg][Pp]\d{3}|[A-Z][A-Z0-9]*[0-9])$")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 # The API server's timeout is at most 30 s and the chart's 3 s; buckets go past both ends.
@@ -55,6 +55,34 @@ class _ClusterFactsCollector(Collector):
         for fact, value in sorted((self._counts() or {}).items()):
             family.add_metric([fact], float(value))
         yield family
+
+
+class _CustomRuleCollector(Collector):
+    """`gpupolicy_custom_rule_evaluations_total{rule}` and `gpupolicy_custom_rule_errors_total{rule,
+    reason}` (raised, timeout): the custom rules' counts (gpupolicy/custom/rules.py), read at
+    scrape time. Rules are the policy's, so the label values are bounded by the policies loaded."""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        from gpupolicy.custom.rules import STATS
+
+        evaluations, errors = STATS.snapshot()
+        evaluated = CounterMetricFamily(
+            "gpupolicy_custom_rule_evaluations",
+            "Evaluations of custom rules (Rego, Gatekeeper, CEL, ValidatingAdmissionPolicy) on one object.",
+            labels=["rule"],
+        )
+        for rule, count in sorted(evaluations.items()):
+            evaluated.add_metric([rule], float(count))
+        yield evaluated
+        failed = CounterMetricFamily(
+            "gpupolicy_custom_rule_errors",
+            "Evaluations of custom rules that failed: raised (an error of the rule) or timeout (past "
+            "customRules.timeBudgetMs; the admission did not wait longer).",
+            labels=["rule", "reason"],
+        )
+        for (rule, reason), count in sorted(errors.items()):
+            failed.add_metric([rule, reason], float(count))
+        yield failed
 
 
 class WebhookMetrics:
@@ -115,6 +143,7 @@ class WebhookMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.registry.register(_CustomRuleCollector())
         if inventory_synced is not None:
             self.registry.register(_InventoryCollector(inventory_synced))
         if cluster_facts is not None:

@@ -25,7 +25,7 @@ from gpupolicy.engine.evaluation import REGISTRY, InternalError, Report, Rule, e
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
-from gpupolicy.policy.loading import Policy
+from gpupolicy.policy.loading import Policy, PolicyError
 from gpupolicy.webhook.kinds import is_cross_object, names_gpus
 from gpupolicy.webhook.settings import Mode, OnRuleError, WebhookSettings
 
@@ -58,11 +58,13 @@ class ReviewEngine:
     def from_policy(
         cls, policy: Policy, *, mode: Mode | None = None, rules: Iterable[Rule] | None = None
     ) -> ReviewEngine:
-        """`rules` defaults to every registered rule the webhook needs (`webhook_rules()`)."""
+        """`rules` defaults to every registered rule the webhook needs (`webhook_rules()`) and the
+        custom rules of the policy (compiled here, once per policy load; PolicyError when one
+        cannot be used)."""
         return cls(
             policy=policy,
             settings=WebhookSettings.from_policy(policy, mode=mode),
-            rules=tuple(rules) if rules is not None else webhook_rules(),
+            rules=tuple(rules) if rules is not None else (*webhook_rules(), *custom_rules(policy)),
         )
 
 
@@ -73,8 +75,32 @@ class ReviewEngine:
 CHECKED_BY_API_SERVER = frozenset({"GP005"})
 
 
+# Worker processes that evaluate custom rules within their budget (gpupolicy/custom/isolation.py).
+CUSTOM_RULE_WORKERS = 2
+
+
 def webhook_rules() -> tuple[Rule, ...]:
-    return tuple(rule for rule in REGISTRY if rule.id not in CHECKED_BY_API_SERVER)
+    return tuple(rule for rule in REGISTRY if rule.id not in CHECKED_BY_API_SERVER and rule.source is None)
+
+
+def custom_rules(policy: Policy) -> tuple[Rule, ...]:
+    """The custom rules of the policy's `customRules.paths` (gpupolicy/custom/), as engine rules.
+    They are not registered: the engine runs the webhook's rule tuple, and a reloaded policy
+    brings its own. None configured: no Rego or CEL engine is imported."""
+    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.loading import rules_for
+
+    try:
+        found = rules_for([policy])
+        if not found:
+            return ()
+        from gpupolicy.custom.rules import checked_engine_rules, use_workers
+
+        engine_rules = checked_engine_rules(found, REGISTRY)
+        use_workers(CUSTOM_RULE_WORKERS)  # the time budget holds only out of process
+        return engine_rules
+    except CustomRuleError as exc:
+        raise PolicyError(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,6 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from gpupolicy.policy.loading import Policy
 from gpupolicy.webhook.app import Provenance, WebhookState, create_app, create_provenance_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.live_facts import DEFAULT_MIN_INTERVAL_SECONDS, LiveFacts
@@ -234,7 +233,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules once, at start-up)
 
     mode = Mode.parse(args.mode) if args.mode else None
-    engine = ReviewEngine.from_policy(_load_policy(args), mode=mode)
+    engine = _review_engine(args, mode)
     api_socket = provenance_api_socket(args)
     inventory = _cluster_inventory(args)
     provenance = _provenance(args)
@@ -263,11 +262,12 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
     return WebhookServer(config, companions=companions), cleanup
 
 
-def _load_policy(args: argparse.Namespace) -> Policy:
+def _review_engine(args: argparse.Namespace, mode: Mode | None) -> ReviewEngine:
+    """The policy, and the engine that reviews under it (its custom rules compiled here)."""
     from gpupolicy.policy.loading import PolicyError, load_policy
 
     try:
-        return load_policy(extra=args.policy)
+        return ReviewEngine.from_policy(load_policy(extra=args.policy), mode=mode)
     except PolicyError as exc:
         raise UnusableSettings(str(exc)) from exc
 

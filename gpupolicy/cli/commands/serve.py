@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from gpupolicy.cli.options import add_policy_option
 from gpupolicy.core.vocabulary import MODES
 from gpupolicy.provenance.locations import DB_ENV
 
@@ -54,15 +55,7 @@ def _add_listening_arguments(serve: argparse.ArgumentParser) -> None:
 
 def _add_policy_arguments(serve: argparse.ArgumentParser) -> None:
     """The policy files and the mode."""
-    serve.add_argument(
-        "--policy",
-        "-p",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE",
-        help="a policy file merged over the default (repeatable)",
-    )
+    add_policy_option(serve, "a policy file merged over the default (repeatable)")
     serve.add_argument(
         "--policy-check-seconds",
         type=float,

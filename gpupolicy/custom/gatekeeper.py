@@ -1,0 +1,184 @@
+"""Gatekeeper ConstraintTemplates and their Constraints, as custom rules (one rule per Constraint).
+
+What is read (https://open-policy-agent.github.io/gatekeeper/website/docs/constrainttemplates):
+the template's `spec.crd.spec.names.kind`, its `admission.k8s.gatekeeper.sh` target's `rego` and
+`libs`; the Constraint's `spec.match`, `spec.parameters` (`input.parameters`) and
+`spec.enforcementAction` (deny -> error, warn -> warning, dryrun -> info). The template's Rego
+sees `input.review` as Gatekeeper builds it for a CREATE (`object`, `kind`, `name`, `namespace`,
+`operation`) and `data.inventory` (gpupolicy/custom/inventory_document.py). Parameters are not
+checked against the template's `openAPIV3Schema`.
+
+A Constraint's rule id is its `gpupolicy.io/rule-id` annotation, else `GK-<constraint name>`;
+its name is the constraint's name; its summary the template's `description` annotation; its
+remediation the constraint's (or template's) `gpupolicy.io/remediation` annotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpupolicy.core.findings import Severity
+from gpupolicy.core.vocabulary import REMEDIATION_ANNOTATION, RULE_ID_ANNOTATION
+from gpupolicy.custom.definitions import CustomRule, CustomViolation, Metadata, Origin, Review, check_metadata
+from gpupolicy.custom.matching import group_of, rule_matching
+from gpupolicy.custom.native_rego import violation_of
+from gpupolicy.custom.rego import RegoProgram, RegoSource
+from gpupolicy.kube.pod_spec import as_list, as_mapping
+from gpupolicy.loading.documents import Resource
+
+TEMPLATES_GROUP = "templates.gatekeeper.sh"
+CONSTRAINTS_GROUP = "constraints.gatekeeper.sh"
+ADMISSION_TARGET = "admission.k8s.gatekeeper.sh"
+ENFORCEMENT_SEVERITY = {"deny": Severity.ERROR, "warn": Severity.WARNING, "dryrun": Severity.INFO}
+
+
+def is_template(resource: Resource) -> bool:
+    return resource.kind == "ConstraintTemplate" and _group(resource) == TEMPLATES_GROUP
+
+
+def is_constraint(resource: Resource) -> bool:
+    return _group(resource) == CONSTRAINTS_GROUP
+
+
+def _group(resource: Resource) -> str:
+    obj = resource.obj if isinstance(resource.obj, dict) else {}
+    return group_of(str(obj.get("apiVersion", "")))
+
+
+def _origin(resource: Resource, path: tuple[str | int, ...] = ()) -> Origin:
+    position = resource.position(path)
+    return Origin(resource.file, position[0] if position else 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    kind: str
+    program: RegoProgram
+    package: str
+    description: str
+    remediation: str
+    reads_inventory: bool
+
+
+def compile_template(resource: Resource) -> Template:
+    obj = as_mapping(resource.obj)
+    origin = _origin(resource)
+    kind = as_mapping(as_mapping(as_mapping(as_mapping(obj.get("spec")).get("crd")).get("spec")).get("names"))
+    kind_name = kind.get("kind")
+    if not isinstance(kind_name, str) or not kind_name:
+        raise origin.error("ConstraintTemplate: spec.crd.spec.names.kind is missing")
+    targets = as_list(as_mapping(obj.get("spec")).get("targets"))
+    index = next(
+        (i for i, target in enumerate(targets) if as_mapping(target).get("target") == ADMISSION_TARGET), None
+    )
+    if index is None:
+        raise origin.error(f"ConstraintTemplate {kind_name}: no target {ADMISSION_TARGET}")
+    target = as_mapping(targets[index])
+    rego = target.get("rego")
+    if not isinstance(rego, str) or not rego.strip():
+        raise origin.error(
+            f"ConstraintTemplate {kind_name}: the target has no rego (CEL code is not supported)"
+        )
+    base = ("spec", "targets", index)
+    sources = [_embedded(resource, (*base, "rego"), rego)]
+    for lib_index, lib in enumerate(as_list(target.get("libs"))):
+        if isinstance(lib, str):
+            sources.append(_embedded(resource, (*base, "libs", lib_index), lib))
+    package = sources[0].package
+    program = RegoProgram(sources, [package], v0=True)  # Gatekeeper's Rego is v0 (v1 with `import rego.v1`)
+    reads_inventory = any("data.inventory" in source.text for source in sources)
+    program.compile({"inventory": {"cluster": {}, "namespace": {}}} if reads_inventory else {})
+    annotations = as_mapping(as_mapping(obj.get("metadata")).get("annotations"))
+    return Template(
+        kind=kind_name,
+        program=program,
+        package=package,
+        description=str(annotations.get("description", "")).strip(),
+        remediation=str(annotations.get(REMEDIATION_ANNOTATION, "")).strip(),
+        reads_inventory=reads_inventory,
+    )
+
+
+def _embedded(resource: Resource, path: tuple[str | int, ...], text: str) -> RegoSource:
+    """Rego written in a YAML string: a block scalar (`rego: |`) starts on the line below its key."""
+    position = resource.position(path)
+    line = position[0] if position else 1
+    return RegoSource(resource.file, text, line + 1 if "\n" in text.rstrip("\n") else line)
+
+
+def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> CustomRule:
+    obj = as_mapping(resource.obj)
+    origin = _origin(resource)
+    metadata_of = as_mapping(obj.get("metadata"))
+    name = str(metadata_of.get("name", ""))
+    template = templates.get(resource.kind)
+    if template is None:
+        raise origin.error(
+            f"constraint {resource.kind}/{name}: no ConstraintTemplate defines kind {resource.kind}"
+        )
+    spec = as_mapping(obj.get("spec"))
+    action = str(spec.get("enforcementAction", "deny"))
+    if action not in ENFORCEMENT_SEVERITY:
+        raise origin.error(f"constraint {name}: enforcementAction {action!r} is not deny, warn or dryrun")
+    annotations = as_mapping(metadata_of.get("annotations"))
+    remediation = str(annotations.get(REMEDIATION_ANNOTATION, "")).strip() or template.remediation
+    metadata = Metadata(
+        id=str(annotations.get(RULE_ID_ANNOTATION, f"GK-{name}")),
+        name=name,
+        severity=ENFORCEMENT_SEVERITY[action],
+        summary=template.description or f"Gatekeeper constraint {resource.kind}/{name}.",
+        remediation=remediation
+        or f"Change the object so that the {resource.kind} constraint {name} admits it.",
+        origin=origin,
+        language="gatekeeper",
+        parameters=dict(as_mapping(spec.get("parameters"))),
+    )
+    check_metadata(metadata)
+    return rule_matching(
+        metadata,
+        as_mapping(spec.get("match")),
+        GatekeeperCheck(template),
+        reads_inventory=template.reads_inventory,
+    )
+
+
+class GatekeeperCheck:
+    def __init__(self, template: Template) -> None:
+        self.template = template
+
+    def __call__(self, review: Review, parameters: Mapping[str, Any]) -> Sequence[CustomViolation]:
+        template = self.template
+        data: dict[str, Any] = {}
+        if template.reads_inventory:
+            data["inventory"] = review.inventory() if review.inventory is not None else {}
+        document = {"review": admission_review_of(review), "parameters": dict(parameters)}
+        return [violation_of(item) for item in template.program.violations(template.package, document, data)]
+
+
+def admission_review_of(review: Review) -> dict[str, Any]:
+    """`input.review` as Gatekeeper fills it for an admission request."""
+    obj = review.obj
+    api_version = str(obj.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    metadata = as_mapping(obj.get("metadata"))
+    return {
+        "kind": {"group": group, "version": version, "kind": str(obj.get("kind", ""))},
+        "name": metadata.get("name", ""),
+        "namespace": metadata.get("namespace", ""),
+        "operation": review.operation,
+        "object": obj,
+        "oldObject": None,
+        "userInfo": {},
+    }
+
+
+def gatekeeper_rules(resources: Sequence[Resource]) -> list[CustomRule]:
+    """The rules of the Constraints among `resources`, with the templates among them."""
+    templates: dict[str, Template] = {}
+    for resource in resources:
+        if is_template(resource):
+            template = compile_template(resource)
+            templates[template.kind] = template
+    return [constraint_rule(resource, templates) for resource in resources if is_constraint(resource)]

@@ -1,0 +1,515 @@
+"""Custom rules (docs/custom-rules.md): native Rego, Gatekeeper templates and constraints,
+ValidatingAdmissionPolicies and native CEL rules, run by `gpupolicy lint` like built-in rules;
+errors before linting; `gpupolicy test`; time budgets and failures."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gpupolicy.cli.main import main
+from gpupolicy.custom import rules as custom_rules
+from gpupolicy.custom.definitions import CustomRuleError, Review
+from gpupolicy.custom.isolation import IsolatedRunner
+from gpupolicy.custom.loading import rule_files, rules_for
+from gpupolicy.custom.rules import STATS, CustomRuleFailed, installed, run_within_budget
+from gpupolicy.custom.testing import load_rules
+from gpupolicy.engine.evaluation import REGISTRY, evaluate
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import policy_from_mapping
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "custom"
+EXAMPLES = REPO / "examples" / "policies"
+
+REQUEST_EQUALS_LIMIT = """\
+package acme.gpu
+
+import rego.v1
+
+metadata := {
+\t"id": "ACME001",
+\t"name": "gpu-request-equals-limit",
+\t"severity": "error",
+\t"summary": "GPU requests equal GPU limits.",
+\t"remediation": "Set the GPU request equal to the GPU limit.",
+\t"parameters": {"resource": "nvidia.com/gpu"},
+}
+
+violation contains {"msg": msg, "path": path} if {
+\tsome i
+\tcontainer := input.spec.template.spec.containers[i]
+\trequest := container.resources.requests[data.parameters.resource]
+\tlimit := container.resources.limits[data.parameters.resource]
+\tunits.parse(sprintf("%v", [request])) != units.parse(sprintf("%v", [limit]))
+\tmsg := sprintf("container %s: request %v != limit %v", [container.name, request, limit])
+\tpath := ["spec", "template", "spec", "containers", i, "resources", "requests", data.parameters.resource]
+}
+"""
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: llm
+  namespace: ai-lab
+spec:
+  selector:
+    matchLabels: {app: llm}
+  template:
+    metadata:
+      labels: {app: llm}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.6.3
+          resources:
+            requests:
+              nvidia.com/gpu: 1
+            limits:
+              nvidia.com/gpu: 2
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with a policy file and a Rego rule in policies/rego/."""
+    write(tmp_path / ".git" / "HEAD", "ref: refs/heads/main\n")
+    write(tmp_path / ".gpupolicy.yaml", "apiVersion: gpupolicy.io/v1alpha1\nkind: Policy\n")
+    write(tmp_path / "policies" / "rego" / "gpu.rego", REQUEST_EQUALS_LIMIT)
+    write(tmp_path / "apps" / "llm.yaml", DEPLOYMENT)
+    return tmp_path
+
+
+def lint_json(
+    folder: Path, *args: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, dict]:  # type: ignore[type-arg]
+    monkeypatch.chdir(folder)
+    code = main(["lint", "-f", "json", *args])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else {}
+
+
+def custom_findings(report: dict) -> list[tuple[str, int, int, str]]:  # type: ignore[type-arg]
+    return [
+        (f["rule"], f["line"], f["column"], f["severity"])
+        for f in report["findings"]
+        if not f["rule"].startswith("GP")
+    ]
+
+
+# -- native Rego ---------------------------------------------------------------------------------
+
+
+def test_a_rego_rule_in_policies_rego_reports_at_the_field_like_a_built_in_rule(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report = lint_json(repo, "apps", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1
+    assert custom_findings(report) == [("ACME001", 18, 15, "error")]
+    built_in = next(f for f in report["findings"] if f["rule"] == "GP102")
+    ours = next(f for f in report["findings"] if f["rule"] == "ACME001")
+    assert (ours["line"], ours["column"], ours["path"]) == (
+        built_in["line"],
+        built_in["column"],
+        built_in["path"],
+    )
+    assert ours["message"] == "container vllm: request 1 != limit 2"
+    assert ours["remediation"] == "Set the GPU request equal to the GPU limit."
+    assert "ACME001" not in REGISTRY  # registered for the run only
+
+
+def test_the_policy_overrides_severity_params_and_can_disable_a_custom_rule(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(repo / ".gpupolicy.yaml", "rules:\n  ACME001: {severity: warning}\n")
+    _, report = lint_json(repo, "apps", monkeypatch=monkeypatch, capsys=capsys)
+    assert custom_findings(report) == [("ACME001", 18, 15, "warning")]
+    write(repo / ".gpupolicy.yaml", "rules:\n  gpu-request-equals-limit: {params: {resource: amd.com/gpu}}\n")
+    write(repo / ".gpupolicy.yaml", "rules:\n  ACME001: {params: {resource: amd.com/gpu}}\n")
+    _, report = lint_json(repo, "apps", monkeypatch=monkeypatch, capsys=capsys)
+    assert custom_findings(report) == []
+    write(repo / ".gpupolicy.yaml", "rules:\n  ACME001: {enabled: false}\n")
+    _, report = lint_json(repo, "apps", monkeypatch=monkeypatch, capsys=capsys)
+    assert custom_findings(report) == []
+
+
+def test_suppressions_and_baselines_apply_to_custom_rules(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    annotated = DEPLOYMENT.replace(
+        "  namespace: ai-lab\n",
+        "  namespace: ai-lab\n  annotations:\n    gpupolicy.io/ignore: 'ACME001: MIG slices are counted apart'\n",
+    )
+    write(repo / "apps" / "llm.yaml", annotated)
+    _, report = lint_json(repo, "apps", monkeypatch=monkeypatch, capsys=capsys)
+    assert custom_findings(report) == []
+    assert [item["rule"] for item in report["suppressed"] if item["rule"] == "ACME001"] == ["ACME001"]
+    write(repo / "apps" / "llm.yaml", DEPLOYMENT)
+    monkeypatch.chdir(repo)
+    assert main(["lint", "--write-baseline", "baseline.json", "apps"]) == 0
+    capsys.readouterr()
+    _, report = lint_json(repo, "--baseline", "baseline.json", "apps", monkeypatch=monkeypatch, capsys=capsys)
+    assert custom_findings(report) == []
+
+
+def test_sarif_describes_custom_rules(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(repo)
+    assert main(["lint", "-f", "sarif", "apps"]) == 1
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    (result,) = [result for result in run["results"] if result["ruleId"] == "ACME001"]
+    assert rules[result["ruleIndex"]] == "ACME001"
+
+
+def test_rules_and_explain_list_the_custom_rules_of_the_policy(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(repo)
+    assert main(["rules"]) == 0
+    assert "ACME001  error    gpu-request-equals-limit" in capsys.readouterr().out
+    assert main(["explain", "gpu-request-equals-limit"]) == 0
+    page = capsys.readouterr().out
+    assert page.startswith("# ACME001 gpu-request-equals-limit")
+    assert "policies/rego/gpu.rego:5" in page and '`resource`: default "nvidia.com/gpu"' in page
+
+
+def test_rules_read_the_inventory_in_gatekeepers_shape(tmp_path: Path) -> None:
+    write(
+        tmp_path / "rules" / "unique.rego",
+        textwrap.dedent(
+            """\
+            package acme.unique_host
+
+            import rego.v1
+
+            metadata := {"id": "ACME010", "name": "service-name-taken", "severity": "warning",
+              "summary": "Service names are unique across namespaces.",
+              "remediation": "Rename the Service.", "kinds": ["Service"]}
+
+            violation contains {"msg": msg, "path": ["metadata", "name"]} if {
+              some namespace, other in data.inventory.namespace
+              namespace != input.metadata.namespace
+              other.v1.Service[input.metadata.name]
+              msg := sprintf("Service %v also exists in namespace %v", [input.metadata.name, namespace])
+            }
+            """
+        ),
+    )
+    services = "".join(
+        f"---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec: {{ports: [{{port: 80}}]}}\n"
+        for name, namespace in (("api", "a"), ("api", "b"), ("web", "a"))
+    )
+    loaded = load_text(services, "services.yaml")
+    policy = policy_from_mapping({"customRules": {"paths": [str(tmp_path / "rules")]}})
+    with installed(rules_for([policy])):
+        report = evaluate(loaded.resources, policy)
+    found = sorted((f.rule_id, f.line, f.message) for f in report.findings if f.rule_id == "ACME010")
+    assert found == [
+        ("ACME010", 5, "Service api also exists in namespace b"),
+        ("ACME010", 12, "Service api also exists in namespace a"),
+    ]
+
+
+# -- Gatekeeper and ValidatingAdmissionPolicy fixtures ----------------------------------------------
+
+
+def expectations(path: Path) -> set[tuple[str, int]]:
+    """Every (rule id, line) the `# expect:` markers of a file name."""
+    found = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        _, marker, ids = line.partition("# expect:")
+        found.update((rule_id.strip(), number) for rule_id in ids.split(",") if marker and rule_id.strip())
+    return found
+
+
+@pytest.mark.parametrize("folder", ["gatekeeper", "vap", "cel"])
+def test_definitions_in_the_linted_tree_fire_where_their_fixtures_say(
+    folder: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GitOps tree keeps its constraints and policies beside its workloads: both are linted."""
+    _, report = lint_json(DATA / folder, ".", monkeypatch=monkeypatch, capsys=capsys)
+    found = {
+        (f["rule"], f["line"])
+        for f in report["findings"]
+        if not f["rule"].startswith("GP") and f["file"].endswith("workloads.yaml")
+    }
+    assert found == expectations(DATA / folder / "workloads.yaml")
+
+
+def test_gatekeeper_enforcement_actions_are_severities(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, report = lint_json(DATA / "gatekeeper", ".", monkeypatch=monkeypatch, capsys=capsys)
+    severity = {f["rule"]: f["severity"] for f in report["findings"] if not f["rule"].startswith("GP")}
+    assert severity == {
+        "ACME100": "error",  # deny (the default)
+        "GK-no-host-namespace": "error",
+        "GK-no-privileged": "error",
+        "GK-images-from-nvcr": "warning",  # warn
+        "GK-container-limits": "info",  # dryrun
+    }
+
+
+# -- errors before linting -------------------------------------------------------------------------
+
+BAD_REGO = REQUEST_EQUALS_LIMIT.replace("some i\n", "some i (\n")
+UNKNOWN_FUNCTION = REQUEST_EQUALS_LIMIT.replace("msg := sprintf(", "msg := sprintff(")
+BUILT_IN_ID = REQUEST_EQUALS_LIMIT.replace('"ACME001"', '"GP102"')
+BUILT_IN_NAME = REQUEST_EQUALS_LIMIT.replace('"gpu-request-equals-limit"', '"gpu-request-limit-mismatch"')
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (BAD_REGO, "policies/rego/gpu.rego:16:"),
+        (UNKNOWN_FUNCTION, "policies/rego/gpu.rego:20:9: Rego: unknown function sprintff"),
+        (
+            BUILT_IN_ID,
+            "policies/rego/gpu.rego:5: rule id GP102: ids starting with GP are reserved for built-in rules",
+        ),
+        (
+            BUILT_IN_NAME,
+            "policies/rego/gpu.rego:5: rule gpu-request-limit-mismatch clashes with the built-in rule GP102",
+        ),
+    ],
+)
+def test_a_rule_that_cannot_be_used_stops_the_run_with_its_file_and_line(
+    repo: Path, text: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(repo / "policies" / "rego" / "gpu.rego", text)
+    monkeypatch.chdir(repo)
+    assert main(["lint", "apps"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert message in line
+
+
+def test_two_rules_with_one_id_are_refused(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        repo / "policies" / "rego" / "again.rego",
+        REQUEST_EQUALS_LIMIT.replace("package acme.gpu", "package acme.again"),
+    )
+    monkeypatch.chdir(repo)
+    assert main(["lint", "apps"]) == 2
+    error = capsys.readouterr().err
+    assert "rule ACME001 is defined twice (also at" in error and "gpu.rego:5" in error
+
+
+TEMPLATE = """\
+apiVersion: templates.gatekeeper.sh/v1
+kind: ConstraintTemplate
+metadata:
+  name: k8sbroken
+spec:
+  crd:
+    spec:
+      names:
+        kind: K8sBroken
+  targets:
+    - target: admission.k8s.gatekeeper.sh
+      rego: |
+        package k8sbroken
+
+        violation[{"msg": msg}] {
+          msg := "always"
+        }
+---
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sBroken
+metadata:
+  name: broken
+"""
+
+VAP = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: broken
+spec:
+  validations:
+    - expression: "object.spec.replicas <= 5"
+    - expression: >-
+        object.spec.template.spec.containers.all(c,
+          c.image.startsWith('nvcr.io/'))
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: broken
+spec:
+  policyName: broken
+  validationActions: [Deny]
+"""
+
+
+BROKEN_TEMPLATE = TEMPLATE.replace('msg := "always"', 'msg := "always')
+BROKEN_VAP = VAP.replace("c.image.startsWith('nvcr.io/'))", "c.image.startsWith('nvcr.io/') &&)")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (BROKEN_TEMPLATE, "defs.yaml:16:17: Rego: invalid character in string"),  # its line in the YAML file
+        (
+            BROKEN_VAP,
+            "defs.yaml:10:36: CEL: broken: validations[1]: Syntax error",
+        ),  # line 2 of the expression
+        (
+            VAP.replace("c.image.startsWith", "c.image.nosuch"),
+            "defs.yaml:9: CEL: broken: validations[1]: unknown function nosuch",
+        ),
+        (
+            TEMPLATE.replace(
+                "kind: K8sBroken\nmetadata:\n  name: broken", "kind: K8sOther\nmetadata:\n  name: broken"
+            ),
+            "defs.yaml:19: constraint K8sOther/broken: no ConstraintTemplate defines kind K8sOther",
+        ),
+        (
+            VAP.replace("policyName: broken", "policyName: other"),
+            "defs.yaml:12: binding broken: no ValidatingAdmissionPolicy named 'other'",
+        ),
+    ],
+)
+def test_definitions_that_cannot_be_used_stop_the_run(
+    tmp_path: Path,
+    text: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write(tmp_path / "defs.yaml", text)
+    write(tmp_path / "app.yaml", DEPLOYMENT)
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "."]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert message in line, line
+
+
+# -- gpupolicy test ------------------------------------------------------------------------------
+
+
+def test_gpupolicy_test_runs_each_rule_on_its_examples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "gpu.rego", REQUEST_EQUALS_LIMIT)
+    fires = DEPLOYMENT.replace("nvidia.com/gpu: 1\n", "nvidia.com/gpu: 1  # expect: ACME001\n")
+    write(tmp_path / "examples" / "ACME001" / "fires.yaml", fires)
+    write(
+        tmp_path / "examples" / "ACME001" / "passes.yaml",
+        DEPLOYMENT.replace("nvidia.com/gpu: 1\n", 'nvidia.com/gpu: "2"\n'),
+    )
+    assert main(["test", str(tmp_path)]) == 0
+    assert (
+        capsys.readouterr().out == "PASS ACME001 gpu-request-equals-limit (2 examples)\n1 passed, 0 failed\n"
+    )
+    write(tmp_path / "examples" / "ACME001" / "passes.yaml", DEPLOYMENT)
+    assert main(["test", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL ACME001" in out and "passes.yaml:18: unexpected ACME001" in out
+
+
+def test_gpupolicy_test_fails_a_rule_without_examples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "gpu.rego", REQUEST_EQUALS_LIMIT)
+    assert main(["test", str(tmp_path)]) == 1
+    assert "no examples: add examples/ACME001/fires.yaml and passes.yaml" in capsys.readouterr().out
+
+
+def test_the_shipped_example_policies_pass_their_own_tests(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["test", str(EXAMPLES)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("PASS") == 3, out
+
+
+# -- budgets and failures ----------------------------------------------------------------------------
+
+SLOW = """\
+package acme.slow
+
+import rego.v1
+
+metadata := {"id": "ACME900", "name": "slow-rule", "severity": "error",
+  "summary": "Counts for seconds.", "remediation": "Do not."}
+
+violation contains "never" if {
+  count([1 | some i in numbers.range(1, 3000); some j in numbers.range(1, 3000); i == j + 5000000]) > 0
+}
+"""
+
+
+def test_a_rule_past_its_budget_fails_without_holding_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engines keep the interpreter lock while they run: the budget holds out of process."""
+    write(tmp_path / "slow.rego", SLOW)
+    write(tmp_path / "gpu.rego", REQUEST_EQUALS_LIMIT)
+    slow, fast = sorted(load_rules(tmp_path), key=lambda rule: rule.metadata.id, reverse=True)
+    runner = IsolatedRunner(1)
+    monkeypatch.setattr(custom_rules, "_RUNNER", runner)
+    try:
+        assert runner.wait_ready(60)
+        before = STATS.snapshot()[1].get(("ACME900", "timeout"), 0)
+        started = time.monotonic()
+        with pytest.raises(CustomRuleFailed, match="ran past its time budget of 300 ms"):
+            run_within_budget(slow, Review({"kind": "Pod"}), {}, 300)
+        assert time.monotonic() - started < 2  # the rule alone counts for seconds
+        assert STATS.snapshot()[1][("ACME900", "timeout")] == before + 1
+        (deployment,) = load_text(DEPLOYMENT, "llm.yaml").resources
+        found = run_within_budget(fast, Review(deployment.obj), fast.metadata.parameters, 5000)
+        assert [violation.message for violation in found] == ["container vllm: request 1 != limit 2"]
+    finally:
+        runner.close()
+
+
+def test_a_rule_that_raises_is_an_internal_error_and_the_others_still_report(tmp_path: Path) -> None:
+    write(tmp_path / "gpu.rego", REQUEST_EQUALS_LIMIT)
+    write(
+        tmp_path / "raises.rego",
+        'package acme.raises\n\nimport rego.v1\n\nmetadata := {"id": "ACME901", "name": "raises", "severity": "error",\n'
+        '  "summary": "Fails.", "remediation": "Fix it."}\n\nviolation contains x if { x := to_number(input.metadata.name) }\n',
+    )
+    policy = policy_from_mapping({"customRules": {"paths": [str(tmp_path)]}})
+    loaded = load_text(DEPLOYMENT, "llm.yaml")
+    with installed(rules_for([policy])):
+        report = evaluate(loaded.resources, policy)
+    assert [error.rule_id for error in report.errors] == ["ACME901"]
+    assert "could not parse string as number" in report.errors[0].message
+    assert "ACME001" in {finding.rule_id for finding in report.findings}
+
+
+def test_rule_paths_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(CustomRuleError, match="does not exist"):
+        rule_files([tmp_path / "missing"])
+
+
+def test_a_missing_rego_engine_is_a_usage_error_naming_the_rule_file(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """regorus has wheels for Linux x86_64 only: elsewhere a Rego rule says what to install."""
+    write(repo / "policies" / "rego" / "gpu.rego", REQUEST_EQUALS_LIMIT)
+    monkeypatch.chdir(repo)
+    monkeypatch.setitem(sys.modules, "regorus", None)  # `import regorus` raises ImportError
+    assert main(["lint", "apps"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert (
+        line.startswith("gpupolicy: ")
+        and "policies/rego/gpu.rego:1: Rego rules need the regorus engine" in line
+    )
