@@ -41,10 +41,10 @@ def by_rule(report: object, rule_id: str) -> list:  # type: ignore[type-arg]
 
 def test_the_shipped_policy_describes_no_cluster() -> None:
     policy = default_policy()
-    assert policy.get("nodePools") == []
-    assert policy.get("placement.gpuTaints") is None
-    assert policy.get("priority.tiers") == {} and policy.get("priority.highClasses") == []
-    assert "accelerator" not in policy.get("nodeLabels")
+    assert policy.data["nodePools"] == []
+    assert policy.data["placement"]["gpuTaints"] is None
+    assert policy.data["priority"]["tiers"] == {} and policy.data["priority"]["highClasses"] == []
+    assert "accelerator" not in policy.data["nodeLabels"]
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,7 @@ def test_a_policy_extends_a_shared_cluster_policy(tmp_path: Path) -> None:
         f"apiVersion: gpupolicy.io/v1alpha1\nkind: Policy\nextends: {REPO / 'examples' / 'cluster' / 'policy.yaml'}\nfailOn: warning\n"
     )
     policy = load_policy(repo_policy=repo)
-    assert len(policy.get("nodePools")) == 4 and policy.get("failOn") == "warning"
+    assert len(policy.data["nodePools"]) == 4 and policy.data["failOn"] == "warning"
     assert "extends" not in policy.data
 
 

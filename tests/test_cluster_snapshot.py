@@ -280,7 +280,7 @@ def test_classes_are_named_only_from_complete_listings() -> None:
 
 def test_dra_gpu_classes_and_system_class_quotas_add_to_the_policy() -> None:
     fragment = facts_from_objects(objects("onprem-gfd.yaml"))
-    base = default_policy().get("gpu.draDeviceClasses")
+    base = default_policy().data["gpu"]["draDeviceClasses"]
     # a class selecting the GPU driver's devices; not NVIDIA's ComputeDomain classes
     assert fragment["gpu"]["draDeviceClasses"] == [*base, "h100.lab.example.com"]
     quota = {
@@ -299,7 +299,7 @@ def test_dra_gpu_classes_and_system_class_quotas_add_to_the_policy() -> None:
     closed = copy.deepcopy(quota)
     closed["metadata"]["namespace"], closed["spec"]["hard"]["pods"] = "tenants", "0"
     namespaces = facts_from_objects([quota, closed])["priority"]["systemNamespaces"]
-    assert namespaces == [*default_policy().get("priority.systemNamespaces"), "monitoring"]
+    assert namespaces == [*default_policy().data["priority"]["systemNamespaces"], "monitoring"]
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
@@ -455,7 +455,7 @@ def test_a_partial_listing_writes_its_pools_commented_out(tmp_path: Path) -> Non
     assert result.returncode == 0
     assert "0 node pools, 3 more seen in part (commented out)" in result.stderr
     policy = load_policy(extra=[out])
-    assert policy.get("nodePools") == [] and policy.get("placement.gpuTaints") is None
+    assert policy.data["nodePools"] == [] and policy.data["placement"]["gpuTaints"] is None
     assert "# nodePools:\n# - name: gpu-1gpu" in out.read_text()
 
 
@@ -523,7 +523,7 @@ def test_init_writes_a_commented_policy_whose_examples_load(tmp_path: Path) -> N
     assert main(["init", str(tmp_path)]) == 0
     text = (tmp_path / ".gpupolicy.yaml").read_text()
     policy = load_policy(repo_policy=tmp_path / ".gpupolicy.yaml")
-    assert policy.get("nodePools") == []  # everything about the cluster is commented out
+    assert policy.data["nodePools"] == []  # everything about the cluster is commented out
     block = text.split(EXAMPLES_START + "\n", 1)[1].split(EXAMPLES_END, 1)[0]
     examples = yaml.safe_load(
         "\n".join(line.removeprefix("#").removeprefix(" ") for line in block.splitlines())
@@ -551,7 +551,7 @@ def test_init_refuses_to_overwrite_and_extends_a_snapshot(tmp_path: Path) -> Non
     text = (repo / ".gpupolicy.yaml").read_text()
     assert "extends: ../cluster/snapshot.yaml" in text and EXAMPLES_START not in text
     policy = load_policy(repo_policy=repo / ".gpupolicy.yaml")
-    assert len(policy.get("nodePools")) == 6 and policy.get("placement.labelRegistryComplete") is True
+    assert len(policy.data["nodePools"]) == 6 and policy.data["placement"]["labelRegistryComplete"] is True
     broken = tmp_path / "broken.yaml"
     broken.write_text("nodePools: [{name: x}]\n")
     bad = run_cli("init", str(repo), "--snapshot", str(broken), "--force")
@@ -641,10 +641,11 @@ def test_a_kind_the_reader_may_not_list_is_left_out(
     assert main(["cluster", "snapshot", "--kubeconfig", str(config), "-o", str(out)]) == 0
     assert "not allowed to list PriorityClass (HTTP 403): its facts are left out" in capsys.readouterr().err
     policy = load_policy(extra=[out])
-    assert policy.get("priority.clusterClasses") == [] and "PriorityClass" not in policy.get(
-        "inventory.completeKinds"
+    assert (
+        policy.data["priority"]["clusterClasses"] == []
+        and "PriorityClass" not in policy.data["inventory"]["completeKinds"]
     )
-    assert policy.get("nodePools")
+    assert policy.data["nodePools"]
 
 
 def test_an_unreachable_cluster_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -184,7 +184,7 @@ def test_rules_and_explain_list_the_custom_rules_of_the_policy(
     assert main(["explain", "gpu-request-equals-limit"]) == 0
     page = capsys.readouterr().out
     assert page.startswith("# ACME001 gpu-request-equals-limit")
-    assert "policies/rego/gpu.rego:5" in page and '`resource`: default "nvidia.com/gpu"' in page
+    assert "policies/rego/gpu.rego:5" in page and "`resource` (string, default `nvidia.com/gpu`)" in page
 
 
 def test_rules_read_the_inventory_in_gatekeepers_shape(tmp_path: Path) -> None:

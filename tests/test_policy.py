@@ -20,6 +20,7 @@ from gpupolicy.policy.loading import (
     load_policy,
     policy_from_mapping,
 )
+from gpupolicy.rules.gpu_resources import SHM_MINIMUM_GPUS
 
 REPO = Path(__file__).resolve().parent.parent
 GP102_FIRES = (REPO / "gpupolicy" / "rules" / "examples" / "GP102" / "fires.yaml").read_text(encoding="utf-8")
@@ -35,8 +36,7 @@ def test_default_policy() -> None:
     policy = default_policy()
     assert policy.fail_on is Severity.ERROR
     assert policy.kubernetes_version == policy.data["kubernetesVersion"]
-    assert policy.get("gpu.shmMinimumGpus") == 2
-    assert policy.get("gpu.nothing.here", "fallback") == "fallback"
+    assert policy.param(SHM_MINIMUM_GPUS) == 2
     assert len(policy.digest) == 64
     assert policy.digest == load_policy().digest  # stable across loads
     assert policy.rule("GP102").enabled and policy.rule("GP102").severity is None
@@ -76,8 +76,10 @@ def test_merge_order_default_repo_then_each_policy_flag(tmp_path: Path) -> None:
     assert policy.fail_on is Severity.ERROR  # the last layer wins
     assert policy.rule("GP104").severity is Severity.INFO  # --policy over the repo policy
     assert policy.rule("GP111").enabled is False  # kept from the repo policy: mappings merge by key
-    assert policy.get("gpu.shmMinimumGpus") == 4
-    assert policy.get("gpu.servingImages") == default_policy().get("gpu.servingImages")  # default kept
+    assert policy.param(SHM_MINIMUM_GPUS) == 4  # GP113's parameter, set by its section key
+    assert (
+        policy.data["gpu"]["servingImages"] == default_policy().data["gpu"]["servingImages"]
+    )  # default kept
     assert policy.exclude == ["tmp/"]  # lists are replaced, not appended
     assert policy.digest != default_policy().digest
 

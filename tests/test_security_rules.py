@@ -315,10 +315,10 @@ def test_policy_sections_validate() -> None:
             "supplyChain": {"allowedRegistries": ["nvcr.io"]},
         }
     )
-    assert policy.get("security.level") == "restricted"
-    assert default_policy().get("security.level") == "baseline"
-    assert default_policy().get("security.allowMpsHostIPC") is False
-    assert default_policy().get("supplyChain.allowedRegistries") == []
+    assert policy.data["security"]["level"] == "restricted"
+    assert default_policy().data["security"]["level"] == "baseline"
+    assert default_policy().data["security"]["allowMpsHostIPC"] is False
+    assert default_policy().data["supplyChain"]["allowedRegistries"] == []
 
 
 RESTRICTED_EXAMPLE = REPO / "examples" / "gpu" / "restricted-vllm.yaml"

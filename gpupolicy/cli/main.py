@@ -292,6 +292,7 @@ def _check_paths(args: argparse.Namespace) -> None:
 def _policies(args: argparse.Namespace, root: Path) -> tuple[RepoPolicies, Policy]:
     """Each input is judged under its nearest .gpupolicy.yaml (gpupolicy/lint/scopes.py); the lint
     root's (the context root's, else the first path's) decides what is per run: failOn, exclude."""
+    import gpupolicy.rules  # noqa: F401  (registers the built-in rules: the policy names them)
     from gpupolicy.policy.loading import PolicyError, RepoPolicies
 
     policies = RepoPolicies(extra=args.policy, use_repo_policies=not args.no_repo_policy)
@@ -321,13 +322,12 @@ def _lint(
     custom_rules: contextlib.ExitStack,
 ) -> Report:
     """Read the inputs (and the context), lint them, and keep what --changed-since asks for."""
-    import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
     from gpupolicy.lint.scopes import lint_by_policy
     from gpupolicy.loading.inputs import RenderSession, iter_sources, rendered_context, sources_with_context
     from gpupolicy.policy.loading import PolicyError
 
     exclude, allow_remote = [*policy.exclude, *args.exclude], not args.no_remote
-    session = RenderSession(helm_values=[str(item) for item in policy.get("helm.valuesFiles") or []])
+    session = RenderSession(helm_values=list(policy.helm.values_files))
     context = None
     if context_root is None:
         sources = list(iter_sources(args.paths, exclude=exclude, allow_remote=allow_remote, session=session))

@@ -18,7 +18,6 @@ rule are kept (`STATS`) for the webhook's /metrics.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,9 +35,8 @@ from gpupolicy.custom.definitions import (
 from gpupolicy.custom.inventory_document import inventory_document
 from gpupolicy.custom.isolation import START_SECONDS, IsolatedRunner, WorkerTimeout
 from gpupolicy.engine.evaluation import REGISTRY, Context, Parameter, Rule, RuleRegistry, Scope, Violation
-from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping, workload_of
+from gpupolicy.kube.pod_spec import PodTemplate, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
-from gpupolicy.policy.loading import Policy
 
 # Worker processes that enforce the time budget (gpupolicy/custom/isolation.py): the webhook
 # starts them; without them (lint) rules are evaluated in-process, without a budget.
@@ -120,13 +118,6 @@ def _materialized(custom: CustomRule, review: Review) -> Review:
     )
 
 
-def _settings(policy: Policy) -> tuple[int, tuple[str, ...]]:
-    section = policy.section("customRules")
-    budget = section.get("timeBudgetMs", 0)
-    kinds = tuple(str(kind) for kind in as_list(section.get("inventoryKinds")))
-    return (budget if isinstance(budget, int) else 0), kinds
-
-
 def _pod_of(resource: Resource, template: PodTemplate) -> dict[str, Any]:
     """The Pod a workload's template makes (what Gatekeeper's ExpansionTemplate judges)."""
     metadata = dict(template.metadata)
@@ -172,7 +163,7 @@ def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> R
         policy = ctx.policy
         if not isinstance(resource.obj, dict) or (policies is not None and id(policy) not in policies):
             return
-        budget, kinds = ctx.memo(("custom-settings",), lambda: _settings(policy))
+        budget, kinds = policy.custom_rules.time_budget_ms, policy.custom_rules.inventory_kinds
         parameters = {**metadata.parameters, **(policy.rule(metadata.id).params or {})}
         namespace = _namespace_object(ctx, resource)
 
@@ -203,7 +194,7 @@ def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> R
         remediation=metadata.remediation,
         references=(f"{origin.file}:{origin.line}",),
         parameters=tuple(
-            Parameter(name, f"default {json.dumps(value)}; set rules.{metadata.id}.params.{name}")
+            Parameter(name, value, "declared by the rule's metadata.")
             for name, value in metadata.parameters.items()
         ),
         check=check,

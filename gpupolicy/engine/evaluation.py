@@ -25,6 +25,8 @@ from gpupolicy.kube.roles import Role, RoleDecision, decide, service_selects
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import LoadProblem, Resource, Skipped
 from gpupolicy.policy.loading import Policy
+from gpupolicy.policy.parameters import DECLARED, RuleCatalog, RuleDeclaration
+from gpupolicy.policy.parameters import Parameter as Parameter  # rules declare theirs from here
 
 
 class Scope(enum.Enum):
@@ -35,8 +37,12 @@ class Scope(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Parameter:
-    name: str  # dotted policy key, e.g. "gpu.servingImages"
+class Setting:
+    """A policy setting a rule reads that is not its own: a fact of the cluster or a section
+    several rules share (`nodePools`, `gpu.vendors`), named for the docs and `cluster snapshot`.
+    A setting the rule alone owns is a `Parameter` (gpupolicy/policy/parameters.py)."""
+
+    key: str  # the policy key, e.g. "gpu.servingImages"
     description: str
 
 
@@ -68,7 +74,8 @@ class Rule:
     rationale: str  # Why is this bad?
     remediation: str  # one sentence, ends with a period
     references: tuple[str, ...] = ()
-    parameters: tuple[Parameter, ...] = ()
+    parameters: tuple[Parameter[Any], ...] = ()  # its own, set by `rules: {<id or name>: {params: ...}}`
+    settings: tuple[Setting, ...] = ()  # policy settings it reads besides its parameters
     kinds: frozenset[str] | None = None  # OBJECT scope: the kinds it applies to (None: all)
     # WORKLOAD scope: the roles (gpupolicy/kube/roles.py) of the workloads it judges (None: every role).
     roles: frozenset[Role] | None = None
@@ -88,22 +95,26 @@ class Rule:
 
 _RULE_ID = re.compile(r"^GP\d{3}$")
 _CUSTOM_RULE_ID = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)*$")
-_RULE_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+# Built-in names as policy.schema.json names rules (a hyphen: `gp104` is no name); a custom rule's
+# may lack one (it is then named by its id in a policy).
+_RULE_NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
+_CUSTOM_RULE_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
 class RuleRegistry:
-    def __init__(self) -> None:
+    def __init__(self, declarations: RuleCatalog | None = None) -> None:
+        # What a policy may say of these rules (their names and parameters): checked when it loads.
+        self.declarations = declarations if declarations is not None else RuleCatalog()
         self._by_id: dict[str, Rule] = {}
         self._by_name: dict[str, Rule] = {}
         self._sorted: tuple[Rule, ...] | None = None
-        self.version = 0  # bumped by every add: evaluation plans built from the registry expire
 
     def add(self, rule: Rule) -> Rule:
         if rule.source is None and not _RULE_ID.match(rule.id):
             raise ValueError(f"rule id {rule.id!r} is not of the form GPnnn")
         if rule.source is not None and (rule.id.startswith("GP") or not _CUSTOM_RULE_ID.match(rule.id)):
             raise ValueError(f"custom rule id {rule.id!r} is not of the form ORG001 (GPnnn is built-in)")
-        if not _RULE_NAME.match(rule.name):
+        if not (_RULE_NAME if rule.source is None else _CUSTOM_RULE_NAME).match(rule.name):
             raise ValueError(f"rule name {rule.name!r} is not kebab-case")
         if rule.id in self._by_id:
             raise ValueError(f"duplicate rule id {rule.id} ({rule.name} and {self._by_id[rule.id].name})")
@@ -113,10 +124,13 @@ class RuleRegistry:
             raise ValueError(f"{rule.id}: the remediation must be one sentence ending with a period")
         if (rule.scope is Scope.INPUT) != (rule.check is None):
             raise ValueError(f"{rule.id}: input rules have no check function; every other rule has one")
+        names = [parameter.name for parameter in rule.parameters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{rule.id}: a parameter is declared twice ({', '.join(names)})")
+        self.declarations.declare(RuleDeclaration(rule.id, rule.name, rule.parameters))
         self._by_id[rule.id] = rule
         self._by_name[rule.name] = rule
         self._sorted = None
-        self.version += 1
         return rule
 
     def remove(self, rule: Rule) -> None:
@@ -125,7 +139,6 @@ class RuleRegistry:
             del self._by_id[rule.id]
             del self._by_name[rule.name]
             self._sorted = None
-            self.version += 1
 
     def __iter__(self) -> Iterator[Rule]:
         ordered = self._sorted
@@ -150,7 +163,7 @@ class RuleRegistry:
         return found
 
 
-REGISTRY = RuleRegistry()
+REGISTRY = RuleRegistry(DECLARED)  # the built-in rules: policies are checked against their declarations
 
 
 def rule(
@@ -163,7 +176,8 @@ def rule(
     rationale: str,
     remediation: str,
     references: Sequence[str] = (),
-    parameters: Sequence[Parameter] = (),
+    parameters: Sequence[Parameter[Any]] = (),
+    settings: Sequence[Setting] = (),
     kinds: Iterable[str] | None = None,
     roles: Iterable[Role] | None = None,
     registry: RuleRegistry = REGISTRY,
@@ -182,6 +196,7 @@ def rule(
                 remediation=remediation,
                 references=tuple(references),
                 parameters=tuple(parameters),
+                settings=tuple(settings),
                 kinds=frozenset(kinds) if kinds is not None else None,
                 roles=frozenset(roles) if roles is not None else None,
                 check=check,
@@ -197,8 +212,16 @@ def input_rule(**metadata: Any) -> Rule:
     severity = Severity.parse(metadata.pop("severity"))
     references = tuple(metadata.pop("references", ()))
     parameters = tuple(metadata.pop("parameters", ()))
+    settings = tuple(metadata.pop("settings", ()))
     return REGISTRY.add(
-        Rule(scope=Scope.INPUT, severity=severity, references=references, parameters=parameters, **metadata)
+        Rule(
+            scope=Scope.INPUT,
+            severity=severity,
+            references=references,
+            parameters=parameters,
+            settings=settings,
+            **metadata,
+        )
     )
 
 
@@ -279,13 +302,13 @@ class Context:
         cache = workload.cache
         decision: RoleDecision | None = cache.get(self._role_key)
         if decision is None:
-            policy = self.policy
+            workloads = self.policy.workloads
             decision = cache[self._role_key] = decide(
                 workload,
                 service_of=self._service_of,
-                serving_classes=policy.get("workloads.servingClasses", []),
-                batch_classes=policy.get("workloads.batchClasses", []),
-                serving_kinds=policy.get("workloads.servingKinds", []),
+                serving_classes=workloads.serving_classes,
+                batch_classes=workloads.batch_classes,
+                serving_kinds=workloads.serving_kinds,
             )
         return decision
 
@@ -542,8 +565,8 @@ def _internal_error(rule: Rule, resource: Resource | None, exc: Exception, repor
 
 
 class _Plan:
-    """The enabled rules of one policy, split by scope, and object rules per kind: computed once
-    per policy and rule set (kept on the policy), not once per evaluation."""
+    """The rules of one evaluation that its policy enables, split by scope, and object rules per
+    kind (each kind's list made when an object of it first comes)."""
 
     __slots__ = ("_by_kind", "active_ids", "bundle_rules", "object_rules", "workload_rules")
 
@@ -561,17 +584,6 @@ class _Plan:
             found = tuple(rule for rule in self.object_rules if rule.kinds is None or kind in rule.kinds)
             self._by_kind[kind] = found
         return found
-
-
-def _plan(policy: Policy, rules: Iterable[Rule] | None) -> _Plan:
-    if rules is None:
-        key: Any = ("registry", REGISTRY.version)
-        return policy.derived(key, lambda: _Plan(REGISTRY, policy))  # type: ignore[no-any-return]
-    if isinstance(rules, tuple):  # a fixed rule set (the webhook's): the plan is kept with it
-        cached = policy.derived(("rules", id(rules)), lambda: (rules, _Plan(rules, policy)))
-        if cached[0] is rules:
-            return cached[1]  # type: ignore[no-any-return]
-    return _Plan(rules, policy)
 
 
 class Evaluation:
@@ -592,7 +604,8 @@ class Evaluation:
         self.policy = policy
         self.ctx = Context(policy, inventory, resources, said=said)
         self.report = Report(policy_digest=policy.digest, policy_sources=policy.sources)
-        self.plan = _plan(policy, rules)
+        # Made for each evaluation (microseconds: a filter of the rules): nothing to keep on the policy.
+        self.plan = _Plan(REGISTRY if rules is None else rules, policy)
         self.findings: list[Finding] = []
 
     def check(self, resource: Resource) -> None:
@@ -684,5 +697,4 @@ def evaluate(
 
 def complete_kinds(policy: Policy) -> list[str]:
     """The kinds the policy declares the repository holds in full (`inventory.completeKinds`)."""
-    kinds = policy.get("inventory.completeKinds", [])
-    return [str(kind) for kind in kinds] if isinstance(kinds, list) else []
+    return list(policy.inventory.complete_kinds)

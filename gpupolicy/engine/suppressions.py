@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import fnmatch
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from gpupolicy.core.findings import Finding, JsonPath, ObjectRef
 from gpupolicy.core.vocabulary import IGNORE_ANNOTATION
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.exemptions import Exemption
 from gpupolicy.policy.loading import Policy
 
 ANNOTATION_PATH: JsonPath = ("metadata", "annotations", IGNORE_ANNOTATION)
@@ -130,38 +130,6 @@ class SuppressionSubject:
         return self._span
 
 
-@dataclass(frozen=True, slots=True)
-class Exemption:
-    index: int
-    rules: tuple[str, ...]
-    kinds: tuple[str, ...]
-    namespaces: tuple[str, ...]
-    names: tuple[str, ...]
-    paths: tuple[str, ...]
-    owner: str
-    reason: str
-    expires: datetime.date | None
-
-    def label(self) -> str:
-        return f"policy exemption #{self.index + 1} (owner {self.owner})"
-
-    def matches(self, finding: Finding, rule_id: str | None) -> bool:
-        if self.rules and rule_id not in self.rules:
-            return False
-        obj = finding.object
-        if self.kinds and not (obj and _any_glob(obj.kind, self.kinds)):
-            return False
-        if self.namespaces and not (obj and _any_glob(obj.namespace or "default", self.namespaces)):
-            return False
-        if self.names and not (obj and _any_glob(obj.name, self.names)):
-            return False
-        return not self.paths or (finding.file is not None and _any_glob(finding.file, self.paths))
-
-
-def _any_glob(value: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
-
-
 # -- reading suppressions ----------------------------------------------------------------------
 
 
@@ -212,47 +180,8 @@ def parse_annotation(value: str) -> list[tuple[list[Target], list[str], str]]:
 
 
 def exemptions_of(policy: Policy) -> list[Exemption]:
-    """The policy's exemptions (parsed once per policy; a copy of the list is returned)."""
-    return list(policy.derived("suppressions:exemptions", lambda: tuple(_parse_exemptions(policy))))
-
-
-def _parse_exemptions(policy: Policy) -> list[Exemption]:
-    exemptions = []
-    raw = policy.get("exemptions", [])
-    for index, item in enumerate(raw if isinstance(raw, list) else []):
-        if not isinstance(item, dict):
-            continue
-        exemptions.append(
-            Exemption(
-                index=index,
-                rules=_strings(item.get("rules")),
-                kinds=_strings(item.get("kinds")),
-                namespaces=_strings(item.get("namespaces")),
-                names=_strings(item.get("names")),
-                paths=_strings(item.get("paths")),
-                owner=str(item.get("owner", "")),
-                reason=str(item.get("reason", "")).strip(),
-                expires=_date(item.get("expires")),
-            )
-        )
-    return exemptions
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    return tuple(str(item) for item in value) if isinstance(value, list) else ()
-
-
-def _date(value: Any) -> datetime.date | None:
-    if isinstance(value, datetime.datetime):
-        return value.date()
-    if isinstance(value, datetime.date):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.date.fromisoformat(value.strip()[:10])
-        except ValueError:
-            return None
-    return None
+    """The policy's exemptions (parsed when it was compiled; a copy of the list is returned)."""
+    return list(policy.exemptions)
 
 
 # -- applying them -------------------------------------------------------------------------------
@@ -305,9 +234,8 @@ class _Run:
     def __init__(self, policy: Policy, resolve: Callable[[str], str | None], active: Collection[str]) -> None:
         self.resolve = resolve
         self.active = frozenset(active)
-        self.settings = policy.section("suppressions")
-        forbidden = self.settings.get("forbidden", []) or []
-        self.forbidden = {resolve(str(item)) or str(item) for item in forbidden}
+        self.settings = policy.suppressions
+        self.forbidden = {resolve(item) or item for item in self.settings.forbidden}
         self.problems: list[Problem] = []
 
     def problem(self, rule_id: str, message: str, place: Place, *, unknown: bool = False) -> None:
@@ -315,7 +243,7 @@ class _Run:
 
     def allows(self, source: str) -> bool:
         """Whether the policy lets manifests suppress by `annotations` or by `comments`."""
-        return self.settings.get(source, True) is not False
+        return self.settings.comments if source == "comments" else self.settings.annotations
 
     # -- reading them
 

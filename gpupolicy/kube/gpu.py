@@ -10,6 +10,7 @@ The names come from the policy (`gpu.vendors`), so a cluster with other vendors 
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -80,9 +81,27 @@ class GpuCatalog:
         self._exact: dict[str, GpuResource] = {}
         self._patterns: list[tuple[LinearPattern, GpuResource]] = []
         self._domains: dict[str, str] = {}
-        for vendor in as_list(config.get("vendors")):
-            self._add_vendor(as_mapping(vendor))
-        self.dra_device_classes = frozenset(str(item) for item in as_list(config.get("draDeviceClasses")))
+        vendors = [as_mapping(vendor) for vendor in as_list(config.get("vendors"))]
+        for vendor in vendors:
+            self._add_vendor(vendor)
+        # (vendor name, ((domain, ".domain"), ...)) of each vendor: a label's vendor is found by domain.
+        self.vendor_domains: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = tuple(
+            (
+                str(vendor.get("name")),
+                tuple((str(known), f".{known}") for known in as_list(vendor.get("domains"))),
+            )
+            for vendor in vendors
+        )
+        # Each vendor's first device resource (what a node of the vendor advertises), by vendor name.
+        self.device_resource_of: dict[str, str] = {
+            str(vendor["name"]): str(as_list(vendor.get("deviceResources"))[0])
+            for vendor in vendors
+            if vendor.get("name") and as_list(vendor.get("deviceResources"))
+        }
+        self._serving_images = tuple(str(item) for item in as_list(config.get("servingImages")))
+        # In the policy's order (a cluster snapshot writes them back), and as a set to look up.
+        self.dra_device_class_names = tuple(str(item) for item in as_list(config.get("draDeviceClasses")))
+        self.dra_device_classes = frozenset(self.dra_device_class_names)
         self.fraction_annotations = frozenset(
             str(item) for item in as_list(config.get("fractionAnnotations"))
         )
@@ -109,6 +128,17 @@ class GpuCatalog:
         for pattern in as_list(vendor.get("migResourcePatterns")):
             # RE2: resource names come from objects, the patterns from the policy (linear_regex.py)
             self._patterns.append((compile_linear(str(pattern)), GpuResource("", name, GpuKind.MIG)))
+
+    @property
+    def known_resource_names(self) -> list[str]:
+        """Every resource name a vendor advertises, in the policy's order (for "did you mean")."""
+        return list(self._exact)
+
+    @functools.cached_property
+    def serving_images(self) -> tuple[LinearPattern, ...]:
+        """gpu.servingImages, compiled on first use (RE2, since the image comes from the object:
+        `(?!.*-sdk)` in Python's re took 26 s on a 1.5 MB image; gpupolicy/core/linear_regex.py)."""
+        return tuple(compile_linear(item) for item in self._serving_images)
 
     def classify(self, resource_name: str) -> GpuResource | None:
         """The GPU meaning of a resource name, or None for cpu, memory and other vendors' resources."""

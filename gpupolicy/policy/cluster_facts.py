@@ -158,13 +158,7 @@ class _Facts:
 
 
 def _gpu_nodes(nodes: Sequence[Mapping[str, Any]], policy: Policy) -> list[GpuNode]:
-    device_resources = {}
-    for vendor in as_list(policy.get("gpu.vendors", [])):
-        vendor = as_mapping(vendor)
-        resources = as_list(vendor.get("deviceResources"))
-        if vendor.get("name") and resources:
-            device_resources[str(vendor["name"])] = str(resources[0])
-    found = (gpu_node(node, policy.gpu, device_resources) for node in nodes)
+    found = (gpu_node(node, policy.gpu, policy.gpu.device_resource_of) for node in nodes)
     return sorted((node for node in found if node is not None), key=lambda node: node.name)
 
 
@@ -353,13 +347,13 @@ def _class_facts(facts: _Facts, by_kind: Mapping[str, list[Mapping[str, Any]]]) 
 
 def _additions(facts: _Facts, by_kind: Mapping[str, list[Mapping[str, Any]]], policy: Policy) -> None:
     """Names added to the policy's own lists (lists replace when policies merge: the base's stay)."""
-    base = [str(item) for item in as_list(policy.get("gpu.draDeviceClasses", []))]
+    base = list(policy.gpu.dra_device_class_names)
     added = sorted(
         set(_names(item for item in by_kind.get("DeviceClass", []) if _hands_out_gpus(item))) - set(base)
     )
     if added:
         facts.put(True, "gpu.draDeviceClasses", [*base, *added])
-    base = [str(item) for item in as_list(policy.get("priority.systemNamespaces", []))]
+    base = list(policy.priority.system_namespaces)
     allowed = {
         _namespace(quota) for quota in by_kind.get("ResourceQuota", []) if admits_system_classes(quota)
     }

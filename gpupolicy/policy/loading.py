@@ -13,23 +13,49 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpupolicy.core.findings import Severity, excerpt
 from gpupolicy.core.linear_regex import PatternError, check_pattern
 from gpupolicy.core.packaged import policies_dir as policies_dir
 from gpupolicy.kube.gpu import GpuCatalog
-from gpupolicy.kube.pod_spec import as_list, as_mapping
+from gpupolicy.kube.pod_spec import as_mapping
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, Resource, parse_text
+from gpupolicy.policy.exemptions import parse_exemptions
+from gpupolicy.policy.node_labels import LabelRegistry
+from gpupolicy.policy.node_pools import NodePool, largest_nodes
+from gpupolicy.policy.parameters import (
+    DECLARED,
+    DEFAULT_RULE_SETTINGS,
+    Parameter,
+    RuleCatalog,
+    RuleSettings,
+    compile_rule_settings,
+    entry_problems,
+)
 from gpupolicy.policy.schema_precheck import schema_precheck
+from gpupolicy.policy.settings import (
+    CustomRuleSettings,
+    ExperimentSettings,
+    HelmSettings,
+    InventorySettings,
+    PlacementSettings,
+    PrioritySettings,
+    ProbeSettings,
+    SecuritySettings,
+    SupplyChainSettings,
+    SuppressionSettings,
+    WorkloadSettings,
+    section_of,
+)
 
 REPO_POLICY_NAMES = (".gpupolicy.yaml", ".gpupolicy.yml")
 FACTS_SOURCE = "<cluster facts>"
 
 
 _ABSENT: Any = object()
+T = TypeVar("T")
 MESSAGE_MAX_CHARS = 300
 
 
@@ -65,89 +91,96 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return merged
 
 
-@dataclass(frozen=True, slots=True)
-class RuleSettings:
-    enabled: bool = True
-    severity: Severity | None = None
-    params: Mapping[str, Any] | None = None
-
-
 class Policy:
+    """The merged, validated policy, compiled: each section a frozen, typed settings object, and
+    what is derived from the policy alone (node pools, the label registry, exemptions, each rule's
+    settings) an attribute. Nothing reads the policy by dotted key."""
+
     def __init__(
         self,
         data: dict[str, Any],
         *,
         sources: Iterable[str] = (),
         layers: Iterable[Mapping[str, Any]] = (),
+        origins: Iterable[tuple[str, Resource | None]] = (),
+        catalog: RuleCatalog = DECLARED,
     ) -> None:
         self.data = data
         self.sources = tuple(sources)
         # What each source said, in merge order (the shipped default first): `with_facts` slips
         # learned facts in between the default and the files that override it.
         self.layers = tuple(layers)
-        self._rule_settings: dict[str, RuleSettings] = {}
-        self._lookups: dict[str, Any] = {}
-        self._derived: dict[Any, Any] = {}
-        self.gpu = GpuCatalog(as_mapping(data.get("gpu")))
-
-    # -- what rules read ---------------------------------------------------------------
-    def section(self, name: str) -> dict[str, Any]:
-        return as_mapping(self.data.get(name))
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        """A value by dotted key. Memoised: rules ask for the same keys once per object, and a
-        policy does not change once loaded."""
-        value = self._lookups.get(dotted, _ABSENT)
-        if value is _ABSENT:
-            value = self.data
-            for step in dotted.split("."):
-                if not isinstance(value, Mapping) or step not in value:
-                    value = _ABSENT
-                    break
-                value = value[step]
-            self._lookups[dotted] = value
-        return default if value is _ABSENT else value
-
-    def derived(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """Something computed from the policy alone (a rule plan, parsed exemptions), once."""
-        value = self._derived.get(key, _ABSENT)
-        if value is _ABSENT:
-            value = self._derived[key] = compute()
-        return value
-
-    def rule(self, rule_id: str) -> RuleSettings:
-        settings = self._rule_settings.get(rule_id)
-        if settings is None:
-            raw = as_mapping(self.section("rules").get(rule_id))
-            severity = raw.get("severity")
-            settings = RuleSettings(
-                enabled=raw.get("enabled", True) is not False,
-                severity=Severity.parse(severity) if isinstance(severity, str) else None,
-                params=as_mapping(raw.get("params")),
-            )
-            self._rule_settings[rule_id] = settings
-        return settings
-
-    @property
-    def fail_on(self) -> Severity:
-        return Severity.parse(str(self.data.get("failOn", "error")))
-
-    @property
-    def kubernetes_version(self) -> str:
-        return str(self.data.get("kubernetesVersion", "1.34"))
-
-    @functools.cached_property
-    def limits(self) -> LoadLimits:
-        """What one YAML document may cost (`limits`), for the loader and the annotations parsed as YAML."""
-        section = self.section("limits")
-        return LoadLimits(
-            max_alias_expansion=int(section.get("maxAliasExpansion", DEFAULT_LIMITS.max_alias_expansion)),
-            max_depth=int(section.get("maxDepth", DEFAULT_LIMITS.max_depth)),
+        # The file and parsed document of each layer, for the position of a bad `rules` entry.
+        self.origins = tuple(origins)
+        self.catalog = catalog
+        # The rules' settings, compiled for this version of the catalog (see `compile_rules`).
+        self._compiled_for = -1
+        self._rules: dict[str, RuleSettings] = {}
+        self._params: dict[Parameter[Any], Any] = {}
+        self.gpu = GpuCatalog(section_of(data, "gpu"))
+        self.placement = PlacementSettings.of(section_of(data, "placement"))
+        self.priority = PrioritySettings.of(section_of(data, "priority"))
+        self.probes = ProbeSettings.of(section_of(data, "probes"))
+        self.workloads = WorkloadSettings.of(section_of(data, "workloads"))
+        self.suppressions = SuppressionSettings.of(section_of(data, "suppressions"))
+        self.kubernetes_version = str(data.get("kubernetesVersion", "1.34"))
+        self.security = SecuritySettings.of(section_of(data, "security"), self.kubernetes_version)
+        self.supply_chain = SupplyChainSettings.of(section_of(data, "supplyChain"))
+        self.experiments = ExperimentSettings.of(section_of(data, "experiments"))
+        self.inventory = InventorySettings.of(section_of(data, "inventory"))
+        self.helm = HelmSettings.of(section_of(data, "helm"))
+        self.custom_rules = CustomRuleSettings.of(section_of(data, "customRules"))
+        self.exemptions = parse_exemptions(data.get("exemptions") or ())
+        self.node_pools = tuple(NodePool.parse(item) for item in data.get("nodePools") or ())
+        self.largest_nodes = largest_nodes(self.node_pools)
+        self.exclude = [str(item) for item in data.get("exclude") or ()]
+        self.fail_on = Severity.parse(str(data.get("failOn", "error")))
+        limits = section_of(data, "limits")
+        self.limits = LoadLimits(
+            max_alias_expansion=int(limits.get("maxAliasExpansion", DEFAULT_LIMITS.max_alias_expansion)),
+            max_depth=int(limits.get("maxDepth", DEFAULT_LIMITS.max_depth)),
         )
 
-    @property
-    def exclude(self) -> list[str]:
-        return [str(item) for item in as_list(self.data.get("exclude"))]
+    def section(self, name: str) -> Mapping[str, Any]:
+        """A section as the policy file wrote it, for a shell that compiles its own (the webhook's)."""
+        return section_of(self.data, name)
+
+    @functools.cached_property
+    def label_registry(self) -> LabelRegistry:
+        """nodeLabels, with the node pools' labels (built on first use: most runs need no registry)."""
+        return LabelRegistry(section_of(self.data, "nodeLabels"), pools=self.node_pools)
+
+    def compile_rules(self) -> None:
+        """Every rule's settings (enabled, severity, the values of its parameters), from `rules`
+        entries that name a rule by id or by name, checked against the rules' declarations: done at
+        load once the rules are registered (else on first use, and again if rules are declared
+        after it). Raises PolicyError for an unknown rule, or a parameter its rule does not declare
+        or of another type."""
+        layers = self.layers or (self.data,)
+        origins = self.origins or tuple(("<policy>", None) for _ in layers)
+        for layer, (file, resource) in zip(layers, origins, strict=False):
+            check_rule_entries(layer, resource, file, self.catalog)
+        self._rules = compile_rule_settings(layers, self.data, self.catalog)
+        # Each declared parameter's value, by its declaration: what `param` reads, per object.
+        self._params = {
+            parameter: settings.params[parameter.name]
+            for declaration in self.catalog
+            for parameter in declaration.parameters
+            if (settings := self._rules.get(declaration.id)) is not None
+        }
+        self._compiled_for = self.catalog.version
+
+    def rule(self, rule_id: str) -> RuleSettings:
+        if self._compiled_for != self.catalog.version:
+            self.compile_rules()
+        return self._rules.get(rule_id, DEFAULT_RULE_SETTINGS)
+
+    def param(self, parameter: Parameter[T]) -> T:
+        """The value of a rule's parameter in this policy (its default for a rule the catalog lacks)."""
+        if self._compiled_for != self.catalog.version:
+            self.compile_rules()
+        value: T = self._params.get(parameter, parameter.default)
+        return value
 
     @functools.cached_property
     def digest(self) -> str:
@@ -157,7 +190,7 @@ class Policy:
 
     @property
     def version(self) -> str:
-        return str(as_mapping(self.data.get("metadata")).get("version", "unversioned"))
+        return str(section_of(self.data, "metadata").get("version", "unversioned"))
 
     def with_facts(self, facts: Mapping[str, Any], *, source: str = FACTS_SOURCE) -> Policy:
         """This policy with `facts` (a policy fragment, validated here) merged over the shipped
@@ -167,13 +200,13 @@ class Policy:
         validate_layer(dict(facts), None, source)
         if not self.layers:  # built from data alone: facts go under all of it
             merged = deep_merge(facts, self.data)
-            return Policy(merged, sources=(source, *self.sources))
+            return Policy(merged, sources=(source, *self.sources), catalog=self.catalog)
         base, *overrides = self.layers
         merged = deep_merge(base, facts)
         for layer in overrides:
             merged = deep_merge(merged, layer)
         sources = (*self.sources[:1], source, *self.sources[1:])
-        return Policy(merged, sources=sources, layers=self.layers)
+        return Policy(merged, sources=sources, layers=self.layers, origins=self.origins, catalog=self.catalog)
 
 
 def _load_layer(text: str, file: str) -> tuple[dict[str, Any], Resource | None]:
@@ -253,6 +286,22 @@ def _check_kubernetes_version(data: dict[str, Any], resource: Resource | None, f
     except ValueError as exc:
         line, column = (resource.position(("kubernetesVersion",)) if resource else None) or (1, 1)
         raise PolicyError(f"{file}:{line}:{column}: policy key kubernetesVersion: {exc}") from None
+
+
+def check_rule_entries(
+    layer: Mapping[str, Any], resource: Resource | None, file: str, catalog: RuleCatalog
+) -> None:
+    """The `rules` entries of one policy file against the rules' declarations: an unknown rule,
+    an unknown parameter or one of the wrong type is an error at its line."""
+    if not catalog:
+        return
+    messages = []
+    for key, entry in (layer.get("rules") or {}).items():
+        for problem in entry_problems(key, entry, catalog):
+            line, column = (resource.position(problem.path) if resource else None) or (1, 1)
+            messages.append(f"{file}:{line}:{column}: policy key {'.'.join(problem.path)}: {problem.message}")
+    if messages:
+        raise PolicyError("\n".join(messages))
 
 
 def _located_errors(error: Any) -> list[tuple[tuple[str | int, ...], str]]:
@@ -411,9 +460,18 @@ def load_policy(*, repo_policy: Path | None = None, extra: Iterable[Path] = ()) 
     data: dict[str, Any] = {}
     sources: list[str] = []
     datas: list[dict[str, Any]] = []
+    origins: list[tuple[str, Resource | None]] = []
     for layer in layers:
-        data = _merge_layer(data, layer, sources, datas, chain=())
-    return Policy(data, sources=sources, layers=datas)
+        data = _merge_layer(data, layer, sources, datas, origins, chain=())
+    return _compiled(Policy(data, sources=sources, layers=datas, origins=origins))
+
+
+def _compiled(policy: Policy) -> Policy:
+    """The policy with its rule settings checked now, when the rules are registered (a command
+    that runs no rule, such as `gpupolicy results`, loads a policy without them)."""
+    if policy.catalog:
+        policy.compile_rules()
+    return policy
 
 
 def _merge_layer(
@@ -421,6 +479,7 @@ def _merge_layer(
     layer: Path,
     sources: list[str],
     datas: list[dict[str, Any]],
+    origins: list[tuple[str, Resource | None]],
     *,
     chain: tuple[Path, ...],
 ) -> dict[str, Any]:
@@ -441,9 +500,10 @@ def _merge_layer(
             raise PolicyError(
                 f"{layer}:{line}:{column}: policy key extends: {base} forms a cycle or nests too deep"
             )
-        data = _merge_layer(data, target, sources, datas, chain=(*chain, layer.resolve()))
+        data = _merge_layer(data, target, sources, datas, origins, chain=(*chain, layer.resolve()))
     sources.append(str(layer))
     datas.append(layer_data)
+    origins.append((str(layer), resource))
     return deep_merge(data, layer_data)
 
 
@@ -456,6 +516,11 @@ def policy_from_mapping(overrides: Mapping[str, Any]) -> Policy:
     """The default policy with `overrides` merged in (tests, the webhook's ConfigMap)."""
     validate_layer(dict(overrides), None, "<policy>")
     base = default_policy().data
-    return Policy(
-        deep_merge(base, overrides), sources=["<default>", "<policy>"], layers=[base, dict(overrides)]
+    return _compiled(
+        Policy(
+            deep_merge(base, overrides),
+            sources=["<default>", "<policy>"],
+            layers=[base, dict(overrides)],
+            origins=[("<default>", None), ("<policy>", None)],
+        )
     )

@@ -8,12 +8,11 @@ without `resource` advertises `nvidia.com/gpu`, without `sharing` shares nothing
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from gpupolicy.kube.pod_spec import as_list, as_mapping
-from gpupolicy.policy.loading import Policy
+from gpupolicy.kube.pod_spec import as_mapping
 
 DEFAULT_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -79,6 +78,17 @@ class NodePool:
         return [{**base, PRODUCT_LABEL: f"{self.gpu_product}{suffix}"} for suffix in ("", "-SHARED")]
 
 
+class Policy(Protocol):
+    """What these helpers read of the compiled policy (gpupolicy/policy/loading.py, which holds
+    the pools and so imports this module)."""
+
+    @property
+    def node_pools(self) -> tuple[NodePool, ...]: ...
+
+    @property
+    def largest_nodes(self) -> Mapping[str, tuple[int, str]]: ...
+
+
 def pool_for_selector(policy: Policy, node_selector: Mapping[str, Any]) -> NodePool | None:
     """The one pool a node selector points at: by its GPU product label (with or without
     -SHARED) or by all of the pool's nodeLabels; None when no pool or several match."""
@@ -93,23 +103,19 @@ def pool_for_selector(policy: Policy, node_selector: Mapping[str, Any]) -> NodeP
 
 
 def node_pools(policy: Policy) -> tuple[NodePool, ...]:
-    pools: tuple[NodePool, ...] = policy.derived(
-        "node-pools", lambda: tuple(NodePool.parse(item) for item in as_list(policy.data.get("nodePools")))
-    )
-    return pools
+    return policy.node_pools
+
+
+def largest_nodes(pools: Iterable[NodePool]) -> dict[str, tuple[int, str]]:
+    """The largest node (GPUs per node, pool name) of each resource; the first pool wins a tie."""
+    largest: dict[str, tuple[int, str]] = {}
+    for pool in pools:
+        best = largest.get(pool.resource)
+        if pool.gpus_per_node is not None and (best is None or pool.gpus_per_node > best[0]):
+            largest[pool.resource] = (pool.gpus_per_node, pool.name)
+    return largest
 
 
 def largest_node(policy: Policy, resource_name: str) -> tuple[int, str] | None:
-    """The largest node (GPUs per node, pool name) among the pools advertising `resource_name`;
-    the first pool wins a tie."""
-
-    def compute() -> dict[str, tuple[int, str]]:
-        largest: dict[str, tuple[int, str]] = {}
-        for pool in node_pools(policy):
-            best = largest.get(pool.resource)
-            if pool.gpus_per_node is not None and (best is None or pool.gpus_per_node > best[0]):
-                largest[pool.resource] = (pool.gpus_per_node, pool.name)
-        return largest
-
-    largest: dict[str, tuple[int, str]] = policy.derived("node-pools:largest", compute)
-    return largest.get(resource_name)
+    """The largest node (GPUs per node, pool name) among the pools advertising `resource_name`."""
+    return policy.largest_nodes.get(resource_name)

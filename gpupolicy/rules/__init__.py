@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 
+from gpupolicy.engine.evaluation import REGISTRY
+
 RULE_MODULES = (
     "gpupolicy.rules.input",
     "gpupolicy.rules.api_versions",
@@ -26,3 +28,6 @@ RULE_MODULES = (
 
 for _module in RULE_MODULES:
     importlib.import_module(_module)
+
+# Every built-in rule is declared: a policy naming any other rule (or a rule's unknown parameter) is refused.
+REGISTRY.declarations.complete = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.engine.evaluation import Context, Scope, Setting, Violation, rule
 from gpupolicy.kube.api_removals import minor, removal_of
 from gpupolicy.loading.documents import Resource
 
@@ -29,7 +29,7 @@ GUIDE = "https://kubernetes.io/docs/reference/using-api/deprecation-guide/"
     "unprotected, often noticed only at the next cluster upgrade.",
     remediation="Change apiVersion to the replacement the finding names (kubectl-convert rewrites the object).",
     references=(GUIDE, "https://kubernetes.io/docs/reference/using-api/deprecation-policy/"),
-    parameters=(Parameter("kubernetesVersion", "The cluster's Kubernetes minor version."),),
+    settings=(Setting("kubernetesVersion", "The cluster's Kubernetes minor version."),),
 )
 def deprecated_api_version(resource: Resource, ctx: Context) -> Iterator[Violation]:
     removal = removal_of(resource.api_version, resource.kind)

@@ -31,7 +31,7 @@ from gpupolicy.kube.disruption import (
     workloads_in,
 )
 from gpupolicy.kube.inventory import Coverage, namespace_of
-from gpupolicy.kube.pod_spec import Workload, as_list, as_mapping, workload_of
+from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
 from gpupolicy.kube.roles import SERVERS, serving_templates_of
 from gpupolicy.kube.selectors import selector_is_empty
 from gpupolicy.loading.documents import Resource
@@ -45,14 +45,8 @@ HPA_DOC = "https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autos
 
 
 def _kinds(ctx: Context) -> list[str]:
-    extra = [
-        *as_list(ctx.policy.get("workloads.servingKinds", [])),
-        *as_list(ctx.policy.get("workloads.batchKinds", [])),
-    ]
-    kinds: list[str] = ctx.policy.derived(
-        "disruption-workload-kinds", lambda: workload_kinds([str(k) for k in extra])
-    )
-    return kinds
+    workloads = ctx.policy.workloads
+    return workload_kinds([*workloads.serving_kinds, *workloads.batch_kinds])
 
 
 def _selected(pdb: Resource, ctx: Context) -> list[Workload]:

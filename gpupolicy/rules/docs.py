@@ -44,7 +44,7 @@ def render_rule_page(rule: Rule) -> str:
         if examples and examples.policy
         else ""
     )
-    options = "\n".join(f"- `{param.name}`: {param.description}" for param in rule.parameters) or "None."
+    options = _parameters(rule)
     references = "\n".join(f"- <{ref}>" for ref in rule.references) or "None."
     return (
         f"# {rule.id} {rule.name}\n\n"
@@ -57,6 +57,35 @@ def render_rule_page(rule: Rule) -> str:
         f"## Parameters\n\n{options}\n\n"
         f"## References\n\n{references}\n"
     )
+
+
+def _parameters(rule: Rule) -> str:
+    """The rule's own parameters (set with `rules: {<id or name>: {params: ...}}`), then the
+    policy settings it reads that other rules share."""
+    owned = [
+        f"- `{param.name}` ({param.type_name}, default `{_yaml_value(param.default)}`): {param.doc}"
+        + (f" Also set by the policy key `{param.setting}`; `params` wins." if param.setting else "")
+        for param in rule.parameters
+    ]
+    read = [f"- `{setting.key}`: {setting.description}" for setting in rule.settings]
+    parts = []
+    if owned:
+        example = f"rules: {{{rule.id}: {{params: {{{rule.parameters[0].name}: ...}}}}}}"
+        parts.append(
+            f"Set in the policy as `{example}` (the rule named by id or by name):\n\n" + "\n".join(owned)
+        )
+    if read:
+        parts.append("Policy settings it reads:\n\n" + "\n".join(read))
+    return "\n\n".join(parts) or "None."
+
+
+def _yaml_value(value: object) -> str:
+    """A default as a policy file writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return str(value)
 
 
 def _roles(rule: Rule) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.engine.evaluation import Context, Parameter, Scope, Setting, Violation, rule
 from gpupolicy.kube.experiments import (
     CONTROL_ARM,
     DEFAULT_MINIMUM_REPEATS,
@@ -24,7 +24,6 @@ from gpupolicy.kube.experiments import (
     compare_arms,
     is_experiment_config,
     parse_experiment,
-    vocabulary_for,
 )
 from gpupolicy.kube.inventory import Coverage, namespace_of
 from gpupolicy.kube.pod_spec import EXTRACTORS, Workload, workload_of
@@ -38,9 +37,7 @@ WORKLOAD_KINDS = tuple(EXTRACTORS)
 
 
 def _config(resource: Resource, ctx: Context) -> ExperimentConfig:
-    vocabulary = ctx.policy.derived(
-        "experiments:vocabulary", lambda: vocabulary_for(ctx.policy.get("experiments.metricWords"))
-    )
+    vocabulary = ctx.policy.experiments.vocabulary
     # Kept on the ConfigMap: the webhook reads the same version of it for every admission.
     config: ExperimentConfig = ctx.object_fact(
         resource, "experiments:config", lambda: parse_experiment(resource, vocabulary)
@@ -67,7 +64,7 @@ def _experiment_configs(resource: Resource, ctx: Context) -> Iterator[Experiment
     "results cannot be compared later.",
     remediation="Fix the named data key so that the ConfigMap matches policies/schemas/experiment.schema.json.",
     references=(EXPERIMENT_SCHEMA, CONFIGMAP_DOCS),
-    parameters=(Parameter("experiments.metricWords", "extra metric words and their category"),),
+    settings=(Setting("experiments.metricWords", "extra metric words and their category"),),
 )
 def experiment_config_invalid(resource: Resource, ctx: Context) -> Iterator[Violation]:
     for config in _experiment_configs(resource, ctx):
@@ -76,9 +73,12 @@ def experiment_config_invalid(resource: Resource, ctx: Context) -> Iterator[Viol
             yield Violation(problem.path, f"experiment {config.name}: {problem.message}", severity=severity)
 
 
-def _minimum_repeats(ctx: Context) -> int:
-    value = ctx.policy.get("experiments.minimumRepeats", DEFAULT_MINIMUM_REPEATS)
-    return value if isinstance(value, int) else DEFAULT_MINIMUM_REPEATS
+MINIMUM_REPEATS = Parameter(
+    "minimumRepeats",
+    DEFAULT_MINIMUM_REPEATS,
+    "Each arm must be run at least this many times.",
+    setting="experiments.minimumRepeats",
+)
 
 
 @rule(
@@ -92,10 +92,10 @@ def _minimum_repeats(ctx: Context) -> int:
     "tell a real difference from noise; the users' method repeats every arm at least three times.",
     remediation="Set data.repeats to at least the policy minimum (3).",
     references=(CONFIGMAP_DOCS,),
-    parameters=(Parameter("experiments.minimumRepeats", "the smallest acceptable repeats (default 3)"),),
+    parameters=(MINIMUM_REPEATS,),
 )
 def experiment_too_few_repeats(resource: Resource, ctx: Context) -> Iterator[Violation]:
-    minimum = _minimum_repeats(ctx)
+    minimum = ctx.policy.param(MINIMUM_REPEATS)
     for config in _experiment_configs(resource, ctx):
         if config.repeats is not None and config.repeats < minimum:
             yield Violation(

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpupolicy.core.linear_regex import LinearPattern, compile_linear
-from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.engine.evaluation import Context, Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NODE_POOLS, unknown_fact
 from gpupolicy.kube.gpu import GpuDemand, GpuKind
 from gpupolicy.kube.pod_spec import (
@@ -141,16 +140,6 @@ def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
             )
 
 
-def _serving_image_patterns(ctx: Context) -> list[LinearPattern]:
-    """RE2, since the image comes from the object: `(?!.*-sdk)` in Python's re took 26 s on a
-    1.5 MB image (gpupolicy/core/linear_regex.py). The policy's patterns were checked when it loaded."""
-    patterns = ctx.policy.get("gpu.servingImages", [])
-    compiled: list[LinearPattern] = ctx.policy.derived(
-        "gpu-serving-images", lambda: [compile_linear(str(item)) for item in patterns]
-    )
-    return compiled
-
-
 # KServe serving runtimes are templates: the InferenceService that uses one asks for the GPUs.
 RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
 
@@ -166,12 +155,12 @@ RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
     "node it uses a GPU the scheduler believes free, colliding with the pod that was given it.",
     remediation="Request the GPUs the server needs in resources.limits (or a DRA claim), or use a CPU image.",
     references=(SCHEDULING_GPUS,),
-    parameters=(Parameter("gpu.servingImages", "Regular expressions of images that need a GPU."),),
+    settings=(Setting("gpu.servingImages", "Regular expressions of images that need a GPU."),),
 )
 def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[Violation]:
     if workload.kind in RUNTIME_KINDS:
         return
-    patterns = _serving_image_patterns(ctx)
+    patterns = ctx.gpu.serving_images  # RE2 (the image comes from the object), checked when the policy loaded
     for template in workload.templates:
         if ctx.gpu.uses_gpus(template):
             continue
@@ -272,7 +261,7 @@ def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iter
     remediation="Request at most the GPUs one node has, or split the model across pods (tensor/pipeline parallel "
     "over LeaderWorkerSet or Ray).",
     references=(SCHEDULING_GPUS, "https://lws.sigs.k8s.io/docs/overview/"),
-    parameters=(Parameter("nodePools", "The node pools, with resource and gpusPerNode."),),
+    settings=(Setting("nodePools", "The node pools, with resource and gpusPerNode."),),
 )
 def gpu_count_exceeds_node(workload: Workload, ctx: Context) -> Iterator[Violation]:
     known = bool(node_pools(ctx.policy))
@@ -307,7 +296,7 @@ def gpu_count_exceeds_node(workload: Workload, ctx: Context) -> Iterator[Violati
     "`Insufficient nvidia.com/gpus`, and the typo is easy to miss in review.",
     remediation="Use a resource name the device plugin advertises (for example nvidia.com/gpu).",
     references=(SCHEDULING_GPUS,),
-    parameters=(Parameter("gpu.vendors", "Known resource names per vendor domain."),),
+    settings=(Setting("gpu.vendors", "Known resource names per vendor domain."),),
 )
 def gpu_resource_unknown(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for _, demand in _demands(workload, ctx):
@@ -325,13 +314,7 @@ def gpu_resource_unknown(workload: Workload, ctx: Context) -> Iterator[Violation
 def _closest_known(ctx: Context, name: str) -> str | None:
     import difflib
 
-    known = [
-        str(item)
-        for vendor in as_list(ctx.policy.get("gpu.vendors", []))
-        for key in ("deviceResources", "sharedResources", "otherResources")
-        for item in as_list(as_mapping(vendor).get(key))
-    ]
-    matches = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+    matches = difflib.get_close_matches(name, ctx.gpu.known_resource_names, n=1, cutoff=0.8)
     return matches[0] if matches else None
 
 
@@ -432,6 +415,14 @@ def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
     )
 
 
+SHM_MINIMUM_GPUS = Parameter(
+    "minimumGpus",
+    2,
+    "The whole GPUs in one container from which /dev/shm is required.",
+    setting="gpu.shmMinimumGpus",
+)
+
+
 @rule(
     id="GP113",
     roles=RESOURCED,
@@ -445,12 +436,10 @@ def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
         "https://docs.vllm.ai/en/latest/serving/deploying_with_k8s.html",
         "https://kubernetes.io/docs/concepts/storage/volumes/#emptydir",
     ),
-    parameters=(
-        Parameter("gpu.shmMinimumGpus", "The GPU count from which /dev/shm is required (default 2)."),
-    ),
+    parameters=(SHM_MINIMUM_GPUS,),
 )
 def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    minimum = ctx.policy.get("gpu.shmMinimumGpus", 2)
+    minimum = ctx.policy.param(SHM_MINIMUM_GPUS)
     if injected(workload.kind, "shm"):
         return
     for template, container in _gpu_containers(workload, ctx):

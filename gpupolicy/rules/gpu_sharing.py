@@ -7,10 +7,10 @@ DRA: https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-al
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
-from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.engine.evaluation import Context, Setting, Violation, rule
 from gpupolicy.kube.gpu import GpuDemand, GpuKind, dra_gpu_claims
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.quantities import format_quantity
@@ -68,7 +68,7 @@ def _shared_demands(template: PodTemplate, ctx: Context) -> Iterator[GpuDemand]:
     "plugin may hand out replicas of the same GPU; with failRequestsGreaterThanOne the pod is rejected outright.",
     remediation="Request exactly 1 shared GPU, or request whole GPUs from a non-shared pool.",
     references=(GPU_SHARING,),
-    parameters=(Parameter("nodePools", "Pools with sharing time-slicing or mps."),),
+    settings=(Setting("nodePools", "Pools with sharing time-slicing or mps."),),
 )
 def shared_gpu_count_above_one(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
@@ -100,7 +100,7 @@ def sharing_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
         demands = [
             d for d in ctx.gpu.counted_demands(template) if d.resource.kind in (GpuKind.SHARED, GpuKind.MIG)
         ]
-        if not demands or targeted_keys(template) & _targeting_labels(ctx):
+        if not demands or _targets_sharing(targeted_keys(template), ctx):
             continue
         demand = demands[0]
         yield Violation(
@@ -111,13 +111,11 @@ def sharing_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
         )
 
 
-def _targeting_labels(ctx: Context) -> frozenset[str]:
-    def compute() -> frozenset[str]:
-        pool_keys = {key for pool in node_pools(ctx.policy) for key in pool.node_labels}
-        return SHARING_LABELS | pool_keys
-
-    result: frozenset[str] = ctx.policy.derived("sharing-target-labels", compute)
-    return result
+def _targets_sharing(keys: Set[str], ctx: Context) -> bool:
+    """Whether the template selects nodes by a sharing label or by a label of a node pool."""
+    return bool(keys & SHARING_LABELS) or any(
+        key in pool.node_labels for pool in ctx.policy.node_pools for key in keys
+    )
 
 
 @rule(
@@ -130,7 +128,7 @@ def _targeting_labels(ctx: Context) -> frozenset[str]:
     "nodes (and the MIG profile under the single strategy): a selector on the plain product matches no such node.",
     remediation="Select the product value the nodes carry (for example NVIDIA-L4-SHARED).",
     references=(GPU_SHARING, MIG),
-    parameters=(Parameter("nodePools", "gpuProduct, sharing, resource and migStrategy of each pool."),),
+    settings=(Setting("nodePools", "gpuProduct, sharing, resource and migStrategy of each pool."),),
 )
 def shared_product_label_mismatch(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:

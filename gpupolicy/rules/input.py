@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
-from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, input_rule, rule
+from gpupolicy.engine.evaluation import Context, Scope, Setting, Violation, input_rule, rule
 from gpupolicy.kube.images import parse_image
 from gpupolicy.kube.kube_schemas import has_schema, resolve_version, schema_errors
 from gpupolicy.kube.placeholders import excerpt, scan, symbolic_name, whole
@@ -161,7 +161,7 @@ def _image_placeholder(
     )
     version = ref is None or not ref.version_known
     registry = ref is None or not ref.registry_known
-    if not ctx.policy.get("supplyChain.allowedRegistries", []):
+    if not ctx.policy.supply_chain.allowed_registries:
         registry = False  # GP703 checks nothing without an allow list
     unchecked = {
         (True, True): "; GP701-GP703 could not check it",
@@ -317,13 +317,11 @@ def _type(value: object) -> str:
     "limit, `tolerations` under the wrong parent loses the toleration, and the pod schedules somewhere else.",
     remediation="Correct the field name or type to what the Kubernetes API defines.",
     references=("https://kubernetes.io/docs/reference/kubernetes-api/",),
-    parameters=(Parameter("kubernetesVersion", "The Kubernetes minor version whose schemas are used."),),
+    settings=(Setting("kubernetesVersion", "The Kubernetes minor version whose schemas are used."),),
 )
 def schema_violation(resource: Resource, ctx: Context) -> Iterator[Violation]:
     if not isinstance(resource.obj, dict) or not resource.kind or not resource.api_version:
         return
-    version = ctx.policy.derived(
-        "kube-schema-version", lambda: resolve_version(ctx.policy.kubernetes_version)
-    )
+    version = resolve_version(ctx.policy.kubernetes_version)  # memoised there, per version
     for error in schema_errors(resource.obj, version):
         yield Violation(error.path, f"{error.message} (Kubernetes {version} schema)")

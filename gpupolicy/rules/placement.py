@@ -7,12 +7,10 @@ GPU Feature Discovery labels: https://github.com/NVIDIA/k8s-device-plugin/blob/m
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from gpupolicy.core.findings import JsonPath, Severity
-from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.engine.evaluation import Context, Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, first_time, unknown_fact
 from gpupolicy.kube.disruption import hpa_for, hpa_replicas
 from gpupolicy.kube.gpu import GpuKind
@@ -21,9 +19,8 @@ from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_templates_of
 from gpupolicy.kube.scheduling import node_selector, targeted_keys
 from gpupolicy.kube.tolerations import Taint, toleration_for
-from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.node_constraints import node_contradictions, pool_conflicts
-from gpupolicy.policy.node_labels import PREFERENCE, LabelRegistry, node_label_uses
+from gpupolicy.policy.node_labels import PREFERENCE, node_label_uses
 from gpupolicy.policy.node_pools import largest_node, node_pools
 
 ASSIGN = "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/"
@@ -38,61 +35,10 @@ GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 NODE_AGENT_KINDS = frozenset({"DaemonSet"})
 
 
-# Built once per policy, not once per evaluation: the webhook evaluates one object per request.
-_REGISTRIES: weakref.WeakKeyDictionary[Policy, LabelRegistry] = weakref.WeakKeyDictionary()
-
-
-def label_registry(ctx: Context) -> LabelRegistry:
-    registry = _REGISTRIES.get(ctx.policy)
-    if registry is None:
-        pools = node_pools(ctx.policy)
-        registry = _REGISTRIES[ctx.policy] = LabelRegistry(ctx.policy.section("nodeLabels"), pools=pools)
-    return registry
-
-
 # The taint NVIDIA's GPU operator docs and GKE put on GPU nodes: the key a CPU pod has no business
 # tolerating (GP203) even when the policy does not say which taints the cluster's GPU nodes carry.
 # https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#gpu_taints
 WELL_KNOWN_GPU_TAINT = Taint("nvidia.com/gpu", "NoSchedule", "")
-
-
-def gpu_taints(ctx: Context) -> list[Taint] | None:
-    """The policy's GPU taints (read once per policy; each caller gets its own list); None when the
-    policy does not say (placement.gpuTaints unset: the cluster's taints are unknown)."""
-    if not isinstance(ctx.policy.get("placement.gpuTaints", None), list):
-        return None
-
-    def build() -> tuple[Taint, ...]:
-        return tuple(
-            Taint(
-                str(as_mapping(item).get("key", "")),
-                str(as_mapping(item).get("effect", "")),
-                str(as_mapping(item).get("value", "")),
-            )
-            for item in as_list(ctx.policy.get("placement.gpuTaints", []))
-        )
-
-    taints: tuple[Taint, ...] = ctx.policy.derived("placement:gpu-taints", build)
-    return list(taints)
-
-
-def _value_given(ctx: Context, taint: Taint) -> bool:
-    return any(
-        as_mapping(item).get("key") == taint.key and "value" in as_mapping(item)
-        for item in as_list(ctx.policy.get("placement.gpuTaints", []))
-    )
-
-
-def _taint_vendor(ctx: Context, taint: Taint) -> str | None:
-    for item in as_list(ctx.policy.get("placement.gpuTaints", [])):
-        item = as_mapping(item)
-        if (
-            item.get("key") == taint.key
-            and item.get("effect") == taint.effect
-            and isinstance(item.get("vendor"), str)
-        ):
-            return str(item["vendor"])
-    return None
 
 
 def _spec_path(template: PodTemplate, key: str) -> JsonPath:
@@ -112,13 +58,13 @@ def _spec_path(template: PodTemplate, key: str) -> JsonPath:
     remediation="Select the GPU nodes the workload was sized for, e.g. nodeSelector nvidia.com/gpu.product or "
     "required affinity on a registered GPU label.",
     references=(ASSIGN, GFD),
-    parameters=(
-        Parameter("nodeLabels", "The label registry; `gpu: true` marks GPU labels."),
-        Parameter("nodePools", "The nodeLabels of each pool count as GPU labels."),
+    settings=(
+        Setting("nodeLabels", "The label registry; `gpu: true` marks GPU labels."),
+        Setting("nodePools", "The nodeLabels of each pool count as GPU labels."),
     ),
 )
 def gpu_pod_without_node_targeting(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    registry = label_registry(ctx)  # includes the node pools' labels
+    registry = ctx.policy.label_registry  # includes the node pools' labels
     for template in workload.templates:
         if not ctx.gpu.uses_gpus(template):
             continue
@@ -165,14 +111,14 @@ def _pool_kinds(ctx: Context, template: PodTemplate) -> set[str] | None:
         TAINTS,
         "https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#extendedresourcetoleration",
     ),
-    parameters=(
-        Parameter("placement.gpuTaints", "The taints on GPU nodes."),
-        Parameter("placement.extendedResourceToleration", "The API server adds GPU tolerations itself."),
+    settings=(
+        Setting("placement.gpuTaints", "The taints on GPU nodes."),
+        Setting("placement.extendedResourceToleration", "The API server adds GPU tolerations itself."),
     ),
 )
 def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    auto = ctx.policy.get("placement.extendedResourceToleration", False) is True
-    taints = gpu_taints(ctx)
+    auto = ctx.policy.placement.extended_resource_toleration
+    taints = ctx.policy.placement.gpu_taints
     for template in workload.templates:
         if not ctx.gpu.uses_gpus(template):
             continue
@@ -185,13 +131,13 @@ def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator
         resources = {demand.resource.name for demand in demands}
         vendors = {demand.resource.vendor for demand in demands if (demand.amount or 0) > 0}
         tolerations = template.spec.get("tolerations")
-        for taint in taints:
-            vendor = _taint_vendor(ctx, taint)
+        for gpu_taint in taints:
+            taint, vendor = gpu_taint.taint, gpu_taint.vendor
             if (auto and taint.key in resources) or (
                 vendor is not None and vendors and vendor not in vendors
             ):
                 continue
-            if toleration_for(tolerations, taint, match_value=_value_given(ctx, taint)) is None:
+            if toleration_for(tolerations, taint, match_value=gpu_taint.value_given) is None:
                 yield Violation(
                     _spec_path(template, "tolerations"),
                     f"{template.describe()} requests GPUs but does not tolerate the GPU taint {taint.key}:{taint.effect}",
@@ -209,13 +155,13 @@ def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator
     "expensive GPU node and can leave a GPU pod Pending for want of them.",
     remediation="Remove the GPU toleration from pods that request no GPU.",
     references=(TAINTS,),
-    parameters=(Parameter("placement.gpuTaints", "The taints on GPU nodes."),),
+    settings=(Setting("placement.gpuTaints", "The taints on GPU nodes."),),
 )
 def non_gpu_pod_tolerates_gpu_taint(workload: Workload, ctx: Context) -> Iterator[Violation]:
     if workload.kind in NODE_AGENT_KINDS:
         return
-    declared = gpu_taints(ctx)
-    taints = declared if declared is not None else [WELL_KNOWN_GPU_TAINT]
+    declared = ctx.policy.placement.gpu_taints
+    taints = [item.taint for item in declared] if declared is not None else [WELL_KNOWN_GPU_TAINT]
     for template in workload.templates:
         if ctx.gpu.uses_gpus(template) or not all(c.image for c in template.main_containers()):
             # A container without an image is a fragment a controller completes (Spark's executor
@@ -262,27 +208,11 @@ def _vendor_of_label(ctx: Context, key: str) -> str | None:
     if "/" not in key:
         return None
     domain = key.split("/", 1)[0]
-    for name, domains in _vendor_domains(ctx):
+    for name, domains in ctx.gpu.vendor_domains:
         for known, suffix in domains:
             if domain == known or domain.endswith(suffix):
                 return name
     return None
-
-
-def _vendor_domains(ctx: Context) -> tuple[tuple[str, tuple[tuple[Any, str], ...]], ...]:
-    """(vendor name, ((domain, ".domain"), ...)) of the policy's GPU vendors, once per policy."""
-
-    def build() -> tuple[tuple[str, tuple[tuple[Any, str], ...]], ...]:
-        vendors = (as_mapping(vendor) for vendor in as_list(ctx.policy.get("gpu.vendors", [])))
-        return tuple(
-            (str(vendor.get("name")), tuple((known, f".{known}") for known in as_list(vendor.get("domains"))))
-            for vendor in vendors
-        )
-
-    found: tuple[tuple[str, tuple[tuple[Any, str], ...]], ...] = ctx.policy.derived(
-        "placement:vendor-domains", build
-    )
-    return found
 
 
 def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
@@ -314,9 +244,9 @@ def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
     "never match is a dead alternative: the placement it was written for never happens.",
     remediation="Make the nodeSelector agree with at least one required term, and fix or drop a term that can never match.",
     references=(ASSIGN, NODE_SELECTOR_TERM, GFD),
-    parameters=(
-        Parameter("gpu.vendors", "Vendor label domains."),
-        Parameter("nodePools", "gpuProduct, resource and gpusPerNode of each pool."),
+    settings=(
+        Setting("gpu.vendors", "Vendor label domains."),
+        Setting("nodePools", "gpuProduct, resource and gpusPerNode of each pool."),
     ),
 )
 def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Violation]:
@@ -355,6 +285,14 @@ def _foreign_label(template: PodTemplate, ctx: Context) -> Callable[[str], str |
     return reason
 
 
+LABEL_REGISTRY_COMPLETE = Parameter(
+    "labelRegistryComplete",
+    False,
+    "The registry lists every key the cluster's nodes carry: any other key is reported, not only near-misses.",
+    setting="placement.labelRegistryComplete",
+)
+
+
 @rule(
     id="GP206",
     roles=NOT_AGENT,
@@ -367,17 +305,12 @@ def _foreign_label(template: PodTemplate, ctx: Context) -> Callable[[str], str |
     remediation="Use a registered key, or register the label (source, owner, requirement or preference) in the "
     "policy's nodeLabels.",
     references=(ASSIGN, GFD),
-    parameters=(
-        Parameter("nodeLabels", "The label registry."),
-        Parameter(
-            "placement.labelRegistryComplete",
-            "The registry lists every key the cluster's nodes carry: any other key is reported, not only near-misses.",
-        ),
-    ),
+    parameters=(LABEL_REGISTRY_COMPLETE,),
+    settings=(Setting("nodeLabels", "The label registry."),),
 )
 def node_label_unregistered(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    registry = label_registry(ctx)
-    complete = ctx.policy.get("placement.labelRegistryComplete", False) is True
+    registry = ctx.policy.label_registry
+    complete = ctx.policy.param(LABEL_REGISTRY_COMPLETE)
     for template in workload.templates:
         for use in node_label_uses(template, topology=True):
             if registry.lookup(use.key) is not None:
@@ -419,7 +352,7 @@ def _gpu_memory_problem(ctx: Context, operator: str, values: tuple[str, ...]) ->
     "80 GB A100); `In [80Gi]` or `Gt 40` matches no node or every node. Gt/Lt compare integers.",
     remediation="Match nvidia.com/gpu.memory with Gt or Lt on a number of MiB (for example Gt 40000).",
     references=(GFD, ASSIGN),
-    parameters=(Parameter("nodePools", "gpuMemoryMiB of each pool."),),
+    settings=(Setting("nodePools", "gpuMemoryMiB of each pool."),),
 )
 def gpu_memory_label_misuse(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
@@ -442,6 +375,14 @@ def _spreads(template: PodTemplate, workload: Workload) -> bool:
     )
 
 
+SPREAD_MIN_REPLICAS = Parameter(
+    "minReplicas",
+    2,
+    "Serving GPU pod templates with at least this many replicas (or HPA maxReplicas) must spread.",
+    setting="placement.spread.minReplicas",
+)
+
+
 @rule(
     id="GP208",
     roles=SERVERS,
@@ -449,7 +390,7 @@ def _spreads(template: PodTemplate, workload: Workload) -> bool:
     severity="warning",
     summary="Reports a replicated serving GPU pod template with no pod anti-affinity and no topology spread "
     "constraints; replicated means its replicas, or the maxReplicas of the HorizontalPodAutoscaler that "
-    "scales it, reach `placement.spread.minReplicas`.",
+    "scales it, reach the `minReplicas` parameter.",
     rationale="Without spreading, the scheduler may pack every replica onto one GPU node: one node drain, "
     "driver crash or Xid error takes the whole service down, and a PDB cannot help.",
     remediation="Add topologySpreadConstraints on kubernetes.io/hostname (or a preferred podAntiAffinity).",
@@ -458,10 +399,10 @@ def _spreads(template: PodTemplate, workload: Workload) -> bool:
         "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#inter-pod-affinity-and-anti-affinity",
         "https://kubernetes.io/docs/concepts/workloads/autoscaling/horizontal-pod-autoscale/",
     ),
-    parameters=(Parameter("placement.spread.minReplicas", "From how many replicas spreading is required."),),
+    parameters=(SPREAD_MIN_REPLICAS,),
 )
 def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    minimum = ctx.policy.get("placement.spread.minReplicas", 2)
+    minimum = ctx.policy.param(SPREAD_MIN_REPLICAS)
     if not ctx.is_serving(workload):
         return
     for template in serving_templates_of(workload):
@@ -503,10 +444,10 @@ def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> t
     "that node is drained or the type is out of capacity, although any GPU node of the right product would do.",
     remediation="Move the label to preferredDuringSchedulingIgnoredDuringExecution, or mark it a requirement in the registry.",
     references=(ASSIGN,),
-    parameters=(Parameter("nodeLabels", "`use: preference` marks preferences."),),
+    settings=(Setting("nodeLabels", "`use: preference` marks preferences."),),
 )
 def preference_as_requirement(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    registry = label_registry(ctx)
+    registry = ctx.policy.label_registry
     for template in workload.templates:
         for use in node_label_uses(template):
             info = registry.lookup(use.key)
@@ -519,11 +460,16 @@ def preference_as_requirement(workload: Workload, ctx: Context) -> Iterator[Viol
 
 def _runtime_class_known(ctx: Context, name: str) -> Coverage | None:
     """None when known to exist; else the coverage under which it was not found."""
-    if name in {str(item) for item in as_list(ctx.policy.get("placement.runtimeClass.names", []))}:
+    if name in ctx.policy.placement.runtime_class_names:
         return None
     if ctx.inventory.get("RuntimeClass", name) is not None:
         return None
     return ctx.inventory.coverage("RuntimeClass")
+
+
+RUNTIME_CLASS_REQUIRED = Parameter(
+    "required", False, "GPU pods must name a RuntimeClass.", setting="placement.runtimeClass.required"
+)
 
 
 @rule(
@@ -537,10 +483,11 @@ def _runtime_class_known(ctx: Context, name: str) -> Coverage | None:
     "runtime class starts without its devices; an unknown class makes the pod fail admission.",
     remediation="Set runtimeClassName to a RuntimeClass the cluster has (for example nvidia).",
     references=(RUNTIME_CLASS, GPU_OPERATOR),
-    parameters=(Parameter("placement.runtimeClass", "required, and the names the cluster has."),),
+    parameters=(RUNTIME_CLASS_REQUIRED,),
+    settings=(Setting("placement.runtimeClass.names", "The RuntimeClasses the cluster has."),),
 )
 def runtime_class_missing(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    required = ctx.policy.get("placement.runtimeClass.required", False) is True
+    required = ctx.policy.param(RUNTIME_CLASS_REQUIRED)
     for template in workload.templates:
         if not ctx.gpu.uses_gpus(template):
             continue

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
-from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.engine.evaluation import Context, Scope, Setting, Violation, rule
 from gpupolicy.engine.unknowns import PRIORITY_CLASSES, first_time, unknown_fact
 from gpupolicy.kube.inventory import Coverage
-from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT
 from gpupolicy.loading.documents import Resource
 
@@ -32,10 +32,6 @@ KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 def _class_name(template: PodTemplate) -> str | None:
     name = template.spec.get("priorityClassName")
     return name if isinstance(name, str) and name else None
-
-
-def _policy_list(ctx: Context, key: str) -> set[str]:
-    return {str(item) for item in as_list(ctx.policy.get(key, []))}
 
 
 def _priority_class(ctx: Context, name: str) -> Resource | None:
@@ -57,9 +53,9 @@ def _gpu_templates(workload: Workload, ctx: Context) -> Iterator[PodTemplate]:
     "preempt a batch job nor be protected from one, and its place in the queue is left to chance.",
     remediation="Set priorityClassName to the class of the workload's tier (see the policy's priority.tiers).",
     references=(PRIORITY,),
-    parameters=(
-        Parameter("priority.clusterClasses", "The cluster's classes: it schedules by PriorityClass."),
-        Parameter("priority.globalDefault", "The cluster's global default class: pods without one get it."),
+    settings=(
+        Setting("priority.clusterClasses", "The cluster's classes: it schedules by PriorityClass."),
+        Setting("priority.globalDefault", "The cluster's global default class: pods without one get it."),
     ),
 )
 def gpu_pod_without_priority_class(workload: Workload, ctx: Context) -> Iterator[Violation]:
@@ -85,7 +81,7 @@ def _cluster_uses_priority(ctx: Context) -> bool:
     inventory.completeKinds) has one besides the built-in system classes. PriorityClasses in a
     repository do not say it: one repository may hold a scheduler's classes and another team's
     workloads (the unknown finding names them, for the policy)."""
-    if _policy_list(ctx, "priority.clusterClasses") or as_mapping(ctx.policy.get("priority.tiers", {})):
+    if ctx.policy.priority.cluster_classes or ctx.policy.priority.tiers:
         return True
     if ctx.inventory.coverage("PriorityClass") is not Coverage.COMPLETE:
         return False
@@ -95,8 +91,8 @@ def _cluster_uses_priority(ctx: Context) -> bool:
 def _global_default(ctx: Context) -> str | None:
     """A PriorityClass with globalDefault: true gives pods without a class its priority: the
     cluster's (policy priority.globalDefault, from a cluster snapshot) or one in the inventory."""
-    declared = ctx.policy.get("priority.globalDefault")
-    if isinstance(declared, str) and declared:
+    declared = ctx.policy.priority.global_default
+    if declared is not None:
         return declared
     for found in ctx.inventory.list("PriorityClass"):
         if as_mapping(found.obj).get("globalDefault") is True:
@@ -115,10 +111,10 @@ def _global_default(ctx: Context) -> str | None:
     "creates no pods, and the rollout silently makes no progress.",
     remediation="Define the PriorityClass, list it in the policy's priority.clusterClasses, or fix the name.",
     references=(PRIORITY_CLASS,),
-    parameters=(Parameter("priority.clusterClasses", "Classes the cluster has outside the repository."),),
+    settings=(Setting("priority.clusterClasses", "Classes the cluster has outside the repository."),),
 )
 def priority_class_undefined(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    cluster_classes = _policy_list(ctx, "priority.clusterClasses")
+    cluster_classes = ctx.policy.priority.cluster_classes
     coverage = ctx.inventory.coverage("PriorityClass")
     for template in workload.templates:
         name = _class_name(template)
@@ -153,12 +149,13 @@ def priority_class_undefined(workload: Workload, ctx: Context) -> Iterator[Viola
         PRIORITY_CLASS,
         "https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-by-default",
     ),
-    parameters=(Parameter("priority.systemNamespaces", "Namespaces allowed the system classes."),),
+    settings=(Setting("priority.systemNamespaces", "Namespaces allowed the system classes."),),
 )
 def system_priority_class_misuse(workload: Workload, ctx: Context) -> Iterator[Violation]:
     # DaemonSets are node agents (device plugin, drivers, DCGM): system-node-critical is meant for them.
-    if workload.kind == "DaemonSet" or (workload.namespace or "default") in _policy_list(
-        ctx, "priority.systemNamespaces"
+    if (
+        workload.kind == "DaemonSet"
+        or (workload.namespace or "default") in ctx.policy.priority.system_namespaces
     ):
         return
     for template in workload.templates:
@@ -246,14 +243,14 @@ def multiple_global_default_priority(resource: Resource, ctx: Context) -> Iterat
     "serving class preempts inference pods and turns a queue into an outage.",
     remediation="Use a PriorityClass allowed for the workload class, or change the workload class label.",
     references=(PRIORITY,),
-    parameters=(Parameter("priority.tiers", "Workload class -> allowed PriorityClasses."),),
+    settings=(Setting("priority.tiers", "Workload class -> allowed PriorityClasses."),),
 )
 def priority_tier_violation(workload: Workload, ctx: Context) -> Iterator[Violation]:
     workload_class = workload.labels.get(WORKLOAD_CLASS_LABEL)
-    tiers = as_mapping(ctx.policy.get("priority.tiers", {}))
+    tiers = ctx.policy.priority.tiers
     if not isinstance(workload_class, str) or workload_class not in tiers:
         return
-    allowed = [str(item) for item in as_list(tiers[workload_class])]
+    allowed = tiers[workload_class]
     for template in workload.templates:
         name = _class_name(template)
         if name is not None and name not in allowed:
@@ -264,16 +261,18 @@ def priority_tier_violation(workload: Workload, ctx: Context) -> Iterator[Violat
 
 
 def is_batch(workload: Workload, ctx: Context) -> bool:
-    return workload.kind in _policy_list(ctx, "workloads.batchKinds") or workload.labels.get(
-        WORKLOAD_CLASS_LABEL
-    ) in _policy_list(ctx, "workloads.batchClasses")
+    workloads = ctx.policy.workloads
+    return (
+        workload.kind in workloads.batch_kinds
+        or workload.labels.get(WORKLOAD_CLASS_LABEL) in workloads.batch_classes
+    )
 
 
 def _is_high(ctx: Context, name: str, found: Resource | None) -> str | None:
     """Why the class counts as high, or None."""
-    if name in _policy_list(ctx, "priority.highClasses"):
+    if name in ctx.policy.priority.high_classes:
         return "listed in priority.highClasses"
-    threshold = ctx.policy.get("priority.highValue")
+    threshold = ctx.policy.priority.high_value
     value = _value(found) if found is not None else None
     if isinstance(threshold, int) and isinstance(value, int) and value >= threshold:
         return f"value {value} ≥ priority.highValue {threshold}"
@@ -291,10 +290,10 @@ def _is_high(ctx: Context, name: str, found: Resource | None) -> str | None:
     "replicas reloading their models. preemptionPolicy: Never keeps its place in the queue without preempting.",
     remediation="Set preemptionPolicy: Never on the pod template (or use a non-preempting PriorityClass).",
     references=(NON_PREEMPTING,),
-    parameters=(
-        Parameter("priority.highClasses", "Classes that count as high."),
-        Parameter("priority.highValue", "Values that count as high."),
-        Parameter("workloads.batchKinds", "Kinds that are batch."),
+    settings=(
+        Setting("priority.highClasses", "Classes that count as high."),
+        Setting("priority.highValue", "Values that count as high."),
+        Setting("workloads.batchKinds", "Kinds that are batch."),
     ),
 )
 def batch_class_preempts(workload: Workload, ctx: Context) -> Iterator[Violation]:
@@ -327,15 +326,15 @@ def batch_class_preempts(workload: Workload, ctx: Context) -> Iterator[Violation
     "waits in its queue indefinitely.",
     remediation="Create the WorkloadPriorityClass, list it in priority.kueueClasses, or fix the label.",
     references=(KUEUE_PRIORITY,),
-    parameters=(
-        Parameter("priority.kueueClasses", "WorkloadPriorityClasses the cluster has outside the repository."),
+    settings=(
+        Setting("priority.kueueClasses", "WorkloadPriorityClasses the cluster has outside the repository."),
     ),
 )
 def kueue_priority_undefined(workload: Workload, ctx: Context) -> Iterator[Violation]:
     name = workload.labels.get(KUEUE_PRIORITY_LABEL)
     if not isinstance(name, str) or not name:
         return
-    listed = _policy_list(ctx, "priority.kueueClasses")
+    listed = ctx.policy.priority.kueue_classes
     if name in listed or ctx.inventory.get("WorkloadPriorityClass", name) is not None:
         return
     path = ("metadata", "labels", KUEUE_PRIORITY_LABEL)

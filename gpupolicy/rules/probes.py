@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpupolicy.core.vocabulary import MODEL_LOAD_ANNOTATION
-from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
-from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.engine.evaluation import Context, Parameter, Setting, Violation, rule
+from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_mapping
 from gpupolicy.kube.probes import (
     PortStatus,
     model_load_budget,
@@ -55,14 +55,12 @@ def _gpu_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate
 
 
 def _probed_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
-    managed = {str(kind) for kind in as_list(ctx.policy.get("probes.controllerManagedKinds", []))}
-    if ctx.is_serving(workload) and workload.kind not in managed:
+    if ctx.is_serving(workload) and workload.kind not in ctx.policy.probes.controller_managed_kinds:
         yield from _gpu_servers(workload, ctx)
 
 
 def _load_seconds(workload: Workload, ctx: Context) -> tuple[int, str]:
-    default = ctx.policy.get("probes.modelLoadSeconds", 300)
-    budget = model_load_budget(workload, default if isinstance(default, int) else 300)
+    budget = model_load_budget(workload, ctx.policy.probes.model_load_seconds)
     return budget.seconds, budget.source
 
 
@@ -76,7 +74,7 @@ def _load_seconds(workload: Workload, ctx: Context) -> tuple[int, str]:
     "server still loading its model, and users see errors during every rollout, drain and rescale.",
     remediation="Add a readinessProbe on the server's health endpoint (for example httpGet /health).",
     references=(PROBES_DOC,),
-    parameters=(Parameter("probes.controllerManagedKinds", "Kinds whose controller injects probes."),),
+    settings=(Setting("probes.controllerManagedKinds", "Kinds whose controller injects probes."),),
 )
 def gpu_server_without_readiness_probe(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for _, container in _probed_servers(workload, ctx):
@@ -127,8 +125,8 @@ def gpu_server_without_startup_probe(workload: Workload, ctx: Context) -> Iterat
     "longer is killed mid-load, forever — CrashLoopBackOff with no error in the server's log.",
     remediation="Add a startupProbe that covers the model load (liveness only starts after it succeeds).",
     references=(STARTUP_DOC, PROBE_API),
-    parameters=(
-        Parameter("probes.modelLoadSeconds", f"Model-load budget when {MODEL_LOAD_ANNOTATION} is not set."),
+    settings=(
+        Setting("probes.modelLoadSeconds", f"Model-load budget when {MODEL_LOAD_ANNOTATION} is not set."),
     ),
 )
 def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Violation]:
@@ -159,8 +157,8 @@ def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Vio
     "to load never finishes, and the pod crash-loops.",
     remediation="Raise the startupProbe's failureThreshold (or periodSeconds) so that the budget covers the model load.",
     references=(STARTUP_DOC, PROBE_API),
-    parameters=(
-        Parameter("probes.modelLoadSeconds", f"Model-load budget when {MODEL_LOAD_ANNOTATION} is not set."),
+    settings=(
+        Setting("probes.modelLoadSeconds", f"Model-load budget when {MODEL_LOAD_ANNOTATION} is not set."),
     ),
 )
 def startup_budget_too_short(workload: Workload, ctx: Context) -> Iterator[Violation]:
@@ -227,6 +225,14 @@ def liveness_equals_readiness(workload: Workload, ctx: Context) -> Iterator[Viol
             )
 
 
+LIVENESS_MINIMUM_SECONDS = Parameter(
+    "livenessMinimumSeconds",
+    30,
+    "The shortest failure window (failureThreshold × periodSeconds, in seconds) a liveness probe may have.",
+    setting="probes.livenessMinimumSeconds",
+)
+
+
 @rule(
     id="GP407",
     roles=NOT_AGENT,
@@ -238,10 +244,10 @@ def liveness_equals_readiness(workload: Workload, ctx: Context) -> Iterator[Viol
     "graph capture; an aggressive liveness probe restarts it, and the restart costs a full model reload.",
     remediation="Let liveness fail several times over at least 30 s before the kubelet acts (e.g. failureThreshold 3, periodSeconds 10).",
     references=(PROBES_DOC, PROBE_API),
-    parameters=(Parameter("probes.livenessMinimumSeconds", "The shortest failure window allowed."),),
+    parameters=(LIVENESS_MINIMUM_SECONDS,),
 )
 def liveness_too_aggressive(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    minimum = ctx.policy.get("probes.livenessMinimumSeconds", 30)
+    minimum = ctx.policy.param(LIVENESS_MINIMUM_SECONDS)
     for _, container in _gpu_servers(workload, ctx):
         liveness = probe_of(container, "livenessProbe")
         if liveness is None:

@@ -15,8 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.vocabulary import ROLLBACK_ANNOTATION
-from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
-from gpupolicy.kube.experiments import MetricCategory, vocabulary_for
+from gpupolicy.engine.evaluation import Context, Scope, Setting, Violation, rule
+from gpupolicy.kube.experiments import MetricCategory
 from gpupolicy.kube.inventory import Coverage, namespace_of
 from gpupolicy.kube.pod_spec import Workload, as_mapping
 from gpupolicy.kube.roles import SERVERS
@@ -133,7 +133,7 @@ def rollback_criteria_utilization_only(workload: Workload, ctx: Context) -> Iter
     names = forms.metric_names(ctx.inventory)
     if not names:
         return
-    vocabulary = vocabulary_for(ctx.policy.get("experiments.metricWords"))
+    vocabulary = ctx.policy.experiments.vocabulary
     categories = [vocabulary.categorise(name, detail=detail) for name, detail in names]
     if MetricCategory.SERVICE_QUALITY in categories:
         return
@@ -311,7 +311,7 @@ def _spare_gpus(workload: Workload, resource_name: str, ctx: Context) -> tuple[i
         ARGO_SPEC,
         FLAGGER_HOW,
     ),
-    parameters=(Parameter("nodePools[].spareGpus", "GPUs a pool keeps free for surges"),),
+    settings=(Setting("nodePools[].spareGpus", "GPUs a pool keeps free for surges"),),
 )
 def surge_needs_spare_gpus(workload: Workload, ctx: Context) -> Iterator[Violation]:
     per_pod = _gpus_per_pod(workload, ctx)

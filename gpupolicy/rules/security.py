@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import Context, Parameter, Scope, Violation, rule
+from gpupolicy.engine.evaluation import Context, Parameter, Scope, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NETWORK_POLICIES, first_time, unknown_fact
 from gpupolicy.kube import pod_security as pss
 from gpupolicy.kube.inventory import Coverage, namespace_of
@@ -33,8 +33,8 @@ from gpupolicy.policy.node_pools import node_pools
 PSS = pss.PSS_URL
 PSA = pss.PSA_CHECKS_URL
 SECURITY_CONTEXT = "https://kubernetes.io/docs/tasks/configure-pod-container/security-context/"
-LEVEL = Parameter("security.level", "Pod Security Standards level: baseline (default) or restricted.")
-VERSION = Parameter(
+LEVEL = Setting("security.level", "Pod Security Standards level: baseline (default) or restricted.")
+VERSION = Setting(
     "kubernetesVersion",
     "The Kubernetes version whose Pod Security admission the checks follow (allowed values and "
     "exemptions change by version: gpupolicy/kube/pod_security.py CHECKS).",
@@ -42,16 +42,12 @@ VERSION = Parameter(
 
 
 def level(ctx: Context) -> pss.Level:
-    return pss.Level.parse(ctx.policy.get("security.level", "baseline"))
+    return ctx.policy.security.level
 
 
 def standard(ctx: Context) -> pss.Standard:
     """The Pod Security checks in force for the policy's level and Kubernetes version."""
-    result: pss.Standard = ctx.memo(
-        "pod-security-standard",
-        lambda: pss.standard_for(level(ctx), pss.parse_version(ctx.policy.kubernetes_version)),
-    )
-    return result
+    return ctx.policy.security.standard
 
 
 def _violation(problem: pss.Problem, severity: Severity | None = None) -> Violation:
@@ -106,7 +102,7 @@ def privileged_container(workload: Workload, ctx: Context) -> Iterator[Violation
     "capabilities); the restricted Pod Security level requires it on every Linux container.",
     remediation="Set securityContext.allowPrivilegeEscalation: false on every container.",
     references=(PSS, f"{PSA}/check_allowPrivilegeEscalation.go", pss.SECURITY_CONTEXT_API),
-    parameters=(LEVEL, VERSION),
+    settings=(LEVEL, VERSION),
 )
 def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
@@ -131,7 +127,7 @@ def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation
     "node; GPU workloads need none of them (the NVIDIA runtime injects devices without them).",
     remediation="Remove the capability from securityContext.capabilities.add.",
     references=(PSS, f"{PSA}/check_capabilities_baseline.go", f"{PSA}/check_capabilities_restricted.go"),
-    parameters=(LEVEL, VERSION),
+    settings=(LEVEL, VERSION),
 )
 def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
@@ -156,7 +152,7 @@ def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[V
     "capabilities it adds back explicitly.",
     remediation="Set securityContext.capabilities.drop: [ALL] (add back NET_BIND_SERVICE if the server binds a port below 1024).",
     references=(PSS, f"{PSA}/check_capabilities_restricted.go"),
-    parameters=(LEVEL, VERSION),
+    settings=(LEVEL, VERSION),
 )
 def capabilities_not_dropped(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
@@ -182,6 +178,15 @@ def on_mps_pools_only(template: PodTemplate, ctx: Context) -> bool:
     return bool(candidates) and all(pool.sharing == "mps" for pool in candidates)
 
 
+ALLOW_MPS_HOST_IPC = Parameter(
+    "allowMpsHostIPC",
+    False,
+    "Allow hostIPC on pods that can land only on node pools with sharing: mps (MPS clients reach the "
+    "control daemon through the host's IPC namespace).",
+    setting="security.allowMpsHostIPC",
+)
+
+
 @rule(
     id="GP605",
     roles=NOT_AGENT,
@@ -193,12 +198,10 @@ def on_mps_pools_only(template: PodTemplate, ctx: Context) -> bool:
     "other pods' shared memory; on a GPU node that includes the other tenants' CUDA processes.",
     remediation="Remove hostNetwork, hostPID and hostIPC from the pod spec.",
     references=(PSS, f"{PSA}/check_hostNamespaces.go", "https://docs.nvidia.com/deploy/mps/index.html"),
-    parameters=(
-        Parameter("security.allowMpsHostIPC", "Allow hostIPC on pods that land only on MPS node pools."),
-    ),
+    parameters=(ALLOW_MPS_HOST_IPC,),
 )
 def host_namespace(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    allow_mps = ctx.policy.get("security.allowMpsHostIPC", False) is True
+    allow_mps = ctx.policy.param(ALLOW_MPS_HOST_IPC)
     current = standard(ctx)
     for template in workload.templates:
         for key, path in pss.host_namespaces(template, current):
@@ -356,7 +359,7 @@ def nvidia_visible_devices_env(workload: Workload, ctx: Context) -> Iterator[Vio
     "downloaded code (`trust_remote_code`, pickled weights). The restricted level requires non-root.",
     remediation="Set securityContext.runAsNonRoot: true and a non-zero runAsUser, at pod level or on every container.",
     references=(PSS, f"{PSA}/check_runAsNonRoot.go", f"{PSA}/check_runAsUser.go"),
-    parameters=(LEVEL, VERSION),
+    settings=(LEVEL, VERSION),
 )
 def run_as_root(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
@@ -377,7 +380,7 @@ def run_as_root(workload: Workload, ctx: Context) -> Iterator[Violation]:
     "blocks the ones container escapes use and costs a model server nothing.",
     remediation="Set securityContext.seccompProfile.type: RuntimeDefault at pod level (or Localhost with a profile).",
     references=(PSS, f"{PSA}/check_seccompProfile_baseline.go", f"{PSA}/check_seccompProfile_restricted.go"),
-    parameters=(LEVEL, VERSION),
+    settings=(LEVEL, VERSION),
 )
 def seccomp_unconfined(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
@@ -432,7 +435,7 @@ def host_port(workload: Workload, ctx: Context) -> Iterator[Violation]:
         f"{PSA}/check_restrictedVolumes.go",
         f"{PSA}/check_hostProbesAndhostLifecycle.go",
     ),
-    parameters=(LEVEL, VERSION),
+    settings=(LEVEL, VERSION),
 )
 def pod_security_baseline(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)

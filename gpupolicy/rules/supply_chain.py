@@ -14,11 +14,11 @@ from typing import Any
 
 from gpupolicy.core.findings import Severity
 from gpupolicy.core.vocabulary import MODEL_ANNOTATION
-from gpupolicy.engine.evaluation import Context, Parameter, Violation, rule
+from gpupolicy.engine.evaluation import Context, Parameter, Setting, Violation, rule
 from gpupolicy.kube.images import ImageRef, parse_image, registry_allowed
 from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, workload_models
 from gpupolicy.kube.placeholders import excerpt
-from gpupolicy.kube.pod_spec import Container, Workload, as_list
+from gpupolicy.kube.pod_spec import Container, Workload
 from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_templates_of
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
@@ -46,6 +46,14 @@ def _image_of(container: Container) -> ImageRef | None:
     return found
 
 
+REQUIRE_DIGESTS = Parameter(
+    "requireDigests",
+    False,
+    "Digests are the organisation's rule: a version tag without one is a warning (otherwise info).",
+    setting="supplyChain.requireDigests",
+)
+
+
 @rule(
     id="GP701",
     roles=NOT_AGENT,
@@ -56,17 +64,12 @@ def _image_of(container: Container) -> ImageRef | None:
     "bytes under the same name, and a pushed tag changes what a rollback restores.",
     remediation="Reference the image by digest (image: repo:tag@sha256:…), e.g. with a digest-resolving CD step.",
     references=(IMAGES, SLSA),
-    parameters=(
-        Parameter(
-            "supplyChain.requireDigests",
-            "Digests are the organisation's rule: a version tag without one is a warning (default: info).",
-        ),
-    ),
+    parameters=(REQUIRE_DIGESTS,),
 )
 def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
     # A version tag is how most teams deploy; a digest is an organisation's choice (SLSA, signed
     # releases). So a version tag without a digest is information unless the policy requires digests.
-    severity = None if ctx.policy.get("supplyChain.requireDigests", False) is True else Severity.INFO
+    severity = None if ctx.policy.param(REQUIRE_DIGESTS) else Severity.INFO
     for container, ref in _images(workload):
         if ref.pinned or ref.floating or not ref.version_known:  # `:latest` and untagged are GP702's alone
             continue
@@ -110,15 +113,15 @@ def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Viola
     "typo-squatted repository looks exactly like the real one in a manifest.",
     remediation="Pull the image from an allowed registry (mirror it there), or add its registry to supplyChain.allowedRegistries.",
     references=(IMAGES, SLSA),
-    parameters=(
-        Parameter(
+    settings=(
+        Setting(
             "supplyChain.allowedRegistries",
             "Registries (host, glob, or host/path prefix) images may come from.",
         ),
     ),
 )
 def image_registry_not_allowed(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    allowed = [str(item) for item in as_list(ctx.policy.get("supplyChain.allowedRegistries", []))]
+    allowed = ctx.policy.supply_chain.allowed_registries
     if not allowed:
         return
     for container, ref in _images(workload):

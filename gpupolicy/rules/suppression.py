@@ -9,7 +9,7 @@ makes findings of these rules, so they have no check function.
 
 from __future__ import annotations
 
-from gpupolicy.engine.evaluation import Parameter, input_rule
+from gpupolicy.engine.evaluation import Setting, input_rule
 
 SUPPRESSION_DOCS = "https://github.com/gpupolicy/gpupolicy/blob/main/docs/suppressions.md"
 
@@ -27,11 +27,11 @@ input_rule(
     "exemption past its date is a decision nobody renewed.",
     remediation="Give the suppression a reason naming an existing rule, or remove it and fix the finding.",
     references=(SUPPRESSION_DOCS,),
-    parameters=(
-        Parameter("suppressions.annotations", "Whether objects may suppress with gpupolicy.io/ignore."),
-        Parameter("suppressions.comments", "Whether manifests may suppress with # gpupolicy: ignore."),
-        Parameter("suppressions.forbidden", "Rules that annotations and comments may not suppress."),
-        Parameter("exemptions", "Policy exemptions, each with owner, reason and expires."),
+    settings=(
+        Setting("suppressions.annotations", "Whether objects may suppress with gpupolicy.io/ignore."),
+        Setting("suppressions.comments", "Whether manifests may suppress with # gpupolicy: ignore."),
+        Setting("suppressions.forbidden", "Rules that annotations and comments may not suppress."),
+        Setting("exemptions", "Policy exemptions, each with owner, reason and expires."),
     ),
 )
 

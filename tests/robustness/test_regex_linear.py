@@ -82,7 +82,9 @@ CREDENTIALS: list[Case] = [
 
 def _is_serving_image(image: str) -> bool:
     """GP105's test of an image against the policy's servingImages (compiled as the rule does)."""
-    return any(compile_linear(pattern).search(image) for pattern in default_policy().get("gpu.servingImages"))
+    return any(
+        compile_linear(pattern).search(image) for pattern in default_policy().data["gpu"]["servingImages"]
+    )
 
 
 # Large enough that a quadratic part would dominate what is linear around it.
@@ -158,7 +160,7 @@ def test_time_grows_linearly_with_the_input(
 
 
 def test_the_default_serving_images_still_mean_what_they_meant() -> None:
-    patterns = [compile_linear(pattern) for pattern in default_policy().get("gpu.servingImages")]
+    patterns = [compile_linear(pattern) for pattern in default_policy().data["gpu"]["servingImages"]]
 
     def serving(image: str) -> bool:
         return any(pattern.search(image) for pattern in patterns)

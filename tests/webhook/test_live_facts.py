@@ -150,10 +150,12 @@ def test_the_gfd_timestamp_label_keeps_its_key_not_its_value() -> None:
 def test_facts_fill_the_defaults_unknowns_and_the_files_win(tmp_path: Path) -> None:
     nodes = recorded_nodes("onprem-gfd.yaml")
     fragment = read_cluster(nodes, complete_kinds=["Node"]).fragment
-    assert default_policy().get("nodePools") == [] and default_policy().get("placement.gpuTaints") is None
+    assert (
+        default_policy().data["nodePools"] == [] and default_policy().data["placement"]["gpuTaints"] is None
+    )
     learned = default_policy().with_facts(fragment)
-    assert learned.get("nodePools") == fragment["nodePools"]
-    assert learned.get("placement.gpuTaints") == fragment["placement"]["gpuTaints"]
+    assert learned.data["nodePools"] == fragment["nodePools"]
+    assert learned.data["placement"]["gpuTaints"] == fragment["placement"]["gpuTaints"]
     assert learned.sources[:2] == (default_policy().sources[0], "<cluster facts>")
     file = tmp_path / "policy.yaml"
     file.write_text(
@@ -163,12 +165,12 @@ def test_facts_fill_the_defaults_unknowns_and_the_files_win(tmp_path: Path) -> N
     )
     configured = load_policy(extra=[file])
     effective = configured.with_facts(fragment)
-    assert effective.get("placement.gpuTaints") == []
-    assert effective.get("nodePools") == fragment["nodePools"]  # the file does not say: learned
-    assert effective.get("placement.labelRegistryComplete") is True
+    assert effective.data["placement"]["gpuTaints"] == []
+    assert effective.data["nodePools"] == fragment["nodePools"]  # the file does not say: learned
+    assert effective.data["placement"]["labelRegistryComplete"] is True
     # mappings merge key by key: the file's entry wins, the learned keys it does not name stay
-    assert effective.get("nodeLabels")["lab.example.com/rack"]["owner"] == "infra"
-    assert "nvidia.com/gpu-driver-upgrade-state" in effective.get("nodeLabels")
+    assert effective.data["nodeLabels"]["lab.example.com/rack"]["owner"] == "infra"
+    assert "nvidia.com/gpu-driver-upgrade-state" in effective.data["nodeLabels"]
     # facts given again replace the earlier ones; no facts is the configured policy itself
     assert effective.with_facts({}).digest != effective.digest
     assert configured.with_facts({}).digest == configured.digest
@@ -285,9 +287,9 @@ def test_the_policy_files_explicit_node_pools_win(
     sixteen = deployment(16, node_selector={"nvidia.com/gpu.product": "NVIDIA-B200"})
     decision = decide(live, inventory, sixteen)
     assert not of_rule(decision, "GP108") and decision.allowed  # the file's 16-GPU pool, not the cluster's 8
-    assert [pool["name"] for pool in live.engine.policy.get("nodePools")] == ["dgx-b200"]
+    assert [pool["name"] for pool in live.engine.policy.data["nodePools"]] == ["dgx-b200"]
     # what the file leaves out is still learned: the GPU taint (GP202 judges the toleration)
-    assert live.engine.policy.get("placement.gpuTaints") == [
+    assert live.engine.policy.data["placement"]["gpuTaints"] == [
         {"key": "nvidia.com/gpu", "effect": "NoSchedule", "vendor": "nvidia"}
     ]
     assert live.status()["overriddenByPolicy"] == ["nodePools"]
@@ -301,19 +303,22 @@ def test_facts_from_nodes_are_dropped_when_the_node_cache_is_not_synced(
     inventory = started(make_inventory(fake.url))
     stop_after.append(inventory)
     live = live_facts(inventory)
-    assert live.check() == "updated" and live.engine.policy.get("nodePools")
+    assert live.check() == "updated" and live.engine.policy.data["nodePools"]
     fake.forbid(NODES)
     fake.expire(NODES)  # the watch ends; the re-list is refused (RBAC taken away)
     assert wait_for(lambda: inventory.status()["Node"]["state"] == FORBIDDEN)
     assert inventory.coverage("Node") is Coverage.UNAVAILABLE
     assert live.check() == "updated"
-    assert live.engine.policy.get("nodePools") == [] and live.engine.policy.get("placement.gpuTaints") is None
+    assert (
+        live.engine.policy.data["nodePools"] == []
+        and live.engine.policy.data["placement"]["gpuTaints"] is None
+    )
     assert live.status()["missingKinds"] == ["Node"]
     (unknown,) = of_rule(decide(live, inventory, deployment(16, node_selector={"a": "b"})), "GP108")
     assert unknown.severity is Severity.INFO
     fake.collections[NODES].forbidden = False  # RBAC back: listed again, learned again
     assert wait_for(lambda: inventory.status()["Node"]["state"] == SYNCED)
-    assert live.check() == "updated" and len(live.engine.policy.get("nodePools")) == 6
+    assert live.check() == "updated" and len(live.engine.policy.data["nodePools"]) == 6
 
 
 def test_device_classes_quotas_and_kueue_classes(
@@ -328,7 +333,7 @@ def test_device_classes_quotas_and_kueue_classes(
     assert inventory.get("WorkloadPriorityClass", "prod-training") is not None  # GP308 reads it
     live = live_facts(inventory)
     assert live.check() == "updated"
-    assert "h100.lab.example.com" in live.engine.policy.get("gpu.draDeviceClasses")
+    assert "h100.lab.example.com" in live.engine.policy.data["gpu"]["draDeviceClasses"]
     # A quota letting a namespace use the system classes: kept, projected without its status.
     quota = {
         "apiVersion": "v1",
@@ -349,7 +354,7 @@ def test_device_classes_quotas_and_kueue_classes(
     kept = inventory.get("ResourceQuota", "critical-pods", "dcgm")
     assert kept is not None and "status" not in kept.obj
     assert live.check() == "updated"
-    assert "dcgm" in live.engine.policy.get("priority.systemNamespaces")
+    assert "dcgm" in live.engine.policy.data["priority"]["systemNamespaces"]
     generation = inventory.status()["ResourceQuota"]["generation"]
     used = copy.deepcopy(quota)
     used["status"]["used"]["pods"] = "4"  # a pod created in the namespace: nothing the facts read
@@ -369,7 +374,7 @@ def test_classes_are_judged_from_the_inventory_not_the_fragment(
     stop_after.append(inventory)
     live = live_facts(inventory)
     assert live.check() == "updated"
-    assert live.engine.policy.get("priority.clusterClasses") == []  # not learned into the policy
+    assert live.engine.policy.data["priority"]["clusterClasses"] == []  # not learned into the policy
     classless = deployment(1, node_selector={"nvidia.com/gpu.product": "NVIDIA-L4"})
     del classless["spec"]["template"]["spec"]["priorityClassName"]
     (gp301,) = of_rule(decide(live, inventory, classless), "GP301")  # the cluster has classes
@@ -392,7 +397,7 @@ def test_a_reloaded_policy_is_merged_over_the_facts(
     file.write_text("placement:\n  gpuTaints: []\n", encoding="utf-8")
     engine = live.reconfigure(ReviewEngine.from_policy(load_policy(extra=[file])))
     assert engine is live.engine
-    assert engine.policy.get("placement.gpuTaints") == [] and len(engine.policy.get("nodePools")) == 6
+    assert engine.policy.data["placement"]["gpuTaints"] == [] and len(engine.policy.data["nodePools"]) == 6
     assert live.status()["overriddenByPolicy"] == ["placement.gpuTaints"]
 
 

@@ -91,6 +91,7 @@ def test_a_valid_change_replaces_the_policy(tmp_path: Path) -> None:
         (BAD_SCHEMA, "sometimes"),
         ("webhook: {maxBodyBytes: -1}\n", "maxBodyBytes"),
         (ALIAS_BOMB, "aliases expand to more than"),
+        ("rules: {replicas-without-spread: {params: {minReplicas: two}}}\n", "must be an integer"),
     ],
 )  # fmt: skip
 def test_an_invalid_change_keeps_the_last_good_policy(

@@ -399,15 +399,17 @@ def _described(ids: Iterable[str]) -> list[str]:
 
 
 def rules_reading(keys: Iterable[str]) -> list[str]:
-    """The rules that declare one of `keys` (or a key under it, or above it) as a parameter."""
+    """The rules that read one of the policy `keys` (or a key under it, or above it): as a setting,
+    or as the section key of one of their parameters."""
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
     from gpupolicy.engine.evaluation import REGISTRY
 
     wanted = list(keys)
     found = set()
     for rule in REGISTRY:
-        for parameter in rule.parameters:
-            name = parameter.name
+        read = [setting.key for setting in rule.settings]
+        read += [parameter.setting for parameter in rule.parameters if parameter.setting]
+        for name in read:
             if any(key == name or key.startswith(f"{name}.") or name.startswith(f"{key}.") for key in wanted):
                 found.add(rule.id)
     return sorted(found)
@@ -507,7 +509,8 @@ def render_repo_policy(*, extends: str | None, name: str) -> str:
         "# failOn: error",
         "# Globs of paths not to lint, relative to this file's folder.",
         "# exclude: [charts/*/templates/tests/*]",
-        "# Per-rule settings, e.g. {GP104: {severity: error}, GP701: {enabled: false}}.",
+        "# Per-rule settings by id or name: enabled, severity, params (docs/rules/ lists each rule's), e.g.",
+        "# {GP104: {severity: error}, GP701: {enabled: false}, replicas-without-spread: {params: {minReplicas: 3}}}.",
         "# rules: {}",
     ]
     if extends is None:
