@@ -16,12 +16,12 @@ be after the change, and only findings about the admitted object are reported.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpupolicy.core.findings import Finding, Severity
 from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
-from gpupolicy.engine.evaluation import REGISTRY, InternalError, Report, Rule, evaluate
+from gpupolicy.engine.evaluation import REGISTRY, InternalError, Report, Rule, RulePlan, evaluate
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
@@ -53,6 +53,13 @@ class ReviewEngine:
     policy: Policy
     settings: WebhookSettings
     rules: tuple[Rule, ...] | None = None
+    # The given rules as the policy enables them, made once per policy load rather than once per
+    # admission (None: every registered rule, planned per evaluation, as the registry may grow).
+    plan: RulePlan | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        plan = RulePlan(self.rules, self.policy) if self.rules is not None else None
+        object.__setattr__(self, "plan", plan)
 
     @classmethod
     def from_policy(
@@ -349,7 +356,7 @@ def _evaluated(
         engine.policy,
         AdmissionInventory(inventory if inventory is not None else NoInventory(), resource),
         report_on=lambda item: item is resource,
-        rules=engine.rules,
+        rules=engine.plan,
     )
     findings = report.findings  # exemptions and allowed suppressions already applied
     mode = engine.settings.mode_for(admission.namespace)
