@@ -73,7 +73,8 @@ def main() -> int:
     from gpupolicy.custom import rules as custom_rules
     from gpupolicy.custom.isolation import IsolatedRunner
     from gpupolicy.custom.testing import load_rules
-    from gpupolicy.engine.evaluation import REGISTRY, Rule, evaluate
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.engine.registry import REGISTRY, Rule
     from gpupolicy.loading.inputs import load_paths
     from gpupolicy.policy.loading import default_policy, policy_from_mapping
 

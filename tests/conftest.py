@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 

@@ -11,7 +11,8 @@ import pytest
 from gpupolicy.cli.main import main
 from gpupolicy.core.vocabulary import BASELINE_SCHEMA
 from gpupolicy.engine import baseline
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import default_policy
 

@@ -29,7 +29,8 @@ from gpupolicy.cli.commands.cluster import (
 )
 from gpupolicy.cli.main import main
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import REGISTRY, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.registry import REGISTRY
 from gpupolicy.loading.inputs import load_file
 from gpupolicy.policy.cluster_facts import SNAPSHOT_KINDS, facts_from_objects, read_cluster
 from gpupolicy.policy.loading import default_policy, load_policy, validate_layer

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.inputs import MANIFEST_SUFFIXES, load_file
 from gpupolicy.policy.loading import default_policy
 

@@ -19,7 +19,8 @@ from gpupolicy.custom.isolation import IsolatedRunner
 from gpupolicy.custom.loading import rule_files, rules_for
 from gpupolicy.custom.rules import STATS, CustomRuleFailed, installed, run_within_budget
 from gpupolicy.custom.testing import load_rules
-from gpupolicy.engine.evaluation import REGISTRY, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.registry import REGISTRY
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import policy_from_mapping
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.documents import LoadProblem, Resource
 from gpupolicy.loading.inputs import iter_manifest_files, load_file
 from gpupolicy.policy.loading import load_policy
@@ -65,7 +66,7 @@ def test_clean_experiment_shows_all_three_rollback_forms() -> None:
 
 def test_every_rule_of_both_families_has_a_broken_variant() -> None:
     import gpupolicy.rules  # noqa: F401
-    from gpupolicy.engine.evaluation import REGISTRY
+    from gpupolicy.engine.registry import REGISTRY
 
     ids = {rule.id for rule in REGISTRY if rule.id[:3] in ("GP8", "GP9")}
     assert {variant.name[:5] for variant in VARIANTS} == ids

@@ -11,7 +11,8 @@ import pytest
 
 import gpupolicy.rules  # noqa: F401
 import gpupolicy.rules.experiments as experiment_rules
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.kube.inventory import Bundle, Coverage
 from gpupolicy.loading.documents import Resource
 from gpupolicy.loading.inputs import iter_manifest_files, load_file

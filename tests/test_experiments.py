@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.kube.experiments import (
     MetricCategory,
     MetricVocabulary,

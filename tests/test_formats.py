@@ -19,7 +19,9 @@ from gpupolicy import __version__
 from gpupolicy.cli.main import main
 from gpupolicy.core.findings import Finding, Severity
 from gpupolicy.engine.baseline import fingerprint
-from gpupolicy.engine.evaluation import REGISTRY, Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.registry import REGISTRY
+from gpupolicy.engine.report import Report
 from gpupolicy.formats import RenderOptions, container_note, load_formatters
 from gpupolicy.formats.github import annotation
 from gpupolicy.formats.markdown import MAX_ROWS

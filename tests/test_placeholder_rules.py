@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.policy.loading import default_policy
 from gpupolicy.webhook.review import ReviewEngine, review
 from gpupolicy.webhook.settings import Mode

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.kube.inventory import Bundle, Coverage, Inventory
 from gpupolicy.kube.tolerations import Taint, toleration_for
 from gpupolicy.loading.documents import Resource

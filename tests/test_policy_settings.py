@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-from gpupolicy.engine.evaluation import REGISTRY
+from gpupolicy.engine.registry import REGISTRY
 from gpupolicy.policy.exemptions import Exemption
 from gpupolicy.policy.loading import (
     PolicyError,

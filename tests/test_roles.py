@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.engine.evaluation import Context
+from gpupolicy.engine.context import Context
 from gpupolicy.kube.inventory import Bundle
 from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.kube.roles import COMMAND_TEXT_LIMIT, Role, decide

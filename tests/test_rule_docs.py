@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpupolicy.cli.main import main
-from gpupolicy.engine.evaluation import REGISTRY, Rule
+from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.rules.docs import (
     README_HEADING,
     SECTIONS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.engine.evaluation import REGISTRY, Rule
+from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.rules.docs import SECTIONS, render_rule_page
 from gpupolicy.rules.example_files import examples_for, expected_lines, run_example
 

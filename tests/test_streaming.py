@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.formats import RenderOptions, load_formatters
 from gpupolicy.lint import streaming
 from gpupolicy.lint.streaming import Fallback, StreamInventory, _Stream, lint, lint_in_memory, stream

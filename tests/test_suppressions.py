@@ -11,7 +11,9 @@ import pytest
 
 from gpupolicy.cli.main import main
 from gpupolicy.core.findings import Finding
-from gpupolicy.engine.evaluation import REGISTRY, Report, apply_suppressions, evaluate
+from gpupolicy.engine.evaluation import apply_suppressions, evaluate
+from gpupolicy.engine.registry import REGISTRY
+from gpupolicy.engine.report import Report
 from gpupolicy.engine.suppressions import Target, parse_annotation, parse_targets
 from gpupolicy.loading.directives import scan_comments
 from gpupolicy.loading.inputs import load_text

@@ -29,7 +29,7 @@ from gpupolicy.core.vocabulary import format_help
 
 if TYPE_CHECKING:
     from gpupolicy.engine.baseline import Baseline
-    from gpupolicy.engine.evaluation import Report
+    from gpupolicy.engine.report import Report
     from gpupolicy.formats.options import Formatter
     from gpupolicy.lint.changes import Since
     from gpupolicy.loading.inputs import Source
@@ -458,7 +458,7 @@ def run_rules(args: argparse.Namespace) -> int:
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    from gpupolicy.engine.evaluation import REGISTRY
+    from gpupolicy.engine.registry import REGISTRY
     from gpupolicy.rules.docs import render_rule_page
 
     with _policy_custom_rules(args.policy):

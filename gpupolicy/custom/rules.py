@@ -34,7 +34,8 @@ from gpupolicy.custom.definitions import (
 )
 from gpupolicy.custom.inventory_document import inventory_document
 from gpupolicy.custom.isolation import START_SECONDS, IsolatedRunner, WorkerTimeout
-from gpupolicy.engine.evaluation import REGISTRY, Context, Parameter, Rule, RuleRegistry, Scope, Violation
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import REGISTRY, Parameter, Rule, RuleRegistry, Scope, Violation
 from gpupolicy.kube.pod_spec import PodTemplate, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 

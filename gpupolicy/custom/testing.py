@@ -20,7 +20,9 @@ import yaml
 from gpupolicy.custom.definitions import CustomRule
 from gpupolicy.custom.loading import EXAMPLES_FOLDER, compile_rules, definitions_in, rule_files
 from gpupolicy.custom.rules import installed
-from gpupolicy.engine.evaluation import Report, Rule, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.registry import Rule
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from gpupolicy.core.findings import Finding
 from gpupolicy.core.vocabulary import BASELINE_SCHEMA
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 
 BASELINE_REASON = "in the baseline {file}"
 

@@ -10,7 +10,8 @@ from collections.abc import Hashable, Iterator
 from typing import NamedTuple
 
 from gpupolicy.core.findings import JsonPath
-from gpupolicy.engine.evaluation import Context, Violation
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Violation
 
 SNAPSHOT = (
     "`gpupolicy cluster snapshot` writes it from a live cluster; the webhook reads it from its live inventory"

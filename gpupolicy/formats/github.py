@@ -8,7 +8,7 @@ https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-comm
 from __future__ import annotations
 
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.formats.options import RenderOptions
 from gpupolicy.formats.text import summary_line
 

@@ -8,7 +8,7 @@ from typing import Any
 from gpupolicy import __version__
 from gpupolicy.core.findings import Finding
 from gpupolicy.core.vocabulary import LINT_REPORT_SCHEMA
-from gpupolicy.engine.evaluation import Report, WorkloadRole
+from gpupolicy.engine.report import Report, WorkloadRole
 from gpupolicy.formats.options import RenderOptions
 from gpupolicy.policy.loading import display_source
 

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from gpupolicy.core.findings import Finding
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.formats.options import RenderOptions, container_note
 
 Key = tuple[str, str, str]  # file, object, rule

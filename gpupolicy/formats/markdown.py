@@ -8,7 +8,7 @@ counted, and listed with their reasons under `--show-suppressed`.
 from __future__ import annotations
 
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.formats.options import RenderOptions
 from gpupolicy.formats.text import skipped_phrase, unchanged_note
 

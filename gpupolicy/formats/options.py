@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 
 
 @dataclass(frozen=True, slots=True)

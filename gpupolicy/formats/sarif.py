@@ -19,7 +19,8 @@ from typing import Any
 
 from gpupolicy.core.findings import Finding, Severity
 from gpupolicy.engine.baseline import fingerprint
-from gpupolicy.engine.evaluation import REGISTRY, Report, Rule
+from gpupolicy.engine.registry import REGISTRY, Rule
+from gpupolicy.engine.report import Report
 from gpupolicy.formats.options import RenderOptions
 from gpupolicy.policy.loading import display_source
 

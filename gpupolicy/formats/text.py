@@ -4,7 +4,7 @@ grouped by file and sorted by line, then a summary line."""
 from __future__ import annotations
 
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.formats.options import RenderOptions, container_note
 
 _COLORS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}

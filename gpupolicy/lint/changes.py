@@ -38,7 +38,7 @@ from typing import IO, Any
 
 from gpupolicy.core.findings import Finding, ObjectRef, Severity
 from gpupolicy.engine.baseline import fingerprint
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, Resource
 from gpupolicy.loading.inputs import RenderSession, Source, display_path, sources_with_context
 from gpupolicy.policy.loading import Policy, RepoPolicies

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.inputs import load_file
 from gpupolicy.policy.loading import Policy, default_policy
 

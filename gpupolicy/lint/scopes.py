@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpupolicy.core.findings import Finding
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.lint.streaming import lint
 from gpupolicy.loading.inputs import Source, is_excluded
 from gpupolicy.policy.loading import Policy, RepoPolicies

@@ -41,7 +41,9 @@ from collections.abc import Hashable, Iterable, Sequence
 from operator import itemgetter
 
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL, IGNORE_ANNOTATION
-from gpupolicy.engine.evaluation import Context, Evaluation, Report, complete_kinds, evaluate
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.evaluation import Evaluation, complete_kinds, evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.engine.suppressions import SuppressionSubject
 from gpupolicy.kube.disruption import HPA, PDB, pdb_selects
 from gpupolicy.kube.experiments import arm_link

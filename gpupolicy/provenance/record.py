@@ -26,7 +26,7 @@ from gpupolicy.core.vocabulary import (
     MODEL_ANNOTATION,
     ROLLBACK_ANNOTATION,
 )
-from gpupolicy.engine.evaluation import Report
+from gpupolicy.engine.report import Report
 from gpupolicy.kube.gpu import dra_gpu_claims
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from gpupolicy.engine.evaluation import REGISTRY
+from gpupolicy.engine.registry import REGISTRY
 
 RULE_MODULES = (
     "gpupolicy.rules.input",

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import Context, Scope, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Scope, Setting, Violation, rule
 from gpupolicy.kube.api_removals import minor, removal_of
 from gpupolicy.loading.documents import Resource
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpupolicy.core.findings import JsonPath
-from gpupolicy.engine.evaluation import Context, Scope, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Scope, Violation, rule
 from gpupolicy.engine.unknowns import first_time
 from gpupolicy.kube.disruption import (
     PDB,

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpupolicy.engine.evaluation import REGISTRY, Rule
+from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.kube.roles import NOT_AGENT, Role
 from gpupolicy.rules.example_files import examples_for, strip_markers
 

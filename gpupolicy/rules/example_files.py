@@ -14,7 +14,9 @@ from typing import Any
 
 import yaml
 
-from gpupolicy.engine.evaluation import Report, Rule, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.registry import Rule
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import Context, Parameter, Scope, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Parameter, Scope, Setting, Violation, rule
 from gpupolicy.kube.experiments import (
     CONTROL_ARM,
     DEFAULT_MINIMUM_REPEATS,

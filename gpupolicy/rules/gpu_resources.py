@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpupolicy.engine.evaluation import Context, Parameter, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NODE_POOLS, unknown_fact
 from gpupolicy.kube.gpu import GpuDemand, GpuKind
 from gpupolicy.kube.pod_spec import (

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Set
 
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
-from gpupolicy.engine.evaluation import Context, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Setting, Violation, rule
 from gpupolicy.kube.gpu import GpuDemand, GpuKind, dra_gpu_claims
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.quantities import format_quantity

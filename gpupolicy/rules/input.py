@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
-from gpupolicy.engine.evaluation import Context, Scope, Setting, Violation, input_rule, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Scope, Setting, Violation, input_rule, rule
 from gpupolicy.kube.images import parse_image
 from gpupolicy.kube.kube_schemas import has_schema, resolve_version, schema_errors
 from gpupolicy.kube.placeholders import excerpt, scan, symbolic_name, whole

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from gpupolicy.core.findings import JsonPath, Severity
-from gpupolicy.engine.evaluation import Context, Parameter, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, first_time, unknown_fact
 from gpupolicy.kube.disruption import hpa_for, hpa_replicas
 from gpupolicy.kube.gpu import GpuKind

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
-from gpupolicy.engine.evaluation import Context, Scope, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Scope, Setting, Violation, rule
 from gpupolicy.engine.unknowns import PRIORITY_CLASSES, first_time, unknown_fact
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_mapping

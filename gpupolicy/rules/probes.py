@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpupolicy.core.vocabulary import MODEL_LOAD_ANNOTATION
-from gpupolicy.engine.evaluation import Context, Parameter, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_mapping
 from gpupolicy.kube.probes import (
     PortStatus,

@@ -15,7 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.vocabulary import ROLLBACK_ANNOTATION
-from gpupolicy.engine.evaluation import Context, Scope, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Scope, Setting, Violation, rule
 from gpupolicy.kube.experiments import MetricCategory
 from gpupolicy.kube.inventory import Coverage, namespace_of
 from gpupolicy.kube.pod_spec import Workload, as_mapping

@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterator
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import Context, Parameter, Scope, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Parameter, Scope, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NETWORK_POLICIES, first_time, unknown_fact
 from gpupolicy.kube import pod_security as pss
 from gpupolicy.kube.inventory import Coverage, namespace_of

@@ -14,7 +14,8 @@ from typing import Any
 
 from gpupolicy.core.findings import Severity
 from gpupolicy.core.vocabulary import MODEL_ANNOTATION
-from gpupolicy.engine.evaluation import Context, Parameter, Setting, Violation, rule
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.kube.images import ImageRef, parse_image, registry_allowed
 from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, workload_models
 from gpupolicy.kube.placeholders import excerpt

@@ -9,7 +9,7 @@ makes findings of these rules, so they have no check function.
 
 from __future__ import annotations
 
-from gpupolicy.engine.evaluation import Setting, input_rule
+from gpupolicy.engine.registry import Setting, input_rule
 
 SUPPRESSION_DOCS = "https://github.com/gpupolicy/gpupolicy/blob/main/docs/suppressions.md"
 

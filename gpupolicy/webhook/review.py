@@ -21,7 +21,9 @@ from typing import Any
 
 from gpupolicy.core.findings import Finding, Severity
 from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
-from gpupolicy.engine.evaluation import REGISTRY, InternalError, Report, Rule, RulePlan, evaluate
+from gpupolicy.engine.evaluation import RulePlan, evaluate
+from gpupolicy.engine.registry import REGISTRY, Rule
+from gpupolicy.engine.report import InternalError, Report
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_mapping, workload_of
 from gpupolicy.loading.documents import Resource

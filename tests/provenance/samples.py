@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 from gpupolicy.provenance import ProvenanceRecord

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.loading.documents import DEFAULT_LIMITS
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import Policy, PolicyError, default_policy, load_policy, policy_from_mapping

@@ -28,7 +28,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-from gpupolicy.engine.evaluation import Rule
+from gpupolicy.engine.registry import Rule
 from gpupolicy.policy.loading import default_policy
 from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import (

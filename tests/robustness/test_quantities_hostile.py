@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpupolicy.engine.evaluation import Report, evaluate
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.kube.quantities import MAX_AMOUNT, QuantityError, parse_int64, parse_quantity
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import default_policy

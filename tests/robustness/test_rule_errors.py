@@ -14,7 +14,8 @@ with warnings.catch_warnings():  # starlette's notice about httpx2; the client s
     from fastapi.testclient import TestClient
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.engine.evaluation import Context, Rule, Scope, Violation
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Rule, Scope, Violation
 from gpupolicy.kube.pod_spec import Workload
 from gpupolicy.policy.loading import default_policy, policy_from_mapping
 from gpupolicy.webhook.app import WebhookState, create_app

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gpupolicy.engine.evaluation import InternalError
+from gpupolicy.engine.report import InternalError
 from gpupolicy.policy.loading import load_policy
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.policy_reload import ReloadingPolicy

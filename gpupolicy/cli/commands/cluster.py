@@ -393,7 +393,7 @@ def _dotted_keys(value: Any, prefix: str = "") -> list[str]:
 
 
 def _described(ids: Iterable[str]) -> list[str]:
-    from gpupolicy.engine.evaluation import REGISTRY
+    from gpupolicy.engine.registry import REGISTRY
 
     return [f"{rule_id} {REGISTRY[rule_id].name}" for rule_id in ids]
 
@@ -402,7 +402,7 @@ def rules_reading(keys: Iterable[str]) -> list[str]:
     """The rules that read one of the policy `keys` (or a key under it, or above it): as a setting,
     or as the section key of one of their parameters."""
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-    from gpupolicy.engine.evaluation import REGISTRY
+    from gpupolicy.engine.registry import REGISTRY
 
     wanted = list(keys)
     found = set()

@@ -1,0 +1,114 @@
+"""What a rule may read besides its object (`Context`): the policy, the inventory, and memos for
+work that several rules share, once per evaluation or once per object rather than once per rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from gpupolicy.kube.inventory import Inventory, namespace_of
+from gpupolicy.kube.pod_spec import PodTemplate, Workload
+from gpupolicy.kube.roles import Role, RoleDecision, decide, service_selects
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import Policy
+
+_MISSING: Any = object()
+
+
+class Context:
+    """What a rule may read besides its object: the policy, the inventory, and memos for work
+    that several rules share (computed once per evaluation, or once per object, not once per rule)."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        inventory: Inventory,
+        resources: Sequence[Resource],
+        *,
+        said: set[Hashable] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.inventory = inventory
+        self.resources = resources
+        # What has been said once (gpupolicy/engine/unknowns.py): one run may evaluate several groups of
+        # files, each under its own policy (gpupolicy/lint/scopes.py), and say it once in all.
+        self.said: set[Hashable] = set() if said is None else said
+        self._memo: dict[Any, Any] = {}
+        self._subject_memo: dict[Any, Any] = {}
+        self.gpu = policy.gpu
+        # Keys of the facts memoised on a Workload view: specific to this policy's settings.
+        self._uses_key = ("uses-gpus", id(policy.gpu))
+        self._role_key = ("role", id(policy))
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        memo = self._memo
+        value = memo.get(key, _MISSING)
+        if value is _MISSING:
+            value = memo[key] = compute()
+        return value
+
+    def subject_memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """Like `memo`, for work about the object being checked (several of its rules read it):
+        forgotten when the engine moves to the next object. Keys may hold `id()`s of objects, which
+        a streaming run frees after their findings and which Python then reuses for others."""
+        memo = self._subject_memo
+        value = memo.get(key, _MISSING)
+        if value is _MISSING:
+            value = memo[key] = compute()
+        return value
+
+    def next_subject(self) -> None:
+        """The engine starts on another object: per-object memos no longer apply."""
+        if self._subject_memo:
+            self._subject_memo = {}
+
+    def object_fact(self, resource: Resource, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """A fact computed from `resource` and the policy alone, kept on the resource for as long as
+        the policy is the same. The cluster inventory keeps each version of an object across
+        admissions (a watch event replaces it), so an experiment ConfigMap is parsed once per
+        version rather than once per admission. Never for a fact that reads other objects: those
+        change without the resource changing."""
+        facts = resource.facts
+        if facts is None:
+            facts = resource.facts = {}
+        entry = facts.get(key)
+        if entry is None or entry[0] is not self.policy:
+            entry = facts[key] = (self.policy, compute())
+        return entry[1]
+
+    def uses_gpus(self, workload: Workload) -> bool:
+        cache = workload.cache
+        uses: bool | None = cache.get(self._uses_key)
+        if uses is None:
+            gpu = self.gpu
+            uses = cache[self._uses_key] = any(gpu.uses_gpus(template) for template in workload.templates)
+        return uses
+
+    def role(self, workload: Workload) -> RoleDecision:
+        """What the workload is (server, batch, dev, agent or plain workload), from evidence."""
+        cache = workload.cache
+        decision: RoleDecision | None = cache.get(self._role_key)
+        if decision is None:
+            workloads = self.policy.workloads
+            decision = cache[self._role_key] = decide(
+                workload,
+                service_of=self._service_of,
+                serving_classes=workloads.serving_classes,
+                batch_classes=workloads.batch_classes,
+                serving_kinds=workloads.serving_kinds,
+            )
+        return decision
+
+    def is_serving(self, workload: Workload) -> bool:
+        return self.role(workload).role is Role.SERVER
+
+    def _service_of(self, workload: Workload, template: PodTemplate) -> str | None:
+        """The name of a Service of the inventory that selects the template's pods."""
+        labels = template.labels
+        if not labels:
+            return None
+        namespace = namespace_of(workload.resource)
+        for service in self.inventory.list("Service", namespace):
+            if service_selects(service.obj, labels):
+                return service.name
+        return None
