@@ -17,7 +17,7 @@ CLEAN = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: 
 RAISING_RULE = """
 import sys
 import gpupolicy.rules
-from gpupolicy.engine.evaluation import Scope, rule
+from gpupolicy.engine.registry import Scope, rule
 
 @rule(id="GP990", name="always-raises", severity="error", scope=Scope.OBJECT,
       summary="Raises.", rationale="A test of the exit code.", remediation="None.")
