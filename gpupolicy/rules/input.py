@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,6 +105,8 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
     """Every other field the API server takes literally (names, namespaces, service accounts,
     volume sources, quantities, selectors, a Secret's stringData): a value that is a placeholder
     as a whole, or that holds a `${VAR}`."""
+    if not _may_hold_placeholder(resource.obj):
+        return
     stack: list[tuple[JsonPath, Any]] = [((), resource.obj)]
     budget = MAX_FIELDS
     secret = resource.kind == "Secret"  # a Secret's data is base64: a placeholder there was never encoded
@@ -126,6 +129,18 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
                 yield Violation(
                     path, f"{excerpt(field, 60)} holds the placeholder {excerpt(found)!r}: {RENDER}"
                 )
+
+
+def _may_hold_placeholder(obj: Any) -> bool:
+    """Whether any key or text of the object holds a character every placeholder form starts
+    with. One serialisation in C (about a third of the walk below, which visits every field in
+    Python) answers no for most objects; serialised without ASCII escapes, the text holds each key
+    and string as written, and `$`, `<`, `{` and `_` are never escaped."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, check_circular=False)
+    except (TypeError, ValueError, RecursionError):  # not plain JSON values, or nested too deep
+        return True
+    return "$" in text or "<" in text or "{{" in text or "__" in text
 
 
 def _braced(value: str) -> str | None:
