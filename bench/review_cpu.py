@@ -1,13 +1,21 @@
-"""CPU time of `review()` alone: the webhook benchmark's AdmissionReview bodies, decided in a loop.
+"""CPU time of `review()` alone, on two admission mixes, decided in a loop.
 
-    .venv/bin/python bench/review_cpu.py [--runs 7] [--repo PATH]
+    .venv/bin/python bench/review_cpu.py [--runs 7] [--bodies 500] [--repo PATH]
 
-No HTTP, no TLS, no JSON parsing in the timed part: each run parses every body (500 GPU
-Deployments of about 10 KB, one in ten denied, as `bench/webhook_latency.py` sends them) and
-then times `review()` over them, twice each, with `time.process_time()`, against a synced
-cluster inventory from the test suite's fake API server, as `gpupolicy serve` runs it. Prints
-the CPU microseconds per review of every run and their median. `--repo` imports gpupolicy
-from another checkout (e.g. an unpacked `git archive` of an older commit) to compare.
+No HTTP, no TLS, no JSON parsing in the timed part: each run parses the bodies of a mix
+(bench/admission_mix.py) and then times `review()` over them once each, in order, with
+`time.process_time()`, against a synced cluster inventory from the test suite's fake API server,
+as `gpupolicy serve` runs it, with a new `ReviewEngine` per run (an empty decision cache):
+
+- all-distinct: GPU Deployments of about 10 KB, each of its own content, one in ten denied: no
+  two decisions alike, so remembered decisions never answer (the cost of evaluating);
+- realistic: what a cluster sends while teams roll out GPU workloads — Deployments with their
+  ReplicaSets and Pods, scales and re-applies, Jobs and their Pods.
+
+Prints the CPU microseconds per review of every run, their median, the share answered from the
+decision cache, and the realistic mix's median as a ratio to the all-distinct one. `--repo`
+imports gpupolicy from another checkout (e.g. an unpacked `git archive` of an older commit) to
+compare.
 
 This is a benchmark, not a test: it prints figures and asserts nothing.
 """
@@ -36,7 +44,8 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to import gpupolicy from")
     options = parser.parse_args()
     sys.path.insert(0, str(REPO / "bench"))
-    from webhook_latency import make_bodies, with_uid  # puts this checkout first on sys.path
+    from admission_mix import distinct_mix, realistic_mix
+    from webhook_latency import with_uid  # puts this checkout first on sys.path
 
     sys.path.insert(0, str(options.repo.resolve()))  # so --repo goes before it
 
@@ -54,7 +63,10 @@ def main() -> None:
     except ImportError:  # pragma: no cover - depends on the install
         loads = json.loads
 
-    bodies = [with_uid(body, index) for index, body in enumerate(make_bodies(options.bodies))]
+    mixes = {
+        "all-distinct": [with_uid(body, index) for index, body in enumerate(distinct_mix(options.bodies))],
+        "realistic": [with_uid(body, index) for index, body in enumerate(realistic_mix(options.bodies))],
+    }
     fake = FakeApiServer().start()
     inventory = None
     try:
@@ -65,26 +77,42 @@ def main() -> None:
             inventory.start()
             if not inventory.wait_synced(30):
                 raise SystemExit("the cluster inventory did not sync")
-        engine = ReviewEngine.from_policy(load_policy())
-        for body in bodies[:100]:  # warm-up: first evaluations, lazy imports
-            review(loads(body), engine, inventory)
+        policy = load_policy()
+        warm = ReviewEngine.from_policy(policy)
+        for body in mixes["all-distinct"][:100]:  # warm-up: first evaluations, lazy imports
+            review(loads(body), warm, inventory)
         gc.collect()
         gc.freeze()  # as the server does after start-up
-        runs = []
+        results: dict[str, tuple[list[float], float | None]] = {name: ([], None) for name in mixes}
         for _ in range(options.runs):
-            parsed = [loads(body) for body in bodies] * 2
-            started = time.process_time()
-            for item in parsed:
-                review(item, engine, inventory)
-            runs.append((time.process_time() - started) / len(parsed) * 1e6)
-            del parsed
+            for name, bodies in mixes.items():  # interleaved: a slower moment costs both mixes
+                engine = ReviewEngine.from_policy(policy)
+                parsed = [loads(body) for body in bodies]
+                started = time.process_time()
+                for item in parsed:
+                    review(item, engine, inventory)
+                results[name][0].append((time.process_time() - started) / len(parsed) * 1e6)
+                results[name] = (results[name][0], _hit_share(engine))
+                del parsed
     finally:
         if inventory is not None:
             inventory.stop()
         fake.stop()
     print(f"review() CPU per call, gpupolicy from {Path(gpupolicy.rules.__file__).parents[2]}")
-    print("runs (us):", " ".join(f"{value:.0f}" for value in runs))
-    print(f"median {statistics.median(runs):.1f} us, min {min(runs):.1f} us per review")
+    medians = {}
+    for name, (runs, hits) in results.items():
+        medians[name] = statistics.median(runs)
+        shown = f", {hits:.0%} answered from remembered decisions" if hits is not None else ""
+        print(f"{name:>12}: runs (us) " + " ".join(f"{value:.0f}" for value in runs))
+        print(f"{'':>12}  median {medians[name]:.1f} us, min {min(runs):.1f} us per review{shown}")
+    print(f"realistic / all-distinct: {medians['realistic'] / medians['all-distinct']:.2f}")
+
+
+def _hit_share(engine: Any) -> float | None:
+    cache = getattr(engine, "decisions", None)
+    if cache is None or not cache.hits + cache.misses:
+        return None
+    return float(cache.hits / (cache.hits + cache.misses))
 
 
 if __name__ == "__main__":

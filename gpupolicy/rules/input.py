@@ -79,10 +79,10 @@ PROGRAM_KEYS = (
 )
 # Keys whose values are text for a program or a controller, not literal fields of the object.
 # (RayService serveConfigV2 and RayJob entrypoint/runtimeEnvYAML are read by Ray, which expands
-# `${HOME}` itself.)
+# `${HOME}` itself; managedFields is the API server's bookkeeping of who set which field.)
 FREE_TEXT_KEYS = frozenset(
     {"command", "args", "data", "binaryData", "annotations", "script", "source", "query", "serveConfigV2",
-     "entrypoint", "runtimeEnvYAML"}
+     "entrypoint", "runtimeEnvYAML", "managedFields"}
 )  # fmt: skip
 MAX_FIELDS = 20_000  # string fields read per object (a bound on hostile input)
 

@@ -330,6 +330,8 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
     dry_run = "true" if decision.dry_run else "false"
     metrics.requests.labels(decision.decision, mode, dry_run, metrics.kind_label(decision.kind)).inc()
     metrics.duration.observe(elapsed)
+    if decision.mode is not None:
+        metrics.decision_cache.labels("hit" if decision.remembered else "miss").inc()
     for finding in decision.findings:
         metrics.findings.labels(finding.rule_id, finding.severity.label).inc()
     if decision.report is not None:
@@ -357,6 +359,7 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
         decision=decision.decision,
         mode=mode,
         skipped=decision.skipped,
+        remembered=decision.remembered,
         duration_ms=round(elapsed * 1000, 3),
         provenance=provenance,
         findings_total=len(decision.findings),

@@ -118,6 +118,13 @@ class WebhookMetrics:
             ["rule", "decision"],
             registry=self.registry,
         )
+        self.decision_cache = Counter(
+            "gpupolicy_decision_cache",
+            "Evaluated admissions by whether the decision was remembered from the same content (hit) "
+            "or evaluated (miss); webhook.decisionCacheBytes sizes the cache.",
+            ["result"],
+            registry=self.registry,
+        )
         self.provenance_writes = Counter(
             "gpupolicy_provenance_writes",
             "Provenance writes by outcome (recorded, skipped, failed).",

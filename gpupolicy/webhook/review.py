@@ -28,6 +28,7 @@ from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy, PolicyError
+from gpupolicy.webhook.decision_cache import DecisionCache, Outcome, ReadKinds, generations_of
 from gpupolicy.webhook.kinds import is_cross_object, names_gpus
 from gpupolicy.webhook.settings import Mode, OnRuleError, WebhookSettings
 
@@ -58,10 +59,16 @@ class ReviewEngine:
     # The given rules as the policy enables them, made once per policy load rather than once per
     # admission (None: every registered rule, planned per evaluation, as the registry may grow).
     plan: RulePlan | None = field(init=False, repr=False, compare=False)
+    # Decisions of this engine remembered across admissions of the same content (None: off).
+    decisions: DecisionCache | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         plan = RulePlan(self.rules, self.policy) if self.rules is not None else None
         object.__setattr__(self, "plan", plan)
+        size = self.settings.decision_cache_bytes
+        custom = any(rule.source is not None for rule in self.rules or ())
+        decisions = DecisionCache(max_bytes=size, whole_objects=custom) if size > 0 else None
+        object.__setattr__(self, "decisions", decisions)
 
     @classmethod
     def from_policy(
@@ -141,6 +148,7 @@ class Decision:
     report: Report | None = None
     findings: tuple[Finding, ...] = ()  # after suppressions and exemptions
     gpu_workload: bool = False  # the object is a workload that uses GPUs
+    remembered: bool = False  # answered from the decision cache (the outcome of the same content)
 
     @property
     def decision(self) -> str:
@@ -352,11 +360,40 @@ def _evaluated(
     *,
     gpu_workload: bool,
 ) -> Decision:
-    """The rules run on the admitted object against the cluster as it would be after it."""
+    """The rules run on the admitted object against the cluster as it would be after it, or the
+    outcome of the same content remembered (decision_cache.py)."""
+    cache, cluster = engine.decisions, generations_of(inventory)
+    if cache is None or cluster is None or admission.object is None:
+        base = inventory if inventory is not None else NoInventory()
+        return _decision(admission, _outcome(admission, resource, engine, base, gpu_workload=gpu_workload))
+    key = cache.key(
+        operation=admission.operation,
+        kind=admission.kind,
+        namespace=admission.namespace,
+        obj=admission.object,
+    )
+    outcome = cache.get(key, cluster) if key is not None else None
+    if outcome is not None:
+        return _decision(admission, outcome, remembered=True)
+    read = ReadKinds(cluster)
+    outcome = _outcome(admission, resource, engine, read, gpu_workload=gpu_workload)
+    if key is not None:
+        cache.put(key, outcome, read, cluster)
+    return _decision(admission, outcome)
+
+
+def _outcome(
+    admission: Admission,
+    resource: Resource,
+    engine: ReviewEngine,
+    inventory: Inventory,
+    *,
+    gpu_workload: bool,
+) -> Outcome:
     report = evaluate(
         [resource],
         engine.policy,
-        AdmissionInventory(inventory if inventory is not None else NoInventory(), resource),
+        AdmissionInventory(inventory, resource),
         report_on=lambda item: item is resource,
         rules=engine.plan,
     )
@@ -372,21 +409,36 @@ def _evaluated(
         rule_errors = report.errors if unchecked else ()
         message = deny_message(resource, errors, engine.policy, rule_errors=rule_errors)
         status = {"code": 403, "reason": "Forbidden", "message": message}
+    return Outcome(
+        allowed=allowed,
+        mode=mode,
+        status=status,
+        warnings=tuple(_shown_warnings(report, mode)),
+        audit_annotations=audit_annotations(resource, engine.policy, findings, mode, allowed),
+        report=report,
+        findings=tuple(findings),
+        gpu_workload=gpu_workload,
+    )
+
+
+def _decision(admission: Admission, outcome: Outcome, *, remembered: bool = False) -> Decision:
+    """The decision of `admission` (its uid) from the outcome of its content."""
     response = _response(
         admission.uid,
-        allowed,
-        status=status,
-        warnings=_shown_warnings(report, mode),
-        auditAnnotations=audit_annotations(resource, engine.policy, findings, mode, allowed),
+        outcome.allowed,
+        status=outcome.status,
+        warnings=list(outcome.warnings),
+        auditAnnotations=dict(outcome.audit_annotations),
     )
     return Decision(
         admission,
         response,
-        allowed=allowed,
-        mode=mode,
-        report=report,
-        findings=tuple(findings),
-        gpu_workload=gpu_workload,
+        allowed=outcome.allowed,
+        mode=outcome.mode,
+        report=outcome.report,
+        findings=outcome.findings,
+        gpu_workload=outcome.gpu_workload,
+        remembered=remembered,
     )
 
 

@@ -17,6 +17,7 @@ from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.policy.loading import Policy
 
 DEFAULT_MAX_BODY_BYTES = 7 * 1024 * 1024
+DEFAULT_DECISION_CACHE_BYTES = 32 * 1024 * 1024
 
 
 class Mode(enum.StrEnum):
@@ -53,6 +54,7 @@ class WebhookSettings:
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     on_rule_error: OnRuleError = OnRuleError.DENY
+    decision_cache_bytes: int = DEFAULT_DECISION_CACHE_BYTES  # 0: every admission is evaluated
 
     @classmethod
     def from_policy(cls, policy: Policy, *, mode: Mode | None = None) -> WebhookSettings:
@@ -69,6 +71,7 @@ class WebhookSettings:
             excluded_namespaces=tuple(str(item) for item in as_list(section.get("excludedNamespaces"))),
             max_body_bytes=int(section.get("maxBodyBytes", DEFAULT_MAX_BODY_BYTES)),
             on_rule_error=OnRuleError(str(section.get("onRuleError", OnRuleError.DENY.value))),
+            decision_cache_bytes=int(section.get("decisionCacheBytes", DEFAULT_DECISION_CACHE_BYTES)),
         )
 
     def mode_for(self, namespace: str | None) -> Mode:

@@ -30,6 +30,15 @@ from tests.webhook.reviews import admission_review, gpu_deployment
 
 def cluster_bundle() -> Bundle:
     """What the fake API server's recorded lists hold, as a complete inventory."""
+    return Bundle(cluster_resources(), complete_kinds=CLUSTER_KINDS)
+
+
+CLUSTER_KINDS = ["PriorityClass", "Namespace", "ConfigMap", "PodDisruptionBudget", "NetworkPolicy", "RuntimeClass",
+                 "HorizontalPodAutoscaler", "AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "Deployment",
+                 "StatefulSet", "Rollout", "WorkloadPriorityClass"]  # fmt: skip
+
+
+def cluster_resources() -> list[Resource]:
     objects = [
         {
             "apiVersion": "scheduling.k8s.io/v1",
@@ -77,11 +86,7 @@ def cluster_bundle() -> Bundle:
             "handler": "nvidia",
         },
     ]
-    resources = [Resource(obj, file=f"cluster:{obj['kind']}", doc_index=0) for obj in objects]
-    kinds = ["PriorityClass", "Namespace", "ConfigMap", "PodDisruptionBudget", "NetworkPolicy", "RuntimeClass",
-             "HorizontalPodAutoscaler", "AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "Deployment",
-             "StatefulSet", "Rollout", "WorkloadPriorityClass"]  # fmt: skip
-    return Bundle(resources, complete_kinds=kinds)
+    return [Resource(obj, file=f"cluster:{obj['kind']}", doc_index=0) for obj in objects]
 
 
 CLUSTER = cluster_bundle()

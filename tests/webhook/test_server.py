@@ -210,8 +210,10 @@ def test_health_readiness_and_metrics(client: httpx.Client) -> None:
     assert detail["inventory"]["kinds"]["PriorityClass"]["state"] == "no-client"
     assert detail["provenance"]["backend"] == "sqlite"
     validate(client, admission_review(broken(), dry_run=True))
+    validate(client, admission_review(broken(), dry_run=True))  # the same content: remembered
     client.post("/validate", content=b"nope", headers=JSON_HEADERS)
     metrics = client.get("/metrics").text
+    assert 'gpupolicy_decision_cache_total{result="hit"}' in metrics
     assert (
         'gpupolicy_admission_requests_total{decision="denied",dry_run="true",kind="Deployment",mode="enforce"}'
         in metrics

@@ -1,0 +1,289 @@
+"""Decisions remembered across admissions of the same content (gpupolicy/webhook/decision_cache.py):
+a hit answers exactly what an evaluation would, with the new request's uid; anything the decision
+rests on — the content the rules read, the cluster caches it read, the engine — makes it evaluate
+again."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from gpupolicy.engine.registry import REGISTRY, Rule, Scope, Violation
+from gpupolicy.kube.inventory import Bundle, Coverage
+from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import default_policy, policy_from_mapping
+from gpupolicy.webhook.cluster_inventory import ClusterInventory
+from gpupolicy.webhook.records import should_record
+from gpupolicy.webhook.review import ReviewEngine, review
+from tests.webhook.fake_apiserver import FakeApiServer
+from tests.webhook.reviews import admission_review, gpu_deployment
+from tests.webhook.test_cluster_inventory import PDBS, make_inventory
+from tests.webhook.test_review import CLUSTER_KINDS, cluster_bundle, cluster_resources
+
+
+class GenerationalBundle:
+    """A complete inventory that moves a kind's generation whenever its objects change, as
+    ClusterInventory does on a watch event (the protocol the decision cache reads)."""
+
+    def __init__(self, resources: list[Resource]) -> None:
+        self.resources = resources
+        self.bundle = Bundle(resources, complete_kinds=CLUSTER_KINDS)
+        self.moved: dict[str, int] = {}
+
+    def list(self, kind: str, namespace: str | None = None) -> Sequence[Resource]:
+        return self.bundle.list(kind, namespace)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Resource | None:
+        return self.bundle.get(kind, name, namespace)
+
+    def coverage(self, kind: str) -> Coverage:
+        return self.bundle.coverage(kind)
+
+    def generations(self, kinds: Sequence[str]) -> tuple[tuple[str, int, bool], ...]:
+        return tuple((kind, self.moved.get(kind, 0), True) for kind in kinds)
+
+    def replace(self, kind: str, objects: list[Resource]) -> None:
+        self.resources = [*(item for item in self.resources if item.kind != kind), *objects]
+        self.bundle = Bundle(self.resources, complete_kinds=CLUSTER_KINDS)
+        self.moved[kind] = self.moved.get(kind, 0) + 1
+
+
+@pytest.fixture
+def cluster() -> GenerationalBundle:
+    return GenerationalBundle(cluster_resources())
+
+
+def replica_pod(index: int, **changes: Any) -> dict[str, Any]:
+    """A Pod of the ReplicaSet of tests.webhook.reviews' Deployment, as admission sends it: a
+    generated name, its own uid, resourceVersion, creation time and managedFields."""
+    template = gpu_deployment()["spec"]["template"]
+    metadata = copy.deepcopy(template["metadata"])
+    metadata.update(
+        generateName="llm-server-7d4b9c-",
+        namespace="ai-lab",
+        uid=f"0c1d2e3f-0000-4000-8000-{index:012d}",
+        resourceVersion=str(5000 + index),
+        creationTimestamp=f"2026-11-20T08:{index % 60:02d}:00Z",
+        managedFields=[{"manager": "kube-controller-manager", "operation": "Update", "time": f"t{index}"}],
+    )
+    metadata["labels"] = {**metadata["labels"], "pod-template-hash": "7d4b9c"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": copy.deepcopy(template["spec"])}
+    pod.update(changes)
+    return pod
+
+
+def answer(decision: Any) -> dict[str, Any]:
+    """The response without its uid, and what the decision rests on."""
+    body = {key: value for key, value in decision.response["response"].items() if key != "uid"}
+    return {"response": body, "findings": [(f.rule_id, f.message, f.json_path) for f in decision.findings]}
+
+
+def test_the_pods_of_one_replicaset_are_evaluated_once(cluster: GenerationalBundle) -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    first = review(admission_review(replica_pod(1), uid="one"), engine, cluster)
+    second = review(admission_review(replica_pod(2), uid="two"), engine, cluster)
+    assert engine.decisions is not None
+    assert (engine.decisions.hits, engine.decisions.misses) == (1, 1)
+    assert second.response["response"]["uid"] == "two" and second.uid == "two"
+    assert answer(second) == answer(first) and first.findings  # the same findings, not an empty answer
+    assert second.admission.object is not None and second.admission.object["metadata"]["uid"].endswith("2")
+
+
+def test_a_hit_answers_what_an_evaluation_would(cluster: GenerationalBundle) -> None:
+    """Every shape of answer: allowed, denied with its message, warnings, audit annotations."""
+    remembered = ReviewEngine.from_policy(default_policy())
+    settings = dataclasses.replace(remembered.settings, decision_cache_bytes=0)
+    fresh = ReviewEngine(remembered.policy, settings, rules=remembered.rules)
+    broken = gpu_deployment()
+    broken["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
+    for obj in (gpu_deployment(), broken, replica_pod(3)):
+        for uid in ("a", "b", "c"):
+            body = admission_review(obj, uid=uid)
+            assert answer(review(body, remembered, cluster)) == answer(review(body, fresh, cluster))
+    assert fresh.decisions is None
+    assert remembered.decisions is not None and remembered.decisions.hits == 6
+
+
+def test_a_change_to_a_cluster_cache_the_decision_read_is_evaluated_again(
+    cluster: GenerationalBundle,
+) -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    before = review(admission_review(gpu_deployment(), uid="1"), engine, cluster)
+    assert "GP501" not in {f.rule_id for f in before.findings}  # the cluster's PDB selects it
+    cluster.replace("PodDisruptionBudget", [])
+    after = review(admission_review(gpu_deployment(), uid="2"), engine, cluster)
+    assert "GP501" in {f.rule_id for f in after.findings}
+    assert engine.decisions is not None and engine.decisions.hits == 0
+
+
+def test_a_change_to_a_cache_it_did_not_read_keeps_the_decision(cluster: GenerationalBundle) -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    review(admission_review(gpu_deployment(), uid="1"), engine, cluster)
+    cluster.moved["Node"] = 7  # no rule of this evaluation read Nodes
+    review(admission_review(gpu_deployment(), uid="2"), engine, cluster)
+    assert engine.decisions is not None and engine.decisions.hits == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda pod: pod["spec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": "4"}),
+        lambda pod: pod["metadata"]["labels"].update({"gpupolicy.io/arm": "treatment"}),
+        lambda pod: pod["metadata"].setdefault("annotations", {}).update({"gpupolicy.io/ignore": "GP613: x"}),
+        lambda pod: pod["metadata"].update({"name": "llm-server-7d4b9c-x2x9z"}),
+        lambda pod: pod["metadata"].update({"namespace": "ai-lab-2"}),
+    ],
+    ids=["spec", "label", "suppression", "name", "namespace"],
+)
+def test_content_the_rules_read_is_part_of_the_key(
+    cluster: GenerationalBundle, change: Callable[[dict[str, Any]], None]
+) -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    review(admission_review(replica_pod(1), uid="1"), engine, cluster)
+    changed = replica_pod(2)
+    change(changed)
+    review(admission_review(changed, uid="2"), engine, cluster)
+    assert engine.decisions is not None and engine.decisions.hits == 0
+
+
+def test_an_update_is_not_answered_by_the_create(cluster: GenerationalBundle) -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    review(admission_review(gpu_deployment(), uid="1"), engine, cluster)
+    review(
+        admission_review(gpu_deployment(), uid="2", operation="UPDATE", old_object=gpu_deployment()),
+        engine,
+        cluster,
+    )
+    assert engine.decisions is not None and engine.decisions.hits == 0
+
+
+def test_kubectls_last_applied_copy_is_not_part_of_the_key(cluster: GenerationalBundle) -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    for revision in ("1", "2"):
+        obj = gpu_deployment()
+        obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = (
+            f'{{"r": {revision}}}'
+        )
+        obj["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = revision
+        review(admission_review(obj, uid=revision), engine, cluster)
+    assert engine.decisions is not None and engine.decisions.hits == 1
+
+
+def test_a_dry_run_hit_is_still_not_recorded(cluster: GenerationalBundle) -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    assert should_record(review(admission_review(gpu_deployment(), uid="1"), engine, cluster))
+    dry = review(admission_review(gpu_deployment(), uid="2", dry_run=True), engine, cluster)
+    assert engine.decisions is not None and engine.decisions.hits == 1
+    assert dry.dry_run and not should_record(dry)
+
+
+def test_a_decision_in_which_a_rule_raised_is_not_remembered(cluster: GenerationalBundle) -> None:
+    calls = []
+
+    def flaky(workload: Any, ctx: Any) -> Iterator[Violation]:
+        calls.append(1)
+        raise RuntimeError("a bug")
+        yield  # pragma: no cover
+
+    rule = Rule(
+        id="GP998",
+        name="flaky-rule",
+        severity=REGISTRY["GP601"].severity,
+        scope=Scope.WORKLOAD,
+        summary="Raises.",
+        rationale="A test.",
+        remediation="None.",
+        check=flaky,
+    )
+    engine = ReviewEngine.from_policy(default_policy(), rules=(*REGISTRY, rule))
+    for uid in ("1", "2"):
+        decision = review(admission_review(gpu_deployment(), uid=uid), engine, cluster)
+        assert not decision.allowed  # enforce mode denies what was not fully checked
+    assert len(calls) == 2
+    assert engine.decisions is not None and engine.decisions.hits == 0
+
+
+def test_an_exemption_that_expires_overnight_is_evaluated_again(
+    cluster: GenerationalBundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    review(admission_review(gpu_deployment(), uid="1"), engine, cluster)
+
+    class Tomorrow(datetime.date):
+        @classmethod
+        def today(cls) -> Tomorrow:
+            return cls(2099, 1, 1)
+
+    monkeypatch.setattr("gpupolicy.webhook.decision_cache.datetime.date", Tomorrow)
+    review(admission_review(gpu_deployment(), uid="2"), engine, cluster)
+    assert engine.decisions is not None and engine.decisions.hits == 0
+
+
+def test_an_inventory_without_generations_is_never_answered_from_memory() -> None:
+    engine = ReviewEngine.from_policy(default_policy())
+    bundle = cluster_bundle()
+    for uid in ("1", "2"):
+        review(admission_review(gpu_deployment(), uid=uid), engine, bundle)
+    assert engine.decisions is not None and (engine.decisions.hits, engine.decisions.misses) == (0, 0)
+
+
+def test_the_cache_holds_no_more_than_its_bytes(cluster: GenerationalBundle) -> None:
+    engine = ReviewEngine.from_policy(policy_from_mapping({"webhook": {"decisionCacheBytes": 64 * 1024}}))
+    for index in range(200):
+        obj = gpu_deployment()
+        obj["metadata"]["name"] = f"llm-{index}"
+        review(admission_review(obj, uid=str(index)), engine, cluster)
+    assert engine.decisions is not None
+    assert 0 < engine.decisions.nbytes <= 64 * 1024
+
+
+def test_a_watch_event_on_the_real_cluster_inventory_invalidates(fake: FakeApiServer) -> None:
+    """Through the kubernetes client: a PDB added by a watch event moves the PDB cache's
+    generation, and the next admission of the same Deployment is judged with it."""
+    inventory: ClusterInventory = make_inventory(fake.url)
+    inventory.start()
+    try:
+        assert inventory.wait_synced(15), inventory.status()
+        engine = ReviewEngine.from_policy(default_policy())
+        obj = gpu_deployment()
+        obj["metadata"]["name"] = obj["metadata"]["labels"]["app.kubernetes.io/name"] = "fresh-server"
+        obj["spec"]["selector"]["matchLabels"] = {"app.kubernetes.io/name": "fresh-server"}
+        obj["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] = "fresh-server"
+        before = review(admission_review(obj, uid="1"), engine, inventory)
+        assert "GP501" in {f.rule_id for f in before.findings}
+        review(admission_review(obj, uid="2"), engine, inventory)
+        assert engine.decisions is not None and engine.decisions.hits == 1
+        pdb = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "fresh-server", "namespace": "ai-lab", "resourceVersion": "90001"},
+            "spec": {
+                "maxUnavailable": 1,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": "fresh-server"}},
+            },
+        }
+        fake.emit(PDBS, "ADDED", pdb)
+        deadline = time.monotonic() + 10
+        while inventory.get("PodDisruptionBudget", "fresh-server", "ai-lab") is None:
+            assert time.monotonic() < deadline, "the watch event did not arrive"
+            time.sleep(0.02)
+        after = review(admission_review(obj, uid="3"), engine, inventory)
+        assert "GP501" not in {f.rule_id for f in after.findings}
+        assert engine.decisions.hits == 1
+    finally:
+        inventory.stop()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeApiServer]:
+    server = FakeApiServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
