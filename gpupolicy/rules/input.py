@@ -132,10 +132,15 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
 
 
 def _may_hold_placeholder(obj: Any) -> bool:
-    """Whether any key or text of the object holds a character every placeholder form starts
-    with. One serialisation in C (about a third of the walk below, which visits every field in
+    """Whether any key or text the walk below reads holds a character every placeholder form
+    starts with. One serialisation in C (a fraction of the walk, which visits every field in
     Python) answers no for most objects; serialised without ASCII escapes, the text holds each key
-    and string as written, and `$`, `<`, `{` and `_` are never escaped."""
+    and string as written, and `$`, `<`, `{` and `_` are never escaped. The metadata's free text
+    (annotations, managedFields: often most of an object's bytes) is left out, as the walk leaves it."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    if isinstance(metadata, dict) and not FREE_TEXT_KEYS.isdisjoint(metadata):
+        kept = {key: value for key, value in metadata.items() if key not in FREE_TEXT_KEYS}
+        obj = {**obj, "metadata": kept}
     try:
         text = json.dumps(obj, ensure_ascii=False, check_circular=False)
     except (TypeError, ValueError, RecursionError):  # not plain JSON values, or nested too deep
