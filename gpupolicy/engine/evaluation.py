@@ -29,6 +29,7 @@ from gpupolicy.engine.report import (
 from gpupolicy.engine.suppressions import SuppressionSubject
 from gpupolicy.kube.inventory import Bundle, Inventory
 from gpupolicy.kube.pod_spec import workload_of
+from gpupolicy.kube.roles import Role
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import LoadProblem, Resource
 from gpupolicy.policy.loading import Policy
@@ -99,7 +100,15 @@ class RulePlan:
     (a filter of the rules, about 30 us); a shell that evaluates one object at a time under one
     policy and rule set (the webhook) makes it once per policy load and passes it as `rules`."""
 
-    __slots__ = ("_by_kind", "active_ids", "bundle_rules", "object_rules", "policy", "workload_rules")
+    __slots__ = (
+        "_by_kind",
+        "_by_role",
+        "active_ids",
+        "bundle_rules",
+        "object_rules",
+        "policy",
+        "workload_rules",
+    )
 
     def __init__(self, rules: Iterable[Rule], policy: Policy) -> None:
         self.policy = policy
@@ -109,6 +118,15 @@ class RulePlan:
         self.bundle_rules = tuple(rule for rule in active if rule.scope is Scope.BUNDLE)
         self.active_ids = frozenset(rule.id for rule in active)
         self._by_kind: dict[str, tuple[Rule, ...]] = {}
+        self._by_role: dict[Role, tuple[Rule, ...]] = {}
+
+    def workload_rules_for(self, role: Role) -> tuple[Rule, ...]:
+        """The workload rules that judge workloads of `role` (each role's list made once)."""
+        found = self._by_role.get(role)
+        if found is None:
+            found = tuple(rule for rule in self.workload_rules if rule.roles is None or role in rule.roles)
+            self._by_role[role] = found
+        return found
 
     def object_rules_for(self, kind: str) -> tuple[Rule, ...]:
         found = self._by_kind.get(kind)
@@ -161,10 +179,7 @@ class Evaluation:
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
             decision = ctx.role(workload)
             report.roles.append(WorkloadRole.of(resource, decision, ref))
-            role = decision.role
-            for rule in self.plan.workload_rules:
-                if rule.roles is not None and role not in rule.roles:
-                    continue
+            for rule in self.plan.workload_rules_for(decision.role):
                 try:
                     for violation in rule.check(workload, ctx):  # type: ignore[misc]
                         findings.append(finding_for(rule, policy, violation, resource, ref))

@@ -293,6 +293,8 @@ class Standard:
     version: Version
     rows: tuple[VersionedCheck, ...]
     in_force: frozenset[str]  # the IDs of `rows`
+    # (check, behaviour) of every row: what `has` asks, for each container of each pod checked.
+    behaviours: frozenset[tuple[str, Behaviour | None]] = frozenset()
 
     def applies(self, check: str) -> bool:
         return check in self.in_force
@@ -305,7 +307,7 @@ class Standard:
         return frozenset(allowed)
 
     def has(self, check: str, behaviour: Behaviour) -> bool:
-        return any(row.check == check and row.adds is behaviour for row in self.rows)
+        return (check, behaviour) in self.behaviours
 
     def exempts(self, check: str, template: PodTemplate) -> bool:
         """The check is in force but skips this pod (a Windows or user-namespace exemption)."""
@@ -325,7 +327,13 @@ def standard_for(level: Level, version: Version) -> Standard:
     candidates = [row for row in CHECKS if row.level <= level and row.since <= version]
     overridden = {check for row in candidates if row.level == level for check in row.overrides}
     rows = tuple(row for row in candidates if row.check not in overridden)
-    return Standard(level, version, rows, frozenset(row.check for row in rows))
+    return Standard(
+        level,
+        version,
+        rows,
+        frozenset(row.check for row in rows),
+        frozenset((row.check, row.adds) for row in rows),
+    )
 
 
 @dataclass(frozen=True, slots=True)

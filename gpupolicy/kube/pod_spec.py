@@ -463,35 +463,21 @@ NON_WORKLOAD_KINDS = frozenset(
 
 
 class Workload:
-    """A Kubernetes object seen through the pod templates it carries."""
+    """A Kubernetes object seen through the pod templates it carries. Its identity (kind, name,
+    namespace, labels, annotations) is read once, when the view is made: every rule asks for it."""
 
-    __slots__ = ("cache", "resource", "templates")
+    __slots__ = ("annotations", "cache", "kind", "labels", "name", "namespace", "resource", "templates")
 
     def __init__(self, resource: Resource, templates: list[PodTemplate]) -> None:
         self.resource = resource
         self.templates = templates
+        self.kind: str = resource.kind
+        self.name: str = resource.name
+        self.namespace: str | None = resource.namespace
+        self.labels: dict[str, Any] = resource.labels
+        self.annotations: dict[str, Any] = resource.annotations
         # Derived facts memoised on this view (one per evaluation of the object); not identity.
         self.cache: dict[Any, Any] = {}
-
-    @property
-    def kind(self) -> str:
-        return self.resource.kind
-
-    @property
-    def name(self) -> str:
-        return self.resource.name
-
-    @property
-    def namespace(self) -> str | None:
-        return self.resource.namespace
-
-    @property
-    def labels(self) -> dict[str, Any]:
-        return self.resource.labels
-
-    @property
-    def annotations(self) -> dict[str, Any]:
-        return self.resource.annotations
 
     def containers(self) -> Iterator[tuple[PodTemplate, Container]]:
         for template in self.templates:
