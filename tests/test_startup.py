@@ -46,6 +46,14 @@ UNNEEDED_MODULES = (
     "gpupolicy.webhook",
     "gpupolicy.results",
     "gpupolicy.cli.commands",
+    # The custom-rule languages: only finding that no rule is configured or defined in the tree.
+    "gpupolicy.custom.gatekeeper",
+    "gpupolicy.custom.native_rego",
+    "gpupolicy.custom.rego",
+    "gpupolicy.custom.cel",
+    "gpupolicy.custom.cel_rules",
+    "gpupolicy.custom.matching",
+    "gpupolicy.custom.rules",
 )
 
 POD = """\

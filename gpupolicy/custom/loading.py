@@ -12,8 +12,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from gpupolicy.custom.definitions import CustomRule, CustomRuleError
-from gpupolicy.custom.gatekeeper import gatekeeper_rules, is_constraint, is_template
-from gpupolicy.custom.native_rego import load_rego_rules
 from gpupolicy.kube.pod_spec import as_list
 from gpupolicy.loading.documents import Resource
 from gpupolicy.loading.inputs import Source, load_file
@@ -77,8 +75,13 @@ def _walk(folder: Path) -> Iterable[Path]:
             yield path
 
 
+# The language modules are imported where a definition is read or compiled: a lint run whose
+# policy names no rule path and whose tree holds no definition imports none of them.
+
+
 def is_definition(resource: Resource) -> bool:
     from gpupolicy.custom.cel_rules import is_cel_definition
+    from gpupolicy.custom.gatekeeper import is_constraint, is_template
 
     return is_template(resource) or is_constraint(resource) or is_cel_definition(resource)
 
@@ -109,6 +112,8 @@ def definitions_in_sources(sources: Iterable[Source]) -> list[Resource]:
 
 def compile_rules(rego_files: Sequence[Path], definitions: Sequence[Resource]) -> list[CustomRule]:
     from gpupolicy.custom.cel_rules import cel_rules
+    from gpupolicy.custom.gatekeeper import gatekeeper_rules
+    from gpupolicy.custom.native_rego import load_rego_rules
 
     rules = load_rego_rules(rego_files) if rego_files else []
     if definitions:
