@@ -12,16 +12,14 @@ from gpupolicy.core.findings import Finding, ObjectRef, Severity
 from gpupolicy.kube.inventory import Bundle, Coverage
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
+from gpupolicy.webhook.answers import WARNING_MAX_CHARS, WARNINGS_MAX_BYTES, format_warnings
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import (
-    WARNING_MAX_CHARS,
-    WARNINGS_MAX_BYTES,
     AdmissionInventory,
     MalformedReview,
     NoInventory,
     ReviewEngine,
-    format_warnings,
     review,
 )
 from gpupolicy.webhook.settings import Mode
