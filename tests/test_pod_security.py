@@ -10,10 +10,11 @@ import pytest
 import yaml
 
 from gpupolicy.kube import pod_security as pss
+from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.pod_spec import PodTemplate, workload_of
 from gpupolicy.loading.inputs import load_text
 
-B, R = pss.Level.BASELINE, pss.Level.RESTRICTED
+B, R = levels.Level.BASELINE, levels.Level.RESTRICTED
 
 
 def template_of(spec: dict[str, Any], annotations: dict[str, str] | None = None) -> PodTemplate:
@@ -36,8 +37,8 @@ def container(name: str = "c", **security: Any) -> dict[str, Any]:
     return item
 
 
-def at(level: pss.Level, version: str) -> pss.Standard:
-    return pss.standard_for(level, pss.parse_version(version))
+def at(level: levels.Level, version: str) -> levels.Standard:
+    return levels.standard_for(level, levels.parse_version(version))
 
 
 def paths(problems: Any) -> list[tuple[str | int, ...]]:
@@ -48,8 +49,8 @@ def paths(problems: Any) -> list[tuple[str | int, ...]]:
 
 
 def test_table_rows_are_ordered_and_well_formed() -> None:
-    by_check: dict[str, list[pss.VersionedCheck]] = defaultdict(list)
-    for row in pss.CHECKS:
+    by_check: dict[str, list[levels.VersionedCheck]] = defaultdict(list)
+    for row in levels.CHECKS:
         by_check[row.check].append(row)
         assert row.source.startswith("check_") and row.source.endswith(".go")
         assert row.rules and all(rule.startswith(("GP6", "GP409")) for rule in row.rules)
@@ -57,14 +58,14 @@ def test_table_rows_are_ordered_and_well_formed() -> None:
         versions = [row.since for row in rows]
         assert versions == sorted(set(versions)), f"{check}: versions must strictly increase"
         assert len({row.level for row in rows}) == 1, check
-    for row in pss.CHECKS:
+    for row in levels.CHECKS:
         for overridden in row.overrides:  # only restricted checks override, and only baseline ones
             assert row.level is R and by_check[overridden][0].level is B
 
 
 def test_lists_match_the_admission_checks() -> None:
-    assert len(pss.BASELINE_CAPABILITIES) == 13
-    assert {"SYS_ADMIN", "NET_RAW", "IPC_LOCK", "SYS_PTRACE"}.isdisjoint(pss.BASELINE_CAPABILITIES)
+    assert len(levels.BASELINE_CAPABILITIES) == 13
+    assert {"SYS_ADMIN", "NET_RAW", "IPC_LOCK", "SYS_PTRACE"}.isdisjoint(levels.BASELINE_CAPABILITIES)
     assert at(R, "1.34").allowed("capabilities_restricted") == {"NET_BIND_SERVICE"}
     latest = at(B, "1.36").allowed("sysctls")
     assert len(latest) == 12 and "kernel.shmmax" not in latest
@@ -73,12 +74,12 @@ def test_lists_match_the_admission_checks() -> None:
 
 
 def test_parse_version_and_level() -> None:
-    assert pss.parse_version("1.34") == (1, 34)
-    assert pss.parse_version("v1.29.3") == (1, 29)
+    assert levels.parse_version("1.34") == (1, 34)
+    assert levels.parse_version("v1.29.3") == (1, 29)
     with pytest.raises(ValueError, match="not a Kubernetes version"):
-        pss.parse_version("latest")
-    assert pss.Level.parse("restricted") is R
-    assert pss.Level.parse(None) is B
+        levels.parse_version("latest")
+    assert levels.Level.parse("restricted") is R
+    assert levels.Level.parse(None) is B
     assert R > B
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpupolicy.kube import pod_security as pss
+from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.experiments import MetricVocabulary, vocabulary_for
 from gpupolicy.kube.tolerations import Taint
 
@@ -142,14 +142,14 @@ class SuppressionSettings:
 
 @dataclass(frozen=True, slots=True)
 class SecuritySettings:
-    level: pss.Level  # the Pod Security Standards level: baseline or restricted
+    level: levels.Level  # the Pod Security Standards level: baseline or restricted
     # The Pod Security checks in force for that level at the policy's kubernetesVersion.
-    standard: pss.Standard
+    standard: levels.Standard
 
     @classmethod
     def of(cls, section: Mapping[str, Any], kubernetes_version: str) -> SecuritySettings:
-        level = pss.Level.parse(section.get("level", "baseline"))
-        return cls(level=level, standard=pss.standard_for(level, pss.parse_version(kubernetes_version)))
+        level = levels.Level.parse(section.get("level", "baseline"))
+        return cls(level=level, standard=levels.standard_for(level, levels.parse_version(kubernetes_version)))
 
 
 @dataclass(frozen=True, slots=True)

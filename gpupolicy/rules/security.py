@@ -21,6 +21,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Scope, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NETWORK_POLICIES, first_time, unknown_fact
 from gpupolicy.kube import pod_security as pss
+from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.inventory import Coverage, namespace_of
 from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
@@ -31,22 +32,22 @@ from gpupolicy.kube.selectors import node_affinity_matches
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.node_pools import node_pools
 
-PSS = pss.PSS_URL
-PSA = pss.PSA_CHECKS_URL
+PSS = levels.PSS_URL
+PSA = levels.PSA_CHECKS_URL
 SECURITY_CONTEXT = "https://kubernetes.io/docs/tasks/configure-pod-container/security-context/"
 LEVEL = Setting("security.level", "Pod Security Standards level: baseline (default) or restricted.")
 VERSION = Setting(
     "kubernetesVersion",
     "The Kubernetes version whose Pod Security admission the checks follow (allowed values and "
-    "exemptions change by version: gpupolicy/kube/pod_security.py CHECKS).",
+    "exemptions change by version: gpupolicy/kube/pod_security_levels.py CHECKS).",
 )
 
 
-def level(ctx: Context) -> pss.Level:
+def level(ctx: Context) -> levels.Level:
     return ctx.policy.security.level
 
 
-def standard(ctx: Context) -> pss.Standard:
+def standard(ctx: Context) -> levels.Standard:
     """The Pod Security checks in force for the policy's level and Kubernetes version."""
     return ctx.policy.security.standard
 
@@ -102,7 +103,7 @@ def privileged_container(workload: Workload, ctx: Context) -> Iterator[Violation
     rationale="Without it a process can gain more privileges than its parent (setuid binaries, file "
     "capabilities); the restricted Pod Security level requires it on every Linux container.",
     remediation="Set securityContext.allowPrivilegeEscalation: false on every container.",
-    references=(PSS, f"{PSA}/check_allowPrivilegeEscalation.go", pss.SECURITY_CONTEXT_API),
+    references=(PSS, f"{PSA}/check_allowPrivilegeEscalation.go", levels.SECURITY_CONTEXT_API),
     settings=(LEVEL, VERSION),
 )
 def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation]:
