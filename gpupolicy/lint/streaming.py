@@ -281,7 +281,7 @@ class _Readers:
         if "" in self.account_scopes or namespace in self.account_scopes:
             return True
         if self.accounts:
-            from gpupolicy.rules.security import service_account_of
+            from gpupolicy.rules.access import service_account_of
 
             return any(
                 (namespace, service_account_of(template)) in self.accounts for template in workload.templates

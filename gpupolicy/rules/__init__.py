@@ -17,6 +17,7 @@ RULE_MODULES = (
     "gpupolicy.rules.gpu_resources",
     "gpupolicy.rules.gpu_sharing",
     "gpupolicy.rules.security",
+    "gpupolicy.rules.access",
     "gpupolicy.rules.supply_chain",
     "gpupolicy.rules.experiments",
     "gpupolicy.rules.rollback",

@@ -1,0 +1,300 @@
+"""GP612-GP616: what a GPU workload may reach besides its devices: credentials written into the
+manifest, the service-account token, the network, the namespace's Pod Security and RBAC. They
+apply to a GPU pod as to any pod; the GPU stack's own agents are judged by their profile.
+https://kubernetes.io/docs/concepts/security/secrets-good-practices/
+https://kubernetes.io/docs/concepts/security/rbac-good-practices/
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.registry import Scope, Violation, rule
+from gpupolicy.engine.unknowns import NETWORK_POLICIES, first_time, unknown_fact
+from gpupolicy.kube import pod_security_levels as levels
+from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.placeholders import excerpt
+from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
+from gpupolicy.kube.roles import NOT_AGENT, SERVERS
+from gpupolicy.kube.secrets_detect import detect, detect_in_arguments, placeholder_credential
+from gpupolicy.loading.documents import Resource
+
+
+@rule(
+    id="GP612",
+    name="secret-literal-in-env",
+    severity="error",
+    summary="Reports an env value that is a literal credential (Hugging Face, OpenAI-style, AWS, GitHub, Slack, "
+    "Google keys, JWTs, private keys, or a literal in a `*_TOKEN`/`*_PASSWORD`/`*_SECRET`/`*_KEY` variable), "
+    "a credential-named variable whose value is a placeholder to fill in at deploy time (`$HF_TOKEN`, "
+    "`${HF_TOKEN}`, `<secret>`, `YOUR_TOKEN_HERE`), and provider-shaped tokens or `--api-key`/`--token` values "
+    "in command and args.",
+    rationale="A manifest is read by everyone with repo or `get` access and lands in Git history, CI logs and "
+    "the admission audit trail; a leaked Hugging Face or cloud token is usable at once.",
+    remediation="Move the value into a Secret and reference it with env[].valueFrom.secretKeyRef.",
+    references=(
+        "https://kubernetes.io/docs/concepts/security/secrets-good-practices/",
+        "https://kubernetes.io/docs/tasks/inject-data-application/distribute-credentials-secure/",
+    ),
+)
+def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for _template, container in workload.containers():
+        for index, item in enumerate(as_list(container.spec.get("env"))):
+            item = as_mapping(item)
+            value = item.get("value")
+            if not isinstance(value, str):
+                continue
+            name = str(item.get("name", ""))
+            hit = detect(name, value)
+            if hit is not None:
+                yield Violation(
+                    container.field("env", index, "value"),
+                    f"{container.label} env {item.get('name')} holds a literal {hit.describe()}",
+                    container=container.name,
+                )
+            elif (placeholder := placeholder_credential(name, value)) is not None:
+                yield Violation(
+                    container.field("env", index, "value"),
+                    f"{container.label} env {excerpt(name)} ({placeholder.kind}) is the placeholder "
+                    f"{excerpt(value.strip())!r}: a credential filled in at deploy time is still a credential in "
+                    "the manifest (and in every rendered copy of it)",
+                    container=container.name,
+                )
+        for key in ("command", "args"):
+            words = [str(word) for word in as_list(container.spec.get(key))]
+            for index, hit in detect_in_arguments(words):
+                yield Violation(
+                    container.field(key, index),
+                    f"{container.label} {key} holds a literal {hit.describe()}",
+                    container=container.name,
+                )
+
+
+def service_account_of(template: PodTemplate) -> str:
+    name = template.spec.get("serviceAccountName") or template.spec.get("serviceAccount") or "default"
+    return str(name)
+
+
+@rule(
+    id="GP613",
+    roles=NOT_AGENT,
+    name="service-account-token-automount",
+    severity="info",
+    summary="Reports a pod that mounts its service-account token: `automountServiceAccountToken` is not false on "
+    "the pod, nor on its ServiceAccount in the inventory.",
+    rationale="A model server rarely calls the Kubernetes API; a mounted token lets anyone who gets code "
+    "execution in it (a prompt-injected tool call, a malicious checkpoint) act as its service account.",
+    remediation="Set automountServiceAccountToken: false in the pod spec (or on its ServiceAccount).",
+    references=(
+        "https://kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/#opt-out-of-api-credential-automounting",
+    ),
+)
+def service_account_token_automount(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    for template in workload.templates:
+        if not template.spec.get("containers"):  # KServe components and CRD fragments
+            continue
+        value = template.spec.get("automountServiceAccountToken")
+        if value is False:
+            continue
+        name = service_account_of(template)
+        if value is True:
+            yield Violation(
+                template.field("automountServiceAccountToken"),
+                f"{template.describe()} mounts the token of service account {name}",
+            )
+            continue
+        account = ctx.inventory.get("ServiceAccount", name, workload.namespace)
+        if account is not None and as_mapping(account.obj).get("automountServiceAccountToken") is False:
+            continue
+        where = (
+            template.field("serviceAccountName") if "serviceAccountName" in template.spec else template.path
+        )
+        yield Violation(
+            where,
+            f"{template.describe()} mounts the token of service account {name} (automount not disabled)",
+        )
+
+
+@rule(
+    id="GP614",
+    roles=SERVERS,
+    name="namespace-without-network-policy",
+    severity="warning",
+    summary="Reports a GPU workload whose namespace has no NetworkPolicy in the inventory (an info finding when "
+    "the inventory cannot tell).",
+    rationale="Without a NetworkPolicy every pod of the cluster can reach the model server's port, metrics and "
+    "admin endpoints, and the server can reach anything, including the cloud metadata service.",
+    remediation="Add a NetworkPolicy to the namespace that admits only the callers of the server.",
+    references=("https://kubernetes.io/docs/concepts/services-networking/network-policies/",),
+)
+def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not ctx.uses_gpus(workload):
+        return
+    namespace = namespace_of(workload.resource)
+    where = ("metadata", "namespace") if workload.namespace else ("metadata",)
+    coverage = ctx.inventory.coverage("NetworkPolicy")
+    if coverage is Coverage.UNAVAILABLE:
+        if first_time(ctx, ("GP614", namespace)):
+            yield Violation(
+                where,
+                f"cannot tell whether namespace {namespace} has a NetworkPolicy (the inventory is unavailable)",
+                unknown=True,
+            )
+        return
+    if ctx.inventory.list("NetworkPolicy", namespace):
+        return
+    if coverage is not Coverage.COMPLETE:
+        # A repository seldom holds the cluster's NetworkPolicies: absence here proves nothing.
+        yield from unknown_fact(ctx, NETWORK_POLICIES, where, "network isolation of GPU servers (GP614)")
+        return
+    if first_time(ctx, ("GP614", namespace)):  # a namespace-level fact: once per namespace
+        yield Violation(
+            where, f"namespace {namespace} runs GPU server {workload.name} but has no NetworkPolicy"
+        )
+
+
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+
+
+def gpu_workloads_in(namespace: str, ctx: Context) -> list[Workload]:
+    def compute() -> list[Workload]:
+        found = []
+        for kind in EXTRACTORS:
+            for resource in ctx.inventory.list(kind, namespace):
+                if resource.namespace != namespace:  # only workloads that name the namespace
+                    continue
+                workload = workload_of(resource)
+                if workload is not None and ctx.uses_gpus(workload):
+                    found.append(workload)
+        return found
+
+    result: list[Workload] = ctx.memo(("gpu-workloads-in", namespace), compute)
+    return result
+
+
+@rule(
+    id="GP615",
+    name="namespace-pod-security-missing",
+    severity="warning",
+    scope=Scope.OBJECT,
+    kinds=("Namespace",),
+    summary="Reports a Namespace holding GPU workloads (in the inventory) whose `pod-security.kubernetes.io/enforce` "
+    "label is missing or not baseline/restricted.",
+    rationale="Pod Security admission is the cluster's own backstop: without the enforce label a privileged "
+    "pod that slipped past review is admitted into the namespace where the GPUs are.",
+    remediation="Label the Namespace pod-security.kubernetes.io/enforce: baseline (or restricted).",
+    references=("https://kubernetes.io/docs/concepts/security/pod-security-admission/", levels.PSS_URL),
+)
+def namespace_pod_security_missing(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    workloads = gpu_workloads_in(resource.name, ctx)
+    if not workloads:
+        return
+    value = resource.labels.get(ENFORCE_LABEL)
+    if value in ("baseline", "restricted"):
+        return
+    names = ", ".join(sorted({f"{w.kind}/{w.name}" for w in workloads})[:3])
+    if value is None:
+        where = ("metadata", "labels") if resource.labels else ("metadata",)
+        yield Violation(
+            where, f"Namespace {resource.name} runs GPU workloads ({names}) without the {ENFORCE_LABEL} label"
+        )
+    else:
+        yield Violation(
+            ("metadata", "labels", ENFORCE_LABEL),
+            f"Namespace {resource.name} enforces {value!r}, not baseline or restricted",
+        )
+
+
+CLUSTER_ADMIN = "cluster-admin"
+
+
+def _service_account_users(ctx: Context) -> dict[tuple[str, str], list[str]]:
+    """(namespace, service account) → workloads in the inventory that run as it."""
+
+    def compute() -> dict[tuple[str, str], list[str]]:
+        users: dict[tuple[str, str], list[str]] = {}
+        for kind in EXTRACTORS:
+            for resource in ctx.inventory.list(kind):
+                workload = workload_of(resource)
+                if workload is None:
+                    continue
+                for template in workload.templates:
+                    key = (namespace_of(resource), service_account_of(template))
+                    users.setdefault(key, []).append(f"{resource.kind}/{resource.name}")
+        return users
+
+    result: dict[tuple[str, str], list[str]] = ctx.memo("service-account-users", compute)
+    return result
+
+
+def bound_workloads(binding: Resource, ctx: Context) -> list[str]:
+    """Workloads in the inventory that run as a service account (or group of them) the binding names."""
+    users = _service_account_users(ctx)
+    found: list[str] = []
+    for subject in as_list(as_mapping(binding.obj).get("subjects")):
+        subject = as_mapping(subject)
+        kind, name = subject.get("kind"), str(subject.get("name", ""))
+        if kind == "ServiceAccount":
+            namespace = str(subject.get("namespace") or namespace_of(binding))
+            found += [f"{w} (service account {namespace}/{name})" for w in users.get((namespace, name), [])]
+        elif kind == "Group" and name.startswith("system:serviceaccounts"):
+            scope = name.removeprefix("system:serviceaccounts").lstrip(":")
+            found += [
+                f"{w} (group {name})" for (ns, _), ws in users.items() if not scope or ns == scope for w in ws
+            ]
+    return found
+
+
+def _bindings_of(role: Resource, ctx: Context) -> list[Resource]:
+    kinds = ("RoleBinding",) if role.kind == "Role" else ("RoleBinding", "ClusterRoleBinding")
+    namespace = role.namespace if role.kind == "Role" else None
+    return [
+        binding
+        for kind in kinds
+        for binding in ctx.inventory.list(kind, namespace)
+        if as_mapping(as_mapping(binding.obj).get("roleRef")).get("kind") == role.kind
+        and as_mapping(as_mapping(binding.obj).get("roleRef")).get("name") == role.name
+    ]
+
+
+@rule(
+    id="GP616",
+    name="rbac-overbroad",
+    severity="error",
+    scope=Scope.OBJECT,
+    kinds=("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"),
+    summary="Reports a Role/ClusterRole with wildcard verbs or resources, or a binding to cluster-admin, bound to a "
+    "service account that a workload in the inventory runs as.",
+    rationale="Whoever gets code execution in the workload (a prompt-injected tool, a malicious checkpoint) holds "
+    "its service account's rights; a wildcard or cluster-admin is the whole cluster.",
+    remediation="Grant the service account only the verbs and resources it uses, never cluster-admin.",
+    references=("https://kubernetes.io/docs/concepts/security/rbac-good-practices/",),
+)
+def rbac_overbroad(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    obj = as_mapping(resource.obj)
+    if resource.kind.endswith("Binding"):
+        ref = as_mapping(obj.get("roleRef"))
+        if (
+            ref.get("kind") == "ClusterRole"
+            and ref.get("name") == CLUSTER_ADMIN
+            and (users := bound_workloads(resource, ctx))
+        ):
+            yield Violation(
+                ("roleRef", "name"),
+                f"{resource.kind} {resource.name} grants cluster-admin to {'; '.join(users[:3])}",
+            )
+        return
+    if resource.name == CLUSTER_ADMIN:
+        return
+    users = [user for binding in _bindings_of(resource, ctx) for user in bound_workloads(binding, ctx)]
+    if not users:
+        return
+    for index, item in enumerate(as_list(obj.get("rules"))):
+        for field in ("verbs", "resources"):
+            values = [str(value) for value in as_list(as_mapping(item).get(field))]
+            if "*" in values:
+                yield Violation(
+                    ("rules", index, field, values.index("*")),
+                    f"{resource.kind} {resource.name} grants {field} '*' to {'; '.join(users[:3])}",
+                )
