@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.policy.loading import PolicyError, default_policy, load_policy
+from gpupolicy.policy.loading import default_policy, load_policy
+from gpupolicy.policy.validation import PolicyError
 from tests.conftest import REPO, LintText
 
 SERVER = """\

@@ -33,7 +33,8 @@ from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.engine.registry import REGISTRY
 from gpupolicy.loading.inputs import load_file
 from gpupolicy.policy.cluster_facts import SNAPSHOT_KINDS, facts_from_objects, read_cluster
-from gpupolicy.policy.loading import default_policy, load_policy, validate_layer
+from gpupolicy.policy.loading import default_policy, load_policy
+from gpupolicy.policy.validation import validate_layer
 from tests.conftest import REPO, LintText
 
 DATA = REPO / "tests" / "data" / "cluster"

@@ -399,7 +399,7 @@ def test_policy_default_model_load_budget(lint_text: LintText) -> None:
 
 
 def test_policy_rejects_an_invalid_label_registry_entry() -> None:
-    from gpupolicy.policy.loading import PolicyError
+    from gpupolicy.policy.validation import PolicyError
 
     with pytest.raises(PolicyError, match="nodeLabels"):
         policy_from_mapping(

@@ -12,14 +12,9 @@ import pytest
 from gpupolicy.core.findings import Severity
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.loading.inputs import load_text
-from gpupolicy.policy.loading import (
-    PolicyError,
-    deep_merge,
-    default_policy,
-    find_repo_policy,
-    load_policy,
-    policy_from_mapping,
-)
+from gpupolicy.policy.loading import deep_merge, default_policy, load_policy, policy_from_mapping
+from gpupolicy.policy.repo_policies import find_repo_policy
+from gpupolicy.policy.validation import PolicyError
 from gpupolicy.rules.gpu_resources import SHM_MINIMUM_GPUS
 
 REPO = Path(__file__).resolve().parent.parent

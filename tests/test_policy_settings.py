@@ -15,13 +15,8 @@ import yaml
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
 from gpupolicy.engine.registry import REGISTRY
 from gpupolicy.policy.exemptions import Exemption
-from gpupolicy.policy.loading import (
-    PolicyError,
-    default_policy,
-    load_policy,
-    policies_dir,
-    policy_from_mapping,
-)
+from gpupolicy.policy.loading import default_policy, load_policy, policies_dir, policy_from_mapping
+from gpupolicy.policy.validation import PolicyError
 from gpupolicy.rules.example_files import examples_for, run_example
 from gpupolicy.rules.placement import SPREAD_MIN_REPLICAS
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpupolicy.policy.loading import RepoPolicies, find_repo_policy
+from gpupolicy.policy.repo_policies import RepoPolicies, find_repo_policy
 from tests.test_precommit import PRE_COMMIT, hook_config
 from tests.test_precommit import git as git_in
 from tests.test_precommit import run as run_in_env

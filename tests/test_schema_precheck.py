@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from gpupolicy.core.linear_regex import PatternError, check_pattern
-from gpupolicy.policy.loading import _valid_layer_precheck, policies_dir, policy_schema
+from gpupolicy.policy.loading import policies_dir
 from gpupolicy.policy.schema_precheck import schema_precheck
+from gpupolicy.policy.validation import _valid_layer_precheck, policy_schema
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,8 @@ from gpupolicy.engine.report import Report
 from gpupolicy.engine.suppressions import Target, parse_annotation, parse_targets
 from gpupolicy.loading.directives import scan_comments
 from gpupolicy.loading.inputs import load_text
-from gpupolicy.policy.loading import PolicyError, default_policy, policy_from_mapping
+from gpupolicy.policy.loading import default_policy, policy_from_mapping
+from gpupolicy.policy.validation import PolicyError
 
 # Two containers; `vllm` has GP102 (request 1, limit 2) at line 21, `sidecar` has GP102 at line 27.
 MANIFEST = """\

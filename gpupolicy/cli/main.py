@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from gpupolicy.formats.options import Formatter
     from gpupolicy.lint.changes import Since
     from gpupolicy.loading.inputs import Source
-    from gpupolicy.policy.loading import Policy, RepoPolicies
+    from gpupolicy.policy.loading import Policy
+    from gpupolicy.policy.repo_policies import RepoPolicies
 
 EXIT_CODES_HELP = (
     "exit codes: 0 nothing at or above the failing severity; 1 findings at or above it (input "
@@ -293,7 +294,8 @@ def _policies(args: argparse.Namespace, root: Path) -> tuple[RepoPolicies, Polic
     """Each input is judged under its nearest .gpupolicy.yaml (gpupolicy/lint/scopes.py); the lint
     root's (the context root's, else the first path's) decides what is per run: failOn, exclude."""
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules: the policy names them)
-    from gpupolicy.policy.loading import PolicyError, RepoPolicies
+    from gpupolicy.policy.repo_policies import RepoPolicies
+    from gpupolicy.policy.validation import PolicyError
 
     policies = RepoPolicies(extra=args.policy, use_repo_policies=not args.no_repo_policy)
     try:
@@ -324,7 +326,7 @@ def _lint(
     """Read the inputs (and the context), lint them, and keep what --changed-since asks for."""
     from gpupolicy.lint.scopes import lint_by_policy
     from gpupolicy.loading.inputs import RenderSession, iter_sources, rendered_context, sources_with_context
-    from gpupolicy.policy.loading import PolicyError
+    from gpupolicy.policy.validation import PolicyError
 
     exclude, allow_remote = [*policy.exclude, *args.exclude], not args.no_remote
     session = RenderSession(helm_values=list(policy.helm.values_files))
@@ -475,7 +477,8 @@ def _policy_custom_rules(policy_files: Sequence[Path]) -> Iterator[None]:
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
     from gpupolicy.custom.definitions import CustomRuleError
     from gpupolicy.custom.loading import rules_for
-    from gpupolicy.policy.loading import PolicyError, RepoPolicies
+    from gpupolicy.policy.repo_policies import RepoPolicies
+    from gpupolicy.policy.validation import PolicyError
 
     for policy_file in policy_files:
         if not policy_file.is_file():

@@ -10,7 +10,7 @@ from gpupolicy.core.findings import Finding
 from gpupolicy.core.vocabulary import LINT_REPORT_SCHEMA
 from gpupolicy.engine.report import Report, WorkloadRole
 from gpupolicy.formats.options import RenderOptions
-from gpupolicy.policy.loading import display_source
+from gpupolicy.policy.repo_policies import display_source
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from gpupolicy.engine.baseline import fingerprint
 from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.engine.report import Report
 from gpupolicy.formats.options import RenderOptions
-from gpupolicy.policy.loading import display_source
+from gpupolicy.policy.repo_policies import display_source
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/gpupolicy/gpupolicy"

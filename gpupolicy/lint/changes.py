@@ -41,7 +41,8 @@ from gpupolicy.engine.baseline import fingerprint
 from gpupolicy.engine.report import Report
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, Resource
 from gpupolicy.loading.inputs import RenderSession, Source, display_path, sources_with_context
-from gpupolicy.policy.loading import Policy, RepoPolicies
+from gpupolicy.policy.loading import Policy
+from gpupolicy.policy.repo_policies import RepoPolicies
 
 GIT_TIMEOUT_SECONDS = 120
 # What a CI job must do for REF to exist in its clone (a shallow clone has no base commit).

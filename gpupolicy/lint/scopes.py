@@ -23,7 +23,8 @@ from gpupolicy.core.findings import Finding
 from gpupolicy.engine.report import Report
 from gpupolicy.lint.streaming import lint
 from gpupolicy.loading.inputs import Source, is_excluded
-from gpupolicy.policy.loading import Policy, RepoPolicies
+from gpupolicy.policy.loading import Policy
+from gpupolicy.policy.repo_policies import RepoPolicies
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpupolicy.policy.loading import Policy, PolicyError, load_policy
+from gpupolicy.policy.loading import Policy, load_policy
+from gpupolicy.policy.validation import PolicyError
 from gpupolicy.webhook.logs import LOGGER, excerpt, log
 from gpupolicy.webhook.review import Decision, ReviewEngine
 from gpupolicy.webhook.settings import Mode

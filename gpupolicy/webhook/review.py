@@ -26,7 +26,8 @@ from gpupolicy.engine.report import Report
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
-from gpupolicy.policy.loading import Policy, PolicyError
+from gpupolicy.policy.loading import Policy
+from gpupolicy.policy.validation import PolicyError
 from gpupolicy.webhook.answers import audit_annotations, deny_message, shown_warnings
 from gpupolicy.webhook.decision_cache import DecisionCache, Outcome, ReadKinds, generations_of
 from gpupolicy.webhook.kinds import is_cross_object, names_gpus

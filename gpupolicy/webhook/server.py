@@ -264,7 +264,8 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
 
 def _review_engine(args: argparse.Namespace, mode: Mode | None) -> ReviewEngine:
     """The policy, and the engine that reviews under it (its custom rules compiled here)."""
-    from gpupolicy.policy.loading import PolicyError, load_policy
+    from gpupolicy.policy.loading import load_policy
+    from gpupolicy.policy.validation import PolicyError
 
     try:
         return ReviewEngine.from_policy(load_policy(extra=args.policy), mode=mode)

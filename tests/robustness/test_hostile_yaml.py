@@ -14,7 +14,8 @@ from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.engine.report import Report
 from gpupolicy.loading.documents import DEFAULT_LIMITS
 from gpupolicy.loading.inputs import load_text
-from gpupolicy.policy.loading import Policy, PolicyError, default_policy, load_policy, policy_from_mapping
+from gpupolicy.policy.loading import Policy, default_policy, load_policy, policy_from_mapping
+from gpupolicy.policy.validation import PolicyError
 
 # Each finding's message stays this short, whatever the input (no expanded value, no 3 MB echo).
 MESSAGE_BOUND = 400

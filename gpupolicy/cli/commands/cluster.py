@@ -40,7 +40,9 @@ from gpupolicy.core.exit_codes import EXIT_CLEAN, UsageError
 from gpupolicy.core.vocabulary import POLICY_API_VERSION
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.cluster_facts import ClusterFacts, read_cluster
-from gpupolicy.policy.loading import REPO_POLICY_NAMES, Policy, PolicyError, load_policy
+from gpupolicy.policy.loading import Policy, load_policy
+from gpupolicy.policy.repo_policies import REPO_POLICY_NAMES
+from gpupolicy.policy.validation import PolicyError
 
 SNAPSHOT_FILE = "cluster-snapshot.yaml"
 PAGE_SIZE = 500

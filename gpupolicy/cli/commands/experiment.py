@@ -96,7 +96,9 @@ def _experiment_config(name: str, resources: Sequence[Resource]) -> ExperimentCo
 
 
 def _gpu_catalog(anchor: str, extra: list[Path]) -> GpuCatalog:
-    from gpupolicy.policy.loading import PolicyError, find_repo_policy, load_policy
+    from gpupolicy.policy.loading import load_policy
+    from gpupolicy.policy.repo_policies import find_repo_policy
+    from gpupolicy.policy.validation import PolicyError
 
     try:
         return load_policy(repo_policy=find_repo_policy(Path(anchor)), extra=extra).gpu

@@ -218,7 +218,8 @@ def _workload_name(text: str) -> tuple[str, str]:
 
 
 def _policy(extra: list[Path]) -> Any:
-    from gpupolicy.policy.loading import PolicyError, load_policy
+    from gpupolicy.policy.loading import load_policy
+    from gpupolicy.policy.validation import PolicyError
 
     for path in extra:
         if not path.is_file():
