@@ -15,11 +15,11 @@ from gpupolicy.kube.rollback import (
     parse_criteria,
     rollback_forms,
     rollout_analyses,
-    rollout_surge,
     template_args,
     template_metrics,
     template_placeholders,
 )
+from gpupolicy.kube.surge import rollout_surge
 from gpupolicy.loading.documents import Resource
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import default_policy

@@ -46,7 +46,7 @@ from gpupolicy.engine.evaluation import Evaluation, complete_kinds, evaluate
 from gpupolicy.engine.report import Report
 from gpupolicy.engine.suppressions import SuppressionSubject
 from gpupolicy.kube.disruption import HPA, PDB, pdb_selects
-from gpupolicy.kube.experiments import arm_link
+from gpupolicy.kube.experiment_arms import arm_link
 from gpupolicy.kube.inventory import Bundle, namespace_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping, workload_of
 from gpupolicy.loading.directives import InlineDirective

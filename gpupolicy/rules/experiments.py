@@ -15,14 +15,11 @@ from typing import Any
 from gpupolicy.core.findings import Severity
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Scope, Setting, Violation, rule
+from gpupolicy.kube.experiment_arms import ArmComparison, ArmLink, arm_link, compare_arms
 from gpupolicy.kube.experiments import (
     CONTROL_ARM,
     DEFAULT_MINIMUM_REPEATS,
-    ArmComparison,
-    ArmLink,
     ExperimentConfig,
-    arm_link,
-    compare_arms,
     is_experiment_config,
     parse_experiment,
 )

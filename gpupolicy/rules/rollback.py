@@ -32,11 +32,11 @@ from gpupolicy.kube.rollback import (
     is_flagger_canary,
     rollback_forms,
     rollout_analyses,
-    rollout_surge,
     template_args,
     template_metrics,
 )
 from gpupolicy.kube.scheduling import required_values
+from gpupolicy.kube.surge import rollout_surge
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.node_pools import node_pools
 

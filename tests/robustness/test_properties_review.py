@@ -30,14 +30,9 @@ from hypothesis import strategies as st
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
 from gpupolicy.engine.registry import Rule
 from gpupolicy.policy.loading import default_policy
+from gpupolicy.webhook.answers import DENY_MESSAGE_MAX_CHARS, WARNINGS_MAX_BYTES
 from gpupolicy.webhook.records import should_record
-from gpupolicy.webhook.review import (
-    DENY_MESSAGE_MAX_CHARS,
-    WARNINGS_MAX_BYTES,
-    MalformedReview,
-    ReviewEngine,
-    webhook_rules,
-)
+from gpupolicy.webhook.review import MalformedReview, ReviewEngine, webhook_rules
 from gpupolicy.webhook.settings import Mode
 from tests.webhook.reviews import admission_review, gpu_deployment
 

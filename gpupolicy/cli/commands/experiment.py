@@ -21,12 +21,10 @@ from typing import Any
 
 from gpupolicy.core.exit_codes import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from gpupolicy.core.findings import format_path
+from gpupolicy.kube.experiment_arms import ArmComparison, arm_link, compare_arms
 from gpupolicy.kube.experiments import (
     CONTROL_ARM,
-    ArmComparison,
     ExperimentConfig,
-    arm_link,
-    compare_arms,
     is_experiment_config,
     parse_experiment,
     vocabulary_for,
