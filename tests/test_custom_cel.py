@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from gpupolicy.custom.cel import CelEvaluationError, compile_expression
-from gpupolicy.custom.definitions import CustomRuleError, Origin
+from gpupolicy.custom.definitions import Origin
+from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.custom.k8s_cel import FUNCTIONS
 
 ORIGIN = Origin("rules.yaml", 7)

@@ -14,7 +14,8 @@ import pytest
 
 from gpupolicy.cli.main import main
 from gpupolicy.custom import rules as custom_rules
-from gpupolicy.custom.definitions import CustomRuleError, Review
+from gpupolicy.custom.definitions import Review
+from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.custom.isolation import IsolatedRunner
 from gpupolicy.custom.loading import rule_files, rules_for
 from gpupolicy.custom.rules import STATS, CustomRuleFailed, installed, run_within_budget

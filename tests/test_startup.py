@@ -39,6 +39,8 @@ UNNEEDED_PACKAGES = frozenset(
         # load it too: only its schema folder is read.
         "jsonschema",
         "kubernetes_validate",
+        # The JUnit format's: a run that prints text imports no other format.
+        "xml",
     }
 )
 UNNEEDED_MODULES = (
@@ -46,7 +48,11 @@ UNNEEDED_MODULES = (
     "gpupolicy.webhook",
     "gpupolicy.results",
     "gpupolicy.cli.commands",
+    "gpupolicy.formats.json_report",
+    "gpupolicy.formats.sarif",
+    "gpupolicy.formats.junit",
     # The custom-rule languages: only finding that no rule is configured or defined in the tree.
+    "gpupolicy.custom.definitions",
     "gpupolicy.custom.gatekeeper",
     "gpupolicy.custom.native_rego",
     "gpupolicy.custom.rego",

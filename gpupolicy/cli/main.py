@@ -268,15 +268,15 @@ def _run_lint(args: argparse.Namespace, custom_rules: contextlib.ExitStack) -> i
 
 def _chosen_outputs(args: argparse.Namespace) -> tuple[dict[str, Formatter], dict[str, str | None]]:
     """The formatters of --format, and the file each writes to (--output; None: stdout)."""
-    from gpupolicy.formats import load_formatters
+    from gpupolicy.formats import RENDERERS, load_formatters
 
-    formatters = load_formatters()
     formats = [item.strip() for item in args.format.split(",") if item.strip()]
-    unknown = [item for item in formats if item not in formatters]
+    unknown = [item for item in formats if item not in RENDERERS]
     if unknown or not formats:
         raise UsageError(
-            f"unknown format {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(formatters))}"
+            f"unknown format {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(RENDERERS))}"
         )
+    formatters = load_formatters(formats)
     return formatters, _parse_outputs(formats, args.output)
 
 
@@ -392,7 +392,7 @@ def _custom_rules_installed(
 ) -> Iterator[None]:
     """Custom rules (gpupolicy/custom/) for the run, each under the policy of the scope that
     defines it: none configured or found, nothing imported."""
-    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.errors import CustomRuleError
     from gpupolicy.custom.loading import rules_for_scopes
     from gpupolicy.lint.scopes import location_of, scopes_of
 
@@ -475,7 +475,7 @@ def run_explain(args: argparse.Namespace) -> int:
 def _policy_custom_rules(policy_files: Sequence[Path]) -> Iterator[None]:
     """The built-in rules and the custom rules of the current directory's policy, registered."""
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
-    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.errors import CustomRuleError
     from gpupolicy.custom.loading import rules_for
     from gpupolicy.policy.repo_policies import RepoPolicies
     from gpupolicy.policy.validation import PolicyError

@@ -12,7 +12,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from gpupolicy.custom.definitions import CustomRuleError, Origin
+from gpupolicy.custom.definitions import Origin
+from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.custom.k8s_cel import FUNCTIONS
 
 _CONTEXTS = threading.local()  # a cel.Context holds its variables: one per thread

@@ -13,21 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpupolicy.core.findings import JsonPath, Severity
+from gpupolicy.custom.errors import CustomRuleError
 
 # Custom ids share the suppression syntax of built-in ones (`gpupolicy.io/ignore: ORG001`):
 # letters, digits and hyphens, starting with a letter. Ids starting with GP are the built-in rules'
 # (so that a mistyped built-in id in a policy, GP7, is an error rather than a custom rule's id).
 CUSTOM_ID = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)*$")
 KEBAB_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-
-
-class CustomRuleError(Exception):
-    """A custom rule that cannot be used: the message starts with `file:line:` (exit 2)."""
-
-    def __init__(self, file: str, line: int, message: str, column: int | None = None) -> None:
-        where = f"{file}:{line}:{column}" if column else f"{file}:{line}"
-        super().__init__(f"{where}: {message}")
-        self.file, self.line = file, line
 
 
 @dataclass(frozen=True, slots=True)

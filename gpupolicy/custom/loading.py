@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpupolicy.custom.definitions import CustomRule, CustomRuleError
+from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.kube.pod_spec import as_list
 from gpupolicy.loading.documents import Resource
 from gpupolicy.loading.inputs import Source, load_file
 from gpupolicy.policy.loading import FACTS_SOURCE, Policy
+
+if TYPE_CHECKING:
+    from gpupolicy.custom.definitions import CustomRule
 
 REPO_REGO_FOLDER = Path("policies") / "rego"
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -133,7 +137,7 @@ def rules_for(policies: Iterable[Policy], tree: Sequence[Resource] = ()) -> list
 
 # A custom rule and the policies (by `id`) under which it runs: those of the scope whose paths or
 # linted files define it.
-ScopedRule = tuple[CustomRule, frozenset[int]]
+ScopedRule = tuple["CustomRule", frozenset[int]]
 
 
 def rules_for_scopes(scopes: Sequence[tuple[Policy, Sequence[Source]]]) -> list[ScopedRule]:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpupolicy.custom.definitions import CustomRuleError
+from gpupolicy.custom.errors import CustomRuleError
 
 
 @dataclass(frozen=True, slots=True)

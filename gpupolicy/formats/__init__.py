@@ -6,6 +6,7 @@ to this table."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import import_module
 
 from gpupolicy.formats.options import Formatter
@@ -23,8 +24,12 @@ RENDERERS: dict[str, tuple[str, str]] = {
 }
 
 
-def load_formatters() -> dict[str, Formatter]:
+def load_formatters(names: Iterable[str] | None = None) -> dict[str, Formatter]:
+    """The renderers of `names` (every format when None), each module imported only when its
+    format is asked for (JUnit's brings xml.etree into a run that prints text otherwise)."""
     formatters: dict[str, Formatter] = {}
-    for name, (module, function) in RENDERERS.items():
-        formatters[name] = getattr(import_module(f"{__name__}.{module}"), function)
+    for name in RENDERERS if names is None else names:
+        if name in RENDERERS:
+            module, function = RENDERERS[name]
+            formatters[name] = getattr(import_module(f"{__name__}.{module}"), function)
     return formatters

@@ -98,7 +98,7 @@ def custom_rules(policy: Policy) -> tuple[Rule, ...]:
     """The custom rules of the policy's `customRules.paths` (gpupolicy/custom/), as engine rules.
     They are not registered: the engine runs the webhook's rule tuple, and a reloaded policy
     brings its own. None configured: no Rego or CEL engine is imported."""
-    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.errors import CustomRuleError
     from gpupolicy.custom.loading import rules_for
 
     try:

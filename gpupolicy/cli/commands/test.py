@@ -23,7 +23,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     import gpupolicy.rules  # noqa: F401  (registers the built-in rules: custom ids must not clash)
-    from gpupolicy.custom.definitions import CustomRuleError
+    from gpupolicy.custom.errors import CustomRuleError
     from gpupolicy.custom.testing import render, run_tests
 
     if not args.folder.is_dir():

@@ -1,0 +1,13 @@
+"""The error of a custom rule that cannot be used, apart from the rules themselves: a lint run
+that finds no custom rule imports nothing else of gpupolicy/custom/ to say so."""
+
+from __future__ import annotations
+
+
+class CustomRuleError(Exception):
+    """A custom rule that cannot be used: the message starts with `file:line:` (exit 2)."""
+
+    def __init__(self, file: str, line: int, message: str, column: int | None = None) -> None:
+        where = f"{file}:{line}:{column}" if column else f"{file}:{line}"
+        super().__init__(f"{where}: {message}")
+        self.file, self.line = file, line
