@@ -66,11 +66,11 @@ class Problem:
 
 
 def pod_context(template: PodTemplate) -> dict[str, Any]:
-    return as_mapping(template.spec.get("securityContext"))
+    return template.security_context
 
 
 def container_context(container: Container) -> dict[str, Any]:
-    return as_mapping(container.spec.get("securityContext"))
+    return container.security_context
 
 
 def pod_context_path(template: PodTemplate) -> JsonPath:

@@ -45,34 +45,33 @@ def int_or_default(value: Any, default: int | None) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Container:
+    """One container of a pod template. What rules read of it again and again (name, image, its
+    resources, its security context) is read once, when the view is made."""
+
     spec: dict[str, Any]
     path: JsonPath
     role: str  # "container", "init", "sidecar" (an init container with restartPolicy: Always) or "ephemeral"
     resources_key: str = "resources"
     # Derived facts (GPU demands) memoised per container; not part of its identity.
     cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    name: str = field(init=False, compare=False, repr=False)
+    image: str = field(init=False, compare=False, repr=False)
+    resources: dict[str, Any] = field(init=False, compare=False, repr=False)
+    requests: dict[str, Any] = field(init=False, compare=False, repr=False)
+    limits: dict[str, Any] = field(init=False, compare=False, repr=False)
+    security_context: dict[str, Any] = field(init=False, compare=False, repr=False)
 
-    @property
-    def name(self) -> str:
-        name = self.spec.get("name")
-        return name if isinstance(name, str) else ""
-
-    @property
-    def image(self) -> str:
-        image = self.spec.get("image")
-        return image if isinstance(image, str) else ""
-
-    @property
-    def resources(self) -> dict[str, Any]:
-        return as_mapping(self.spec.get(self.resources_key))
-
-    @property
-    def requests(self) -> dict[str, Any]:
-        return as_mapping(self.resources.get("requests"))
-
-    @property
-    def limits(self) -> dict[str, Any]:
-        return as_mapping(self.resources.get("limits"))
+    def __post_init__(self) -> None:
+        spec = self.spec
+        name, image = spec.get("name"), spec.get("image")
+        resources = as_mapping(spec.get(self.resources_key))
+        read = object.__setattr__  # frozen: the view is filled once, here
+        read(self, "name", name if isinstance(name, str) else "")
+        read(self, "image", image if isinstance(image, str) else "")
+        read(self, "resources", resources)
+        read(self, "requests", as_mapping(resources.get("requests")))
+        read(self, "limits", as_mapping(resources.get("limits")))
+        read(self, "security_context", as_mapping(spec.get("securityContext")))
 
     def resource_path(self, section: str, name: str | None = None) -> JsonPath:
         base = (*self.path, self.resources_key, section)
@@ -95,7 +94,20 @@ class PodTemplate:
     """One pod spec inside a workload (a Deployment has one; a LeaderWorkerSet two; a RayCluster one
     per group), with the metadata of its template and the number of pods it stands for."""
 
-    __slots__ = ("cache", "containers", "metadata", "metadata_path", "path", "replicas", "role", "spec")
+    __slots__ = (
+        "annotations",
+        "cache",
+        "containers",
+        "labels",
+        "metadata",
+        "metadata_path",
+        "node_selector",
+        "path",
+        "replicas",
+        "role",
+        "security_context",
+        "spec",
+    )
 
     def __init__(
         self,
@@ -116,17 +128,14 @@ class PodTemplate:
         self.replicas = replicas
         self.containers = containers if containers is not None else list(_containers_of(spec, path))
         self.cache: dict[str, Any] = {}
+        # Read once: every rule about placement, security or experiments asks for them.
+        self.labels: dict[str, Any] = as_mapping(self.metadata.get("labels"))
+        self.annotations: dict[str, Any] = as_mapping(self.metadata.get("annotations"))
+        self.node_selector: dict[str, Any] = as_mapping(spec.get("nodeSelector"))
+        self.security_context: dict[str, Any] = as_mapping(spec.get("securityContext"))
 
     def field(self, *steps: str | int) -> JsonPath:
         return (*self.path, *steps)
-
-    @property
-    def labels(self) -> dict[str, Any]:
-        return as_mapping(self.metadata.get("labels"))
-
-    @property
-    def annotations(self) -> dict[str, Any]:
-        return as_mapping(self.metadata.get("annotations"))
 
     def main_containers(self) -> list[Container]:
         return [item for item in self.containers if item.role == "container"]

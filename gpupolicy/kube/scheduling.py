@@ -19,7 +19,7 @@ REQUIRED_TERMS_PATH = (
 
 
 def node_selector(template: PodTemplate) -> dict[str, Any]:
-    return as_mapping(template.spec.get("nodeSelector"))
+    return template.node_selector
 
 
 def required_terms(template: PodTemplate) -> list[Any] | None:
