@@ -24,6 +24,7 @@ from gpupolicy.webhook.review import ReviewEngine, review
 from tests.webhook.fake_apiserver import FakeApiServer
 from tests.webhook.reviews import admission_review, gpu_deployment
 from tests.webhook.test_cluster_inventory import PDBS, make_inventory
+from tests.webhook.test_cluster_inventory import fake as fake  # the fake API server fixture
 from tests.webhook.test_review import CLUSTER_KINDS, cluster_bundle, cluster_resources
 
 
@@ -278,12 +279,3 @@ def test_a_watch_event_on_the_real_cluster_inventory_invalidates(fake: FakeApiSe
         assert engine.decisions.hits == 1
     finally:
         inventory.stop()
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
