@@ -137,7 +137,7 @@ def test_duplicate_keys_top_level_and_nested() -> None:
     assert resource.name == "b"  # the last value wins, as in kubectl
     assert resource.obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2
     found = sorted(
-        (dup.key, dup.first_line, resource.node_position(dup.node)[0]) for dup in resource.duplicates
+        (dup.key, dup.first_line, resource.position_of(dup.place)[0]) for dup in resource.duplicates
     )
     assert found == [("kind", 2, 13), ("name", 4, 5), ("nvidia.com/gpu", 11, 12)]
     report = evaluate([resource], default_policy())
