@@ -36,6 +36,7 @@ from gpupolicy.core.packaged import policies_dir
 from gpupolicy.core.vocabulary import ROLLBACK_ANNOTATION
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping, int_or_default
+from gpupolicy.loading.composer import compose_document
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, Resource, UnreadableValue, construct
 from gpupolicy.loading.positions import line_and_column
 
@@ -75,7 +76,6 @@ def _rollback_validator() -> jsonschema.Draft202012Validator:
 
 
 # PyYAML's C loader when it was built with libyaml (about 10x faster than the pure-Python one).
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ANNOTATION_KEYS = ("metadata", "annotations", ROLLBACK_ANNOTATION)
 # Real criteria are a few lines; only those are memoised (a cache keyed by 256 KiB annotations
 # would hold hundreds of MB). Longer texts are parsed each time, in bounded time.
@@ -105,7 +105,7 @@ def _parse_cached(text: str, limits: LoadLimits) -> tuple[tuple[Criterion, ...],
 
 def _parse_criteria_text(text: str, limits: LoadLimits) -> tuple[tuple[Criterion, ...], tuple[str, ...]]:
     try:
-        root = yaml.compose(text, Loader=_YAML_LOADER)
+        root = compose_document(text)
         data: Any = construct(root, limits)[0] if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
