@@ -1,11 +1,12 @@
 """`gpupolicy lint` in bounded memory: each object is released once its findings are made.
 
-A document's node tree (kept for the positions of findings) weighs about four times its values,
-and a run that keeps every object until the end grows by about 100 KB per object. Here an object's
-rules run as its file is read, and nothing of it outlives them but its findings, unless a rule of
-another object reads it. Rules read other objects through the inventory (a workload's PDB, its
-Services, its PriorityClass, its experiment's ConfigMap ...), so the inventory must hold them
-before the first object is checked. Two passes over the inputs:
+An object's positions (kept for its findings) weigh about as much as its values, and a run that
+keeps every object until the end grows by about 45 KB per object (86 KB when the loader kept each
+document's node graph; docs/performance.md, "Loader"). Here an object's rules run as its file is
+read, and nothing of it outlives them but its findings, unless a rule of another object reads it.
+Rules read other objects through the inventory (a workload's PDB, its Services, its PriorityClass,
+its experiment's ConfigMap ...), so the inventory must hold them before the first object is
+checked. Two passes over the inputs:
 
 1. The index. An input whose text may hold an object of a kind rules look up (`INDEX_KINDS`,
    seen by a quick look at its `kind:` lines) or an experiment arm (whose rules compare it with

@@ -6,7 +6,9 @@ resolvers, which nothing registers) and `resolve` (the implicit tag of a scalar,
 list of regular expressions). Those calls cost more than the composition itself. Here the two
 path-resolver hooks are C functions that do nothing, and `resolve` looks at the resolvers of the
 scalar's first character only, as PyYAML's own does, without the rest: it gives the tags
-`yaml.CSafeLoader` gives (YAML 1.1: `yes`/`no`/`on`/`off`, `0755`, `1:30`, `<<`), twice as fast
+`yaml.CSafeLoader` gives (YAML 1.1: `yes`/`no`/`on`/`off`, `0755`, `1:30`, `<<`). PyYAML's `resolve`
+also makes a list per plain scalar, which sets off the cyclic collector where it runs (the webhook):
+there this composer takes half the time, and a sixth less where batch runs pause the collector
 (docs/performance.md, "Loader").
 
 Where PyYAML was built without libyaml, its pure-Python parser composes with the same hooks: the
