@@ -188,7 +188,7 @@ def test_only_what_the_readers_read_is_kept(tmp_path: Path) -> None:
     inventory: StreamInventory = run.inventory
     assert [resource.name for resource in inventory.list("Deployment")] == ["llm-3"]
     assert all(
-        resource.node is None
+        resource.positions is None
         for kind in ("Deployment", "PodDisruptionBudget")
         for resource in inventory.list(kind)
     )

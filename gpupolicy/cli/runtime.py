@@ -11,9 +11,9 @@ from contextlib import contextmanager
 def paused_cyclic_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while a batch of manifests is loaded and evaluated.
 
-    Loading keeps every document's node tree alive (for positions), and each gen-2 collection
-    walks all of them again: with 10,000 objects that is most of the run. The trees hold no
-    reference cycles, and reference counting still frees everything else. The few small cycles
+    Loading keeps every document's values and positions alive, and each gen-2 collection walks
+    all of them again: with 10,000 objects that is most of the run. They hold no reference
+    cycles, and reference counting still frees everything else. The few small cycles
     that rules make per object are freed by the streaming lint, which collects the young
     generation every `streaming.COLLECT_EVERY` objects.
     """

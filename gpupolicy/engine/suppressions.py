@@ -97,7 +97,7 @@ class _Suppression:
 
 
 class SuppressionSubject:
-    """What suppressions read of an object, kept after its node tree is released (the streaming
+    """What suppressions read of an object, kept after its positions are released (the streaming
     lint frees each object once its findings are made): its name and place, its ignore annotation
     and where that is written, the lines the object spans (a comment on one of them belongs to
     it), and its values only when the annotation scopes a rule to a container (to tell which

@@ -37,6 +37,7 @@ import yaml
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.kube.images import parse_image
 from gpupolicy.kube.pod_spec import Container, as_list, as_mapping
+from gpupolicy.loading.composer import compose_document
 from gpupolicy.loading.documents import UnreadableValue, construct
 
 # Revisions that name a moving branch, not a fixed snapshot.
@@ -205,7 +206,7 @@ def workload_models(kind: str, obj: Any) -> list[ModelRef]:
 def _serve_config_models(text: str) -> list[ModelRef]:
     path: JsonPath = ("spec", "serveConfigV2")
     try:  # built as documents are: alias expansion and depth within the loader's limits
-        root = yaml.compose(text[:SERVE_CONFIG_LIMIT], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        root = compose_document(text[:SERVE_CONFIG_LIMIT])
         config = construct(root)[0] if root is not None else None
     except (yaml.YAMLError, UnreadableValue, RecursionError):
         return []

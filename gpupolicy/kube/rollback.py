@@ -36,7 +36,9 @@ from gpupolicy.core.packaged import policies_dir
 from gpupolicy.core.vocabulary import ROLLBACK_ANNOTATION
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping, int_or_default
+from gpupolicy.loading.composer import compose_document
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, Resource, UnreadableValue, construct
+from gpupolicy.loading.positions import line_and_column
 
 if TYPE_CHECKING:
     import jsonschema
@@ -74,7 +76,7 @@ def _rollback_validator() -> jsonschema.Draft202012Validator:
 
 
 # PyYAML's C loader when it was built with libyaml (about 10x faster than the pure-Python one).
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+ANNOTATION_KEYS = ("metadata", "annotations", ROLLBACK_ANNOTATION)
 # Real criteria are a few lines; only those are memoised (a cache keyed by 256 KiB annotations
 # would hold hundreds of MB). Longer texts are parsed each time, in bounded time.
 _CACHED_TEXT_CHARS = 4096
@@ -103,7 +105,7 @@ def _parse_cached(text: str, limits: LoadLimits) -> tuple[tuple[Criterion, ...],
 
 def _parse_criteria_text(text: str, limits: LoadLimits) -> tuple[tuple[Criterion, ...], tuple[str, ...]]:
     try:
-        root = yaml.compose(text, Loader=_YAML_LOADER)
+        root = compose_document(text)
         data: Any = construct(root, limits)[0] if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -182,15 +184,11 @@ def _inner_line(root: yaml.Node | None, path: tuple[Any, ...]) -> int:
 def annotation_line(resource: Resource, inner: int) -> int | None:
     """The file line of line `inner` of the criteria annotation when it is written as a block
     scalar (`|`, text from the next line on); None for other styles (the annotation's own line)."""
-    node: yaml.Node | None = resource.node
-    for step in ("metadata", "annotations", ROLLBACK_ANNOTATION):
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        node = next(
-            (value for key, value in reversed(node.value) if getattr(key, "value", None) == step), None
-        )
-    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
-        return int(node.start_mark.line) + 1 + inner + resource.line_offset
+    written = resource.positions.written(ANNOTATION_KEYS) if resource.positions is not None else None
+    block = written[2] if written is not None else None  # where a block scalar's text starts
+    if isinstance(block, int):
+        line, _ = line_and_column(block)
+        return line + 1 + inner + resource.line_offset
     return None
 
 
@@ -478,7 +476,7 @@ def rollback_forms(
     """`limits` (the policy's) bound the annotation's YAML as they bound a manifest's."""
     forms = RollbackForms()
     if ROLLBACK_ANNOTATION in workload.annotations:
-        forms.annotation_path = ("metadata", "annotations", ROLLBACK_ANNOTATION)
+        forms.annotation_path = ANNOTATION_KEYS
         forms.criteria, forms.annotation_errors = parse_criteria(
             workload.annotations[ROLLBACK_ANNOTATION], limits
         )

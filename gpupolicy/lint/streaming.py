@@ -1,17 +1,18 @@
 """`gpupolicy lint` in bounded memory: each object is released once its findings are made.
 
-A document's node tree (kept for the positions of findings) weighs about four times its values,
-and a run that keeps every object until the end grows by about 100 KB per object. Here an object's
-rules run as its file is read, and nothing of it outlives them but its findings, unless a rule of
-another object reads it. Rules read other objects through the inventory (a workload's PDB, its
-Services, its PriorityClass, its experiment's ConfigMap ...), so the inventory must hold them
-before the first object is checked. Two passes over the inputs:
+An object's positions (kept for its findings) weigh about as much as its values, and a run that
+keeps every object until the end grows by about 45 KB per object (86 KB when the loader kept each
+document's node graph; docs/performance.md, "Loader"). Here an object's rules run as its file is
+read, and nothing of it outlives them but its findings, unless a rule of another object reads it.
+Rules read other objects through the inventory (a workload's PDB, its Services, its PriorityClass,
+its experiment's ConfigMap ...), so the inventory must hold them before the first object is
+checked. Two passes over the inputs:
 
 1. The index. An input whose text may hold an object of a kind rules look up (`INDEX_KINDS`,
    seen by a quick look at its `kind:` lines) or an experiment arm (whose rules compare it with
    the other arms) is read, and those objects are kept, values only.
 2. The stream. Every input is read again one document at a time. Each object is checked (an
-   indexed one gets its node tree back for that time), what the suppressions need of it is noted
+   indexed one gets its positions back for that time), what the suppressions need of it is noted
    (`SuppressionSubject`), and it is released.
 
 The rules of a few kinds read plain workloads of any file: the PDB rules (the workloads a PDB
@@ -226,8 +227,8 @@ def _indexed(resource: Resource) -> bool:
 
 
 def _release(resource: Resource) -> None:
-    """Keep the values, drop the node tree (positions are only needed while its rules run)."""
-    resource.node = None
+    """Keep the values, drop the positions (only needed while its rules run)."""
+    resource.positions = None
     resource.duplicates = []
 
 
@@ -463,13 +464,13 @@ class _Stream:
             )
         where = (resource.file, resource.doc_index)
         if any((finding.file, finding.doc_index) != where for finding in findings[made:]):
-            # Violation.target: the other object's node tree may be released (no rule does it today)
+            # Violation.target: the other object's positions may be released (no rule does it today)
             raise Fallback(f"a rule of {resource.ref} made a finding about another object")
         self.error_keys.extend([key] * (len(report.errors) - errors))
 
 
 def _take(kept: Resource | None, fresh: Resource) -> Resource:
-    """The object to check: the indexed copy with the node tree just read, or the fresh object."""
+    """The object to check: the indexed copy with the positions just read, or the fresh object."""
     if kept is None:
         if _indexed(fresh):
             raise Fallback(f"{fresh.file}: {fresh.ref} was missed by the quick look")
@@ -478,5 +479,5 @@ def _take(kept: Resource | None, fresh: Resource) -> Resource:
         return kept  # a rendered input, kept whole
     if kept.obj != fresh.obj or kept.doc_index != fresh.doc_index:
         raise Fallback(f"{fresh.file} changed between the passes")
-    kept.node, kept.duplicates, kept.line_offset = fresh.node, fresh.duplicates, fresh.line_offset
+    kept.positions, kept.duplicates, kept.line_offset = fresh.positions, fresh.duplicates, fresh.line_offset
     return kept

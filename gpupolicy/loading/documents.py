@@ -1,9 +1,10 @@
 """Load manifests into `Resource`s that remember where every field came from.
 
-PyYAML's C parser composes the node graph (with line/column marks) fast; we construct
-plain Python values from those nodes ourselves, which lets us see duplicate keys (kubectl
-silently keeps the last one) and keep the node tree to resolve any JSON path to a position
-later, only for the fields a finding is about.
+PyYAML's C parser composes each document's node graph (gpupolicy/loading/composer.py); we build
+plain Python values from the nodes ourselves, which lets us see duplicate keys (kubectl silently
+keeps the last one), and in the same walk a compact table of where each key and item is written
+(gpupolicy/loading/positions.py). The nodes are dropped after it: a position is resolved from the
+table, only for the fields a finding is about.
 """
 
 from __future__ import annotations
@@ -17,6 +18,19 @@ from typing import Any
 import yaml
 
 from gpupolicy.core.findings import JsonPath, ObjectRef, excerpt
+from gpupolicy.loading.composer import compose_documents
+from gpupolicy.loading.positions import (
+    COLUMN_BITS,
+    Child,
+    Entry,
+    LineIndex,
+    MergedMapping,
+    Place,
+    PositionTable,
+    line_and_column,
+    mark_place,
+    mark_position,
+)
 
 try:  # pragma: no cover - depends on how PyYAML was built
     from yaml import CSafeLoader as _Loader
@@ -56,49 +70,19 @@ class Skipped:
     reason: str
 
 
-class LineIndex:
-    """Editor positions in a text where libyaml's differ. libyaml (YAML 1.1) also ends a line at
-    a lone "\r", NEL, LS and PS, and skips a leading BOM; git, GitHub annotations, SARIF viewers
-    and `# gpupolicy: ignore` comments count lines by "\n". In such a text a position is found
-    from the mark's character index instead of its line and column."""
-
-    __slots__ = ("_shift", "_size", "_starts")
-
-    # What makes libyaml's line or column differ from counting "\n" (a "\r\n" is one break for both).
-    _DIFFERS = re.compile("\r(?!\n)|[\x85\u2028\u2029\ufeff]")
-
-    def __init__(self, text: str) -> None:
-        self._starts = [0, *(match.end() for match in re.finditer("\n", text))]
-        self._shift = 1 if text.startswith("\ufeff") else 0  # libyaml's index skips it
-        self._size = len(text)
-
-    @classmethod
-    def needed(cls, text: str) -> LineIndex | None:
-        """An index for `text` when libyaml's lines or columns would be wrong there, else None."""
-        return cls(text) if cls._DIFFERS.search(text) else None
-
-    def position(self, mark: yaml.Mark) -> tuple[int, int]:
-        """0-based (line, column) of `mark`, as libyaml's marks count them; a mark past the end
-        (the end of a stream that does not end in a newline) is the end of the text."""
-        index = min(mark.index + self._shift, self._size)
-        line = bisect.bisect_right(self._starts, index) - 1
-        return line, index - self._starts[line]
-
-
-def mark_position(mark: yaml.Mark, lines: LineIndex | None) -> tuple[int, int]:
-    """0-based (line, column) of a libyaml mark, with `lines` where libyaml counts differently."""
-    return lines.position(mark) if lines is not None else (mark.line, mark.column)
-
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class DuplicateKey:
+    """A mapping key written again: `first_line` is the line of its last earlier occurrence (as
+    libyaml counts), `place` where it is written again, `path` the mapping's path in the object."""
+
     key: str
     first_line: int
-    node: yaml.Node
+    place: Place
+    path: JsonPath
 
 
 class Resource:
-    """One Kubernetes object as loaded: the value, where it came from, and its node tree."""
+    """One Kubernetes object as loaded: the value, where it came from, and where its fields are."""
 
     __slots__ = (
         "_templates",
@@ -109,8 +93,8 @@ class Resource:
         "in_list",
         "line_offset",
         "lines",
-        "node",
         "obj",
+        "positions",
         "rendered_from",
     )
 
@@ -120,7 +104,7 @@ class Resource:
         *,
         file: str,
         doc_index: int,
-        node: yaml.Node | None = None,
+        positions: PositionTable | None = None,
         rendered_from: str | None = None,
         line_offset: int = 0,
         duplicates: list[DuplicateKey] | None = None,
@@ -130,9 +114,9 @@ class Resource:
         self.obj = obj
         self.file = file
         self.doc_index = doc_index
-        self.node = node
+        self.positions = positions
         self.rendered_from = rendered_from
-        # PyYAML's C marks are read-only: documents parsed one by one keep their offset here.
+        # Documents parsed one by one (after a syntax error) keep their first line here.
         self.line_offset = line_offset
         self.lines = lines  # where libyaml's line numbers are not the editor's (None: they are)
         self.duplicates = duplicates or []
@@ -208,35 +192,37 @@ class Resource:
     # -- positions --------------------------------------------------------------
     def position(self, path: JsonPath) -> tuple[int, int] | None:
         """1-based (line, column) of the field at `path`, or of its nearest existing ancestor."""
-        if self.node is None:
+        if self.positions is None:
             return None
-        return self.node_position(_node_at(self.node, path))
+        entry, _ = self.positions.pointer(path)
+        return self.position_of(entry[0])
 
     def last_line(self, path: JsonPath) -> int | None:
         """1-based last line of the scalar at `path` (a quoted or block scalar may span several)."""
-        if self.node is None:
+        if self.positions is None:
             return None
-        node = _node_at(self.node, path)
-        if not isinstance(node, yaml.ScalarNode):
+        entry, scalar = self.positions.pointer(path)
+        if not scalar:
             return None
-        line, column = mark_position(node.end_mark, self.lines)
+        line, column = self._editor(entry[1])
         # A block scalar ends at the start of the next line.
         return line + (1 if column > 0 else 0) + self.line_offset
 
     def line_span(self) -> tuple[int, int] | None:
-        """1-based first and last line of the object's text (None without a node tree)."""
-        node = self.node
-        if node is None:
+        """1-based first and last line of the object's text (None without positions)."""
+        if self.positions is None:
             return None
-        return self.mark_position(node.start_mark)[0], self.mark_position(node.end_mark)[0]
+        start, end, _ = self.positions.root
+        return self.position_of(start)[0], self.position_of(end)[0]
 
-    def node_position(self, node: yaml.Node) -> tuple[int, int]:
-        return self.mark_position(node.start_mark)
-
-    def mark_position(self, mark: yaml.Mark) -> tuple[int, int]:
-        """1-based (line, column) of a mark of this resource's nodes, in the file."""
-        line, column = mark_position(mark, self.lines)
+    def position_of(self, place: Place) -> tuple[int, int]:
+        """1-based (line, column) in the file of a place the loader noted in this object."""
+        line, column = self._editor(place)
         return line + 1 + self.line_offset, column + 1
+
+    def _editor(self, place: Place) -> tuple[int, int]:
+        line, column = line_and_column(place)
+        return self.lines.from_libyaml(line, column) if self.lines is not None else (line, column)
 
     def has_path(self, path: JsonPath) -> bool:
         value: Any = self.obj
@@ -257,44 +243,6 @@ def child_value(value: Any, step: str | int) -> Any:
     if isinstance(value, dict):
         return value.get(step, MISSING)
     return MISSING
-
-
-def _node_at(root: yaml.Node, path: JsonPath) -> yaml.Node:
-    """The node a finding about `path` points at: the key node for a mapping entry, the item for a
-    list entry, and the nearest existing ancestor when the field is absent."""
-    node = root
-    pointer = root
-    for step in path:
-        if isinstance(node, yaml.MappingNode) and isinstance(step, str):
-            found = _entry_nodes(node, step)
-            if found is None:
-                return pointer
-            pointer, node = found
-        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
-            node = node.value[step]
-            pointer = node
-        else:
-            return pointer
-    return pointer
-
-
-def _entry_nodes(node: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
-    """The key and value nodes of `key`: written in the mapping (the last duplicate wins, as in
-    kubectl), or else merged into it with `<<: *anchor` (pointing where the anchor wrote it)."""
-    merges: list[yaml.Node] = []
-    for key_node, value_node in reversed(node.value):
-        if key_node.tag == _TAG_MERGE:
-            merges.append(value_node)
-        elif isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
-            return key_node, value_node
-    for merged in reversed(merges):  # the first merge source listed wins, as in construct()
-        sources = merged.value if isinstance(merged, yaml.SequenceNode) else [merged]
-        for source in sources:
-            if isinstance(source, yaml.MappingNode):
-                found = _entry_nodes(source, key)
-                if found is not None:
-                    return found
-    return None
 
 
 def path_to_node(root: yaml.Node, target: yaml.Node) -> JsonPath | None:
@@ -333,6 +281,8 @@ class ExcessiveAliasing(UnreadableValue):
 
 
 _SCALAR_KINDS = {_TAG_INT: "integer", _TAG_BOOL: "boolean", _TAG_FLOAT: "number"}
+_BOOLEAN_WORDS: dict[str, bool] = yaml.constructor.SafeConstructor.bool_values
+_SHORT_INTEGER = 19  # digits: far below what int() refuses (4,300)
 
 
 def _scalar_value(node: yaml.ScalarNode) -> Any:
@@ -341,10 +291,18 @@ def _scalar_value(node: yaml.ScalarNode) -> Any:
         return node.value
     if tag == _TAG_NULL:
         return None
+    value = node.value
+    # The common cases without PyYAML's constructor (its result, in a tenth of the time): a
+    # decimal integer with no sign, underscore or leading zero (octal), and a boolean word.
+    if tag == _TAG_INT and len(value) < _SHORT_INTEGER and value.isascii() and value.isdigit():
+        if value[0] != "0" or value == "0":
+            return int(value)
+    elif tag == _TAG_BOOL and (word := _BOOLEAN_WORDS.get(value.lower())) is not None:
+        return word
     kind = _SCALAR_KINDS.get(tag)
     if kind is None:
         # timestamps, binary and custom tags (`!Ref`) stay text: Kubernetes treats them as strings.
-        return node.value
+        return value
     try:
         if tag == _TAG_INT:
             return _SCALAR_CONSTRUCTOR.construct_yaml_int(node)
@@ -426,20 +384,43 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def construct(root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS) -> tuple[Any, list[DuplicateKey]]:
-    """Build plain Python values from a node tree, noting repeated mapping keys.
+@dataclass(frozen=True, slots=True)
+class RepeatedKey:
+    """A mapping key written again, as construction meets it (`first_line`: 1-based, of its last
+    earlier occurrence); documents turn it into a DuplicateKey."""
 
-    Depth is tracked during the one walk (no second traversal on the hot path). An alias is
-    charged where it is met: the expanded size of its anchor's value is added to a running count
-    and its expanded depth to the depth it is used at, so a bomb stops at its first excess,
-    before anything expands it."""
-    duplicates: list[DuplicateKey] = []
-    memo: dict[int, Any] = {}
+    key: str
+    first_line: int
+    node: yaml.Node
+
+
+_BLOCK_STYLES = frozenset({"|", ">"})
+
+
+def construct(root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS) -> tuple[Any, list[RepeatedKey]]:
+    """Plain Python values of a node graph, and the mapping keys it repeats."""
+    value, _, repeated = construct_with_positions(root, limits)
+    return value, repeated
+
+
+def construct_with_positions(
+    root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS
+) -> tuple[Any, Entry, list[RepeatedKey]]:
+    """Plain Python values of a node graph, the root entry of its position table
+    (gpupolicy/loading/positions.py) and the mapping keys it repeats, in one walk.
+
+    Depth is tracked during the walk (no second traversal on the hot path). An alias is charged
+    where it is met: the expanded size of its anchor's value is added to a running count and its
+    expanded depth to the depth it is used at, so a bomb stops at its first excess, before
+    anything expands it. A scalar is built where it is met, without a call: most nodes are."""
+    repeated: list[RepeatedKey] = []
+    memo: dict[int, tuple[Any, Child]] = {}
     extents: dict[int, tuple[int, int]] = {}
     expanded = 0
     max_depth, max_expansion = limits.max_depth, limits.max_alias_expansion
-    scalar_node = yaml.ScalarNode
-    mapping_node = yaml.MappingNode
+    scalar_node, mapping_node, tag_str, tag_merge = yaml.ScalarNode, yaml.MappingNode, _TAG_STR, _TAG_MERGE
+    scalar_value, block_styles = _scalar_value, _BLOCK_STYLES
+    bits = COLUMN_BITS  # a place is line << bits | column (positions.py)
 
     def charge_alias(node: yaml.Node, depth: int) -> None:
         nonlocal expanded
@@ -459,43 +440,94 @@ def construct(root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS) -> tuple[Any
                 node,
             )
 
-    def build(node: yaml.Node, depth: int) -> Any:
-        if type(node) is scalar_node:
-            tag = node.tag
-            if tag == _TAG_STR:
-                return node.value
-            return _scalar_value(node)
+    def built(node: yaml.Node, depth: int) -> tuple[Any, Child] | None:
+        """What an alias's anchor built (charged for it), None for a collection met first."""
         if depth > max_depth:
             raise ExcessiveAliasing(
                 f"the document nests deeper than {max_depth} levels (policy limits.maxDepth)", node
             )
-        known = memo.get(id(node))
-        if known is not None:
-            charge_alias(node, depth)
-            return known  # an alias: share the value instead of expanding it again
-        if type(node) is mapping_node:
-            result: dict[Any, Any] = {}
-            memo[id(node)] = result
-            seen_lines: dict[Any, int] = {}
-            for key_node, value_node in node.value:
-                if key_node.tag == _TAG_MERGE:
-                    _merge_into(result, build(value_node, depth + 1))
-                    continue
-                key = build(key_node, depth + 1)
-                if not isinstance(key, str | int | float | bool) and key is not None:
-                    key = str(key)
-                if key in seen_lines:
-                    duplicates.append(DuplicateKey(str(key), seen_lines[key], key_node))
-                seen_lines[key] = key_node.start_mark.line + 1
-                result[key] = build(value_node, depth + 1)
-            return result
-        items: list[Any] = []
-        memo[id(node)] = items
-        for item in node.value:  # a loop, not a generator: one stack frame per level
-            items.append(build(item, depth + 1))
-        return items
+        found = memo.get(id(node))
+        if found is not None:
+            charge_alias(node, depth)  # an alias: share the value instead of expanding it again
+        return found
 
-    return build(root, 1), duplicates
+    def value_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
+        if type(node) is scalar_node:
+            value = node.value if node.tag == tag_str else scalar_value(node)
+            return value, (mark_place(node.start_mark) if node.style in block_styles else None)
+        return (mapping_of if type(node) is mapping_node else sequence_of)(node, depth)
+
+    def mapping_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
+        found = built(node, depth)
+        if found is not None:
+            return found
+        result: dict[Any, Any] = {}
+        table: dict[str, Entry] = {}
+        memo[id(node)] = result, table
+        earlier: dict[Any, yaml.Node] = {}
+        sources: list[dict[str, Entry]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == tag_merge:
+                merged, merged_table = value_of(value_node, depth + 1)
+                _merge_into(result, merged)
+                sources.extend(_merge_sources(merged_table))
+                continue
+            if type(key_node) is scalar_node:  # inline: the hot path (a scalar's value is hashable)
+                written: str | None = key_node.value
+                key = written if key_node.tag == tag_str else scalar_value(key_node)
+            else:  # a collection as a key: its text stands in
+                written, key = None, str(value_of(key_node, depth + 1)[0])
+            if key in earlier:
+                repeated.append(RepeatedKey(str(key), earlier[key].start_mark.line + 1, key_node))
+            earlier[key] = key_node
+            if type(value_node) is scalar_node:  # inline: the hot path
+                result[key] = value_node.value if value_node.tag == tag_str else scalar_value(value_node)
+                child: Child = mark_place(value_node.start_mark) if value_node.style in block_styles else None
+            else:
+                collection = mapping_of if type(value_node) is mapping_node else sequence_of
+                result[key], child = collection(value_node, depth + 1)
+            if written is not None:  # places computed inline: a call per place cost a fifth of the walk
+                start, end = key_node.start_mark, key_node.end_mark
+                table[written] = (start.line << bits | start.column, end.line << bits | end.column, child)
+        if sources:
+            memo[id(node)] = result, (table := MergedMapping(table, sources))
+        return result, table
+
+    def sequence_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
+        found = built(node, depth)
+        if found is not None:
+            return found
+        items: list[Any] = []
+        table: list[Entry] = []
+        memo[id(node)] = items, table
+        for item in node.value:  # a loop, not a generator: one stack frame per level
+            if type(item) is scalar_node:  # inline: the hot path
+                items.append(item.value if item.tag == tag_str else scalar_value(item))
+                child: Child = mark_place(item.start_mark) if item.style in block_styles else None
+            else:
+                value, child = (mapping_of if type(item) is mapping_node else sequence_of)(item, depth + 1)
+                items.append(value)
+            start, end = item.start_mark, item.end_mark
+            table.append((start.line << bits | start.column, end.line << bits | end.column, child))
+        return items, table
+
+    try:
+        value, child = value_of(root, 1)
+    finally:
+        # The nested builders refer to one another: a reference cycle, freed only by the cyclic
+        # collector, which batch runs pause. What they hold goes now, not with them.
+        memo.clear()
+        extents.clear()
+    return value, (mark_place(root.start_mark), mark_place(root.end_mark), child), repeated
+
+
+def _merge_sources(merged: Child) -> list[dict[str, Entry]]:
+    """The tables of the mappings a merge key's value merges: a mapping, or a list of them."""
+    if isinstance(merged, dict):
+        return [merged]
+    if isinstance(merged, list):
+        return [item[2] for item in merged if isinstance(item[2], dict)]
+    return []
 
 
 def _merge_into(target: dict[Any, Any], merged: Any) -> None:
@@ -679,23 +711,29 @@ def _syntax_message(exc: yaml.YAMLError, line_offset: int = 0) -> str:
     return f"YAML syntax error: {exc}"
 
 
-def _expand_lists(obj: Any, node: yaml.Node) -> Iterator[tuple[Any, yaml.Node]]:
-    """`kind: List` and `*List` wrap their objects in `items`; each item is an object of its own."""
+def _expand_lists(obj: Any, node: yaml.Node, entry: Entry) -> Iterator[tuple[Any, yaml.Node, Entry]]:
+    """`kind: List` and `*List` wrap their objects in `items`; each item is an object of its own,
+    with its node and its entry in the position table (the List's own where `items` is merged)."""
     kind = obj.get("kind") if isinstance(obj, dict) else None
     items = obj.get("items") if isinstance(obj, dict) else None
     if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
         value_node = _mapping_value(node, "items")
+        written = entry[2].get("items") if isinstance(entry[2], dict) else None
+        item_entries = written[2] if written is not None else None
         for index, item in enumerate(items):
-            child = value_node.value[index] if isinstance(value_node, yaml.SequenceNode) else node
-            yield item, child
+            if isinstance(value_node, yaml.SequenceNode) and isinstance(item_entries, list):
+                yield item, value_node.value[index], item_entries[index]
+            else:
+                yield item, node, entry
         return
-    yield obj, node
+    yield obj, node, entry
 
 
 def _mapping_value(node: yaml.Node, key: str) -> yaml.Node | None:
+    """The value of the last `key` written in a mapping node (not merged into it)."""
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in reversed(node.value):
-            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key and key_node.tag != _TAG_MERGE:
                 found: yaml.Node = value_node
                 return found
     return None
@@ -771,9 +809,14 @@ def _opaque_spans(document: str) -> tuple[list[int], list[int]]:
     return starts, ends
 
 
+def _roots(text: str) -> Iterator[yaml.Node]:
+    """The root node of each document of `text` that is not empty."""
+    return (node for node in compose_documents(text) if node is not None)
+
+
 def _compose_stream(text: str) -> list[yaml.Node] | None:
     try:
-        return [node for node in yaml.compose_all(text, Loader=_Loader) if node is not None]
+        return list(_roots(text))
     except (yaml.YAMLError, UnicodeError):
         return None
 
@@ -783,14 +826,16 @@ def parse_text(
 ) -> LoadedText:
     """Parse a YAML/JSON stream. A broken document is reported and the others still load."""
     loaded = LoadedText()
-    nodes = _compose_stream(text)
-    if nodes is not None:
-        lines = LineIndex.needed(text)
-        for index, node in enumerate(nodes):
+    lines = LineIndex.needed(text)
+    try:  # each document built as it is composed: one node graph at a time
+        for index, node in enumerate(_roots(text)):
             _add_document(loaded, node, file, index, rendered_from, limits=limits, lines=lines)
         return loaded
+    except (yaml.YAMLError, UnicodeError):
+        pass
     # Slow path, only for streams with an error: parse document by document so that
     # one broken document does not take the others with it.
+    loaded = LoadedText()
     for document in _documents_one_by_one(text, file, rendered_from, limits):
         loaded.resources.extend(document.resources)
         loaded.problems.extend(document.problems)
@@ -806,7 +851,7 @@ def iter_parse(
     text: str, file: str, *, rendered_from: str | None = None, limits: LoadLimits = DEFAULT_LIMITS
 ) -> Iterator[LoadedText]:
     """What `parse_text` finds, one document at a time: a reader that releases each document once
-    used holds one node tree, not the whole file's.
+    used holds one document's values and positions, not the whole file's.
 
     `parse_text` reads a stream with a syntax error anywhere document by document on its own (the
     slow path). Here the error shows only when it is reached: the documents not given yet then come
@@ -815,8 +860,7 @@ def iter_parse(
     given: list[tuple[Any, ...]] = []
     lines = LineIndex.needed(text)
     try:
-        nodes = (node for node in yaml.compose_all(text, Loader=_Loader) if node is not None)
-        for index, node in enumerate(nodes):
+        for index, node in enumerate(_roots(text)):
             document = LoadedText()
             _add_document(document, node, file, index, rendered_from, limits=limits, lines=lines)
             given.append(_fingerprint(document))
@@ -848,7 +892,7 @@ def _documents_one_by_one(
     index = 0
     for line_offset, chunk in split_documents(text):
         try:
-            chunk_nodes = list(yaml.compose_all(chunk, Loader=_Loader))
+            chunk_nodes = list(compose_documents(chunk))
         except (yaml.YAMLError, UnicodeError) as exc:
             line, column, message = _error_at(exc, chunk, line_offset)
             yield LoadedText(problems=[LoadProblem("GP001", message, file, line, column, index)])
@@ -876,7 +920,7 @@ def _add_document(
     lines: LineIndex | None = None,
 ) -> None:
     try:
-        obj, duplicates = construct(node, limits)
+        obj, entry, repeated = construct_with_positions(node, limits)
     except (ValueError, TypeError) as exc:  # `!!bool maybe`, a 5,000-digit integer, an alias bomb
         mark = exc.node.start_mark if isinstance(exc, UnreadableValue) else node.start_mark
         line, column = mark_position(mark, lines)
@@ -885,22 +929,31 @@ def _add_document(
         return
     if obj is None:
         return  # an empty document between separators: kubectl skips it too
-    for item, item_node in _expand_lists(obj, node):
+    for item, item_node, item_entry in _expand_lists(obj, node, entry):
         loaded.resources.append(
             Resource(
                 item,
                 file=file,
                 doc_index=index,
-                node=item_node,
+                positions=PositionTable(item_entry),
                 rendered_from=rendered_from,
                 line_offset=line_offset,
-                duplicates=duplicates if item_node is node else _duplicates_below(duplicates, item_node),
+                duplicates=_duplicates_in(repeated, item_node, item_entry, whole=item_node is node),
                 lines=lines,
                 in_list=item is not obj,
             )
         )
 
 
-def _duplicates_below(duplicates: list[DuplicateKey], root: yaml.Node) -> list[DuplicateKey]:
-    start, end = root.start_mark.index, root.end_mark.index
-    return [dup for dup in duplicates if start <= dup.node.start_mark.index < end]
+def _duplicates_in(
+    repeated: list[RepeatedKey], root: yaml.Node, entry: Entry, *, whole: bool
+) -> list[DuplicateKey]:
+    """The keys repeated in the object at `root` (all of the document's when it is `whole`), each
+    with its path there, found while the node graph is at hand."""
+    start, end = entry[0], entry[1]
+    found = []
+    for key in repeated:
+        place = mark_place(key.node.start_mark)
+        if whole or start <= place < end:
+            found.append(DuplicateKey(key.key, key.first_line, place, path_to_node(root, key.node) or ()))
+    return found

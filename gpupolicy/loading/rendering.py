@@ -33,6 +33,7 @@ import yaml
 from gpupolicy.core.findings import Finding, JsonPath
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import LoadedText, Resource
+from gpupolicy.loading.positions import Place
 
 HELM_SOURCE = "# Source: "
 ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
@@ -167,7 +168,7 @@ class TracedResource(Resource):
             resource.obj,
             file=origin.file,
             doc_index=resource.doc_index,
-            node=resource.node,
+            positions=resource.positions,
             rendered_from=resource.rendered_from,
             line_offset=resource.line_offset,
             duplicates=resource.duplicates,
@@ -182,8 +183,8 @@ class TracedResource(Resource):
     def last_line(self, path: JsonPath) -> int | None:
         return self.origin.position(path)[0]
 
-    def mark_position(self, mark: yaml.Mark) -> tuple[int, int]:
-        # A node of the rendered text has no place in the source: the object's own line stands in.
+    def position_of(self, place: Place) -> tuple[int, int]:
+        # A place in the rendered text has none in the source: the object's own line stands in.
         return self.origin.position(())
 
     def line_span(self) -> tuple[int, int] | None:

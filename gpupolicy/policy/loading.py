@@ -192,7 +192,7 @@ def _load_layer(text: str, file: str) -> tuple[dict[str, Any], Resource | None]:
         raise PolicyError(f"{file}:1:1: a policy must be a mapping")
     if resource.duplicates:
         duplicate = resource.duplicates[0]
-        line, column = resource.node_position(duplicate.node)
+        line, column = resource.position_of(duplicate.place)
         raise PolicyError(f"{file}:{line}:{column}: key {duplicate.key!r} appears twice")
     return resource.obj, resource
 

@@ -207,15 +207,12 @@ def _image_placeholder(
     references=("https://yaml.org/spec/1.2.2/#mapping",),
 )
 def duplicate_key(resource: Resource, ctx: Context) -> Iterator[Violation]:
-    if resource.node is None:
+    if resource.positions is None:
         return
-    from gpupolicy.loading.documents import path_to_node
-
     for duplicate in resource.duplicates:
-        path = path_to_node(resource.node, duplicate.node) or ()
-        line, _ = resource.node_position(duplicate.node)
+        line, _ = resource.position_of(duplicate.place)
         yield Violation(
-            _dup_path(path, duplicate.key),
+            _dup_path(duplicate.path, duplicate.key),
             f"key {duplicate.key!r} appears again (first at line {duplicate.first_line + resource.line_offset}); "
             f"the value at line {line} silently replaces it",
         )

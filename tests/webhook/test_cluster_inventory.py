@@ -78,7 +78,7 @@ def test_answers_the_inventory_protocol_from_the_recorded_lists(inventory: Clust
     assert online.kind == "PriorityClass" and online.api_version == "scheduling.k8s.io/v1"
     assert online.obj["value"] == 100000 and online.obj["preemptionPolicy"] == "PreemptLowerPriority"
     assert online.file == "cluster:PriorityClass/gpu-serving" and online.doc_index == 0
-    assert online.node is None and online.position(("value",)) is None
+    assert online.positions is None and online.position(("value",)) is None
     pdb = inventory.get("PodDisruptionBudget", "llm-server", "ai-lab")
     assert pdb is not None and pdb.file == "cluster:PodDisruptionBudget/ai-lab/llm-server"
     assert pdb.obj["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"

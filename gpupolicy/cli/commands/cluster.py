@@ -172,7 +172,7 @@ def _listed_whole(resources: Sequence[Resource]) -> set[str]:
     """The kinds `kubectl get KIND -o yaml` listed: items of a List (nested in its `items`, where a
     document's own object starts at column 1) of a cluster-scoped kind, or of a namespaced kind
     spread over several namespaces (listed with -A; without it, kubectl lists one namespace)."""
-    items = [item for item in resources if item.node is not None and item.node.start_mark.column > 0]
+    items = [item for item in resources if item.positions is not None and item.positions.start()[1] > 0]
     namespaces: dict[str, set[str]] = {}
     for item in items:
         namespaces.setdefault(item.kind, set()).add(item.namespace or "")
