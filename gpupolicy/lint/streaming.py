@@ -34,7 +34,6 @@ would be missed there.
 
 from __future__ import annotations
 
-import bisect
 import gc
 import re
 from collections.abc import Hashable, Iterable, Sequence
@@ -188,23 +187,11 @@ class StreamInventory(Bundle):
 
     def __init__(self, *, complete_kinds: Iterable[str] = ()) -> None:
         super().__init__((), complete_kinds=complete_kinds)
-        self._keys: dict[str, list[Key]] = {}
         self.watching = False
         self.overreached: str | None = None
 
     def add(self, key: Key, resource: Resource) -> None:
-        kind = resource.kind
-        if not kind:
-            return
-        keys = self._keys.setdefault(kind, [])
-        items = self._by_kind[kind]
-        if not keys or keys[-1] < key:
-            keys.append(key)
-            items.append(resource)
-            return
-        at = bisect.bisect_left(keys, key)
-        keys.insert(at, key)
-        items.insert(at, resource)
+        self._add(key, resource)
 
     def list(self, kind: str, namespace: str | None = None) -> Sequence[Resource]:
         if self.watching and kind not in INDEX_KINDS and self.overreached is None:
