@@ -287,7 +287,7 @@ class _AtRef:
             self.findings[key] -= 1
             return True
         # An "unknown" is said once per run, on whichever object needs the fact first: that object
-        # may differ between the two sides, the fact does not (unknowns.first_time).
+        # may differ between the two sides, the fact does not (Violation.once).
         return finding.severity is Severity.INFO and (finding.rule_id, finding.message) in self.facts
 
 
