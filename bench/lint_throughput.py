@@ -120,22 +120,120 @@ spec:
 """
 
 
-def generate(folder: Path, objects: int, files: int) -> int:
+# The objects cross-object rules read beside the workloads (bundle=True): a PDB per Deployment,
+# the PriorityClasses they name, and an experiment ConfigMap with two arms every EXPERIMENT_EVERY apps.
+PDB = """\
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: llm-{index}
+  namespace: team-{team}
+spec:
+  maxUnavailable: 1
+  unhealthyPodEvictionPolicy: AlwaysAllow
+  selector:
+    matchLabels:
+      app: llm-{index}
+"""
+PRIORITY_CLASSES = """\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: gpu-serving
+value: 100000
+preemptionPolicy: PreemptLowerPriority
+description: Online GPU inference.
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: gpu-batch
+value: 1000
+preemptionPolicy: Never
+description: Batch and training jobs.
+"""
+EXPERIMENT = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: llm-{index}-experiment
+  namespace: team-{team}
+immutable: true
+data:
+  change: "replicas of the server"
+  variable: replicas
+  arms: "more-replicas"
+  fixed: "image, model, input"
+  metrics: "P95, error rate, accepted throughput, GPU hours"
+  repeats: "3"
+"""
+EXPERIMENT_EVERY = 50
+ARM_OFFSET = 10_000_000  # the treatment arm of app i is Deployment llm-(i + ARM_OFFSET)
+# Namespaces of a realistic size: cross-object rules compare the objects of one namespace.
+APPS_PER_NAMESPACE = 20
+CLASS_LABEL = "    gpupolicy.io/workload-class: online\n"
+
+
+def deployment(index: int, *, team: int | None = None, replicas: int | None = None, arm: str = "") -> str:
+    """The GPU Deployment of `index`; `arm` ("experiment/arm") labels it an arm of an experiment,
+    whose arms share the image of `index` modulo ARM_OFFSET (only the variable may differ)."""
+    text = WORKLOAD.format(
+        index=index,
+        team=index % 7 if team is None else team,
+        replicas=1 + index % 3 if replicas is None else replicas,
+        gpus=1 + index % 2 * 1,
+        digest=f"{index % ARM_OFFSET:064x}",
+    )
+    if not arm:
+        return text
+    experiment, name = arm.split("/")
+    labels = f"    gpupolicy.io/experiment: {experiment}\n    gpupolicy.io/arm: {name}\n"
+    return text.replace(CLASS_LABEL, CLASS_LABEL + labels, 1)
+
+
+def app(index: int) -> list[str]:
+    """A Deployment and its PDB, APPS_PER_NAMESPACE apps to a namespace; every EXPERIMENT_EVERY-th
+    app an experiment instead: its ConfigMap and two arms, with their PDBs, that differ in replicas."""
+    team = index // APPS_PER_NAMESPACE
+    if index % EXPERIMENT_EVERY:
+        return [deployment(index, team=team), PDB.format(index=index, team=team)]
+    treatment = index + ARM_OFFSET
+    experiment = f"llm-{index}-experiment"
+    return [
+        EXPERIMENT.format(index=index, team=team),
+        deployment(index, team=team, replicas=2, arm=f"{experiment}/control"),
+        PDB.format(index=index, team=team),
+        deployment(treatment, team=team, replicas=3, arm=f"{experiment}/more-replicas"),
+        PDB.format(index=treatment, team=team),
+    ]
+
+
+def generate_bundle(folder: Path, objects: int, files: int) -> int:
+    """About `objects` objects of apps (`app`), whole apps to a file, across about `files` files,
+    and a file of the PriorityClasses they name."""
+    (folder / "priority-classes.yaml").write_text(PRIORITY_CLASSES, encoding="utf-8")
+    per_file = max(1, objects // files)
+    written, index, file_index = 2, 0, 0
+    while written < objects:
+        docs: list[str] = []
+        while len(docs) < per_file and written + len(docs) < objects:
+            docs.extend(app(index))
+            index += 1
+        (folder / f"apps-{file_index:05d}.yaml").write_text("---\n".join(docs), encoding="utf-8")
+        written += len(docs)
+        file_index += 1
+    return written
+
+
+def generate(folder: Path, objects: int, files: int, *, bundle: bool = False) -> int:
+    """`objects` GPU Deployments across `files` files; with `bundle`, about `objects` objects of
+    apps (a Deployment and its PDB, some experiments) and a file of PriorityClasses."""
+    if bundle:
+        return generate_bundle(folder, objects, files)
     per_file = max(1, objects // files)
     written = 0
     for file_index in range(files):
-        docs = []
-        for offset in range(per_file):
-            index = file_index * per_file + offset
-            docs.append(
-                WORKLOAD.format(
-                    index=index,
-                    team=index % 7,
-                    replicas=1 + index % 3,
-                    gpus=1 + index % 2 * 1,
-                    digest=f"{index:064x}",
-                )
-            )
+        docs = [deployment(file_index * per_file + offset) for offset in range(per_file)]
         (folder / f"workloads-{file_index:04d}.yaml").write_text("---\n".join(docs), encoding="utf-8")
         written += len(docs)
     return written
