@@ -161,6 +161,16 @@ def test_cross_object_rules_policies_and_custom_rules_see_the_whole_run(
     assert "suppressed" in text
 
 
+def test_files_reported_on_with_the_rest_as_context(bundle: Path, lint: Lint, spies: Spies) -> None:
+    """pre-commit's run: the changed files reported on, the repository read for what they refer to."""
+    chosen = [
+        str(bundle / "rules" / name) for name in ("GP502-fires.yaml", "GP616-fires.yaml", "GP806-fires.yaml")
+    ]
+    outcome = assert_same_in_processes(lint, spies, "--context-root", str(bundle), *chosen)
+    assert {"GP502", "GP616", "GP806"} <= set(re.findall(r" (GP\d{3}) ", outcome.outputs["text"]))
+    assert "GP504-fires.yaml" not in outcome.outputs["text"]
+
+
 def test_a_baseline_written_and_applied(
     bundle: Path, lint: Lint, spies: Spies, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -52,6 +52,7 @@ from gpupolicy.lint.streaming import (
 from gpupolicy.loading.documents import LoadedText, Resource
 
 T = TypeVar("T")
+Chunk = tuple[int, ...]  # consecutive inputs of those a pass reads, by their index in the run
 # Chunks per process: the last chunk to finish keeps the others waiting for at most about 1/8 of a
 # process's share of the run.
 CHUNKS_PER_PROCESS = 8
@@ -90,7 +91,8 @@ def run_in_processes(run: StreamRun, units: Units, jobs: int) -> Report:
     indexed, rendered = _index(run, units, jobs)
     run.choose_readers(units, indexed, rendered)
     work = _Work(run, units, indexed, rendered, frozenset(run.evaluation.ctx.said))
-    for chunk in _in_processes(_read_chunk, _chunks(units, jobs), work, jobs):
+    read = [unit for unit, (_, reported) in enumerate(units) if reported or run.readers is not None]
+    for chunk in _in_processes(_read_chunk, _chunks(units, read, jobs), work, jobs):
         run.add_chunk(chunk, indexed)
     return run.finish_run()
 
@@ -101,34 +103,35 @@ def _index(
     """Pass 1: rendered inputs here (kept whole for pass 2), the others' indexed objects in workers."""
     indexed: dict[int, dict[int, Resource]] = {}
     rendered: dict[int, LoadedText] = {}
+    plain = []
     for unit, (source, _) in enumerate(units):
-        if source.rendered:
-            loaded = rendered.setdefault(unit, source.load(run.limits))
-            for position, resource in indexed_objects([loaded]):
-                run.keep_indexed((unit, position), resource, indexed, release=False)
+        if not source.rendered:
+            plain.append(unit)
+            continue
+        loaded = rendered.setdefault(unit, source.load(run.limits))
+        for position, resource in indexed_objects([loaded]):
+            run.keep_indexed((unit, position), resource, indexed, release=False)
     work = _Work(run, units, {}, {}, frozenset())
-    for found in _in_processes(_index_chunk, _chunks(units, jobs), work, jobs):
+    for found in _in_processes(_index_chunk, _chunks(units, plain, jobs), work, jobs):
         for key, values in found:
             run.keep_indexed(key, values.rebuilt(), indexed, release=False)
     return indexed, rendered
 
 
-def _index_chunk(chunk: range) -> list[tuple[Key, Values]]:
-    """In a worker: the indexed objects of the chunk's plain inputs, values only."""
+def _index_chunk(chunk: Chunk) -> list[tuple[Key, Values]]:
+    """In a worker: the indexed objects of the chunk's inputs (plain ones), values only."""
     assert _work is not None
     run, units = _work.run, _work.units
     found: list[tuple[Key, Values]] = []
     for unit in chunk:
-        source = units[unit][0]
-        if not source.rendered:
-            documents = documents_to_index(source, run.limits)
-            found.extend(
-                ((unit, position), Values.of(resource)) for position, resource in indexed_objects(documents)
-            )
+        documents = documents_to_index(units[unit][0], run.limits)
+        found.extend(
+            ((unit, position), Values.of(resource)) for position, resource in indexed_objects(documents)
+        )
     return found
 
 
-def _read_chunk(chunk: range) -> StreamedChunk:
+def _read_chunk(chunk: Chunk) -> StreamedChunk:
     """In a worker: pass 2 over the chunk's inputs."""
     assert _work is not None
     run = _work.run
@@ -137,23 +140,24 @@ def _read_chunk(chunk: range) -> StreamedChunk:
     return run.take_chunk()
 
 
-def _chunks(units: Units, jobs: int) -> list[range]:
-    """Consecutive inputs, about CHUNKS_PER_PROCESS chunks per process of about equal bytes."""
-    sizes = [input_bytes(source) for source, _ in units]
+def _chunks(units: Units, chosen: Sequence[int], jobs: int) -> list[Chunk]:
+    """The `chosen` inputs in order, about CHUNKS_PER_PROCESS chunks per process of about equal bytes."""
+    sizes = [input_bytes(units[unit][0]) for unit in chosen]
     target = min(max(sum(sizes) / (jobs * CHUNKS_PER_PROCESS), 1), MAX_CHUNK_BYTES)
-    chunks, start, size = [], 0, 0
-    for unit, weight in enumerate(sizes):
+    chunks: list[Chunk] = []
+    start, size = 0, 0
+    for index, weight in enumerate(sizes):
         size += weight
         if size >= target:
-            chunks.append(range(start, unit + 1))
-            start, size = unit + 1, 0
-    if start < len(units):
-        chunks.append(range(start, len(units)))
+            chunks.append(tuple(chosen[start : index + 1]))
+            start, size = index + 1, 0
+    if start < len(chosen):
+        chunks.append(tuple(chosen[start:]))
     return chunks
 
 
 def _in_processes(
-    function: Callable[[range], T], chunks: Sequence[range], work: _Work, jobs: int
+    function: Callable[[Chunk], T], chunks: Sequence[Chunk], work: _Work, jobs: int
 ) -> Iterator[T]:
     """`function` of each chunk in forked workers, the results in the chunks' order."""
     global _work
