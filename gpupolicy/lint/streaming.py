@@ -93,9 +93,10 @@ StreamRunner = Callable[["StreamRun", Units], Report]
 COLLECT_EVERY = 500
 
 
-# A run in processes (-j not given: `processes_for`) from this many bytes of input: below it, forking
-# and sending the findings back cost about what the second core saves (docs/performance.md).
-PROCESSES_FROM_BYTES = 4_000_000
+# A run in processes (-j not given: `processes_for`) from this many bytes of input. -j 2 costs about
+# 0.1 s more than -j 1 and saves up to half of 0.33 s of CPU per MB, but on a shared 2-core machine
+# it paid reliably only from about 25 MB (docs/performance.md).
+PROCESSES_FROM_BYTES = 32_000_000
 # What a rendered input (a chart, a kustomization) counts for, in bytes, before it is rendered.
 RENDERED_INPUT_BYTES = 64_000
 
