@@ -3,10 +3,12 @@
 Generates N GPU workload objects across F files (default 10,000 across 1,000), then, in one run,
 times (a) parse-only: `yaml.load_all(..., Loader=CSafeLoader)` over every file, (b) `gpupolicy
 lint` in-process (load with positions + every rule + text rendering), and (c) the `gpupolicy
-lint` command end to end (a subprocess: interpreter start-up and imports included). Prints the
-median of --runs runs of each and the ratios to parse-only.
+lint` command end to end (a subprocess: interpreter start-up and imports included), with each
+`-j` of --jobs, the runs interleaved. Prints the median of --runs runs of each, the ratios to
+parse-only and the speed-up of each -j over the first. --bundle: a PDB beside every Deployment,
+the PriorityClasses they name and experiments with two arms (generate_bundle).
 
-    python bench/lint_throughput.py [--objects 10000] [--files 1000] [--runs 5]
+    python bench/lint_throughput.py [--objects 10000] [--files 1000] [--runs 5] [--jobs 1 2] [--bundle]
 """
 
 from __future__ import annotations
@@ -120,22 +122,120 @@ spec:
 """
 
 
-def generate(folder: Path, objects: int, files: int) -> int:
+# The objects cross-object rules read beside the workloads (bundle=True): a PDB per Deployment,
+# the PriorityClasses they name, and an experiment ConfigMap with two arms every EXPERIMENT_EVERY apps.
+PDB = """\
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: llm-{index}
+  namespace: team-{team}
+spec:
+  maxUnavailable: 1
+  unhealthyPodEvictionPolicy: AlwaysAllow
+  selector:
+    matchLabels:
+      app: llm-{index}
+"""
+PRIORITY_CLASSES = """\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: gpu-serving
+value: 100000
+preemptionPolicy: PreemptLowerPriority
+description: Online GPU inference.
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: gpu-batch
+value: 1000
+preemptionPolicy: Never
+description: Batch and training jobs.
+"""
+EXPERIMENT = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: llm-{index}-experiment
+  namespace: team-{team}
+immutable: true
+data:
+  change: "replicas of the server"
+  variable: replicas
+  arms: "more-replicas"
+  fixed: "image, model, input"
+  metrics: "P95, error rate, accepted throughput, GPU hours"
+  repeats: "3"
+"""
+EXPERIMENT_EVERY = 50
+ARM_OFFSET = 10_000_000  # the treatment arm of app i is Deployment llm-(i + ARM_OFFSET)
+# Namespaces of a realistic size: cross-object rules compare the objects of one namespace.
+APPS_PER_NAMESPACE = 20
+CLASS_LABEL = "    gpupolicy.io/workload-class: online\n"
+
+
+def deployment(index: int, *, team: int | None = None, replicas: int | None = None, arm: str = "") -> str:
+    """The GPU Deployment of `index`; `arm` ("experiment/arm") labels it an arm of an experiment,
+    whose arms share the image of `index` modulo ARM_OFFSET (only the variable may differ)."""
+    text = WORKLOAD.format(
+        index=index,
+        team=index % 7 if team is None else team,
+        replicas=1 + index % 3 if replicas is None else replicas,
+        gpus=1 + index % 2 * 1,
+        digest=f"{index % ARM_OFFSET:064x}",
+    )
+    if not arm:
+        return text
+    experiment, name = arm.split("/")
+    labels = f"    gpupolicy.io/experiment: {experiment}\n    gpupolicy.io/arm: {name}\n"
+    return text.replace(CLASS_LABEL, CLASS_LABEL + labels, 1)
+
+
+def app(index: int) -> list[str]:
+    """A Deployment and its PDB, APPS_PER_NAMESPACE apps to a namespace; every EXPERIMENT_EVERY-th
+    app an experiment instead: its ConfigMap and two arms, with their PDBs, that differ in replicas."""
+    team = index // APPS_PER_NAMESPACE
+    if index % EXPERIMENT_EVERY:
+        return [deployment(index, team=team), PDB.format(index=index, team=team)]
+    treatment = index + ARM_OFFSET
+    experiment = f"llm-{index}-experiment"
+    return [
+        EXPERIMENT.format(index=index, team=team),
+        deployment(index, team=team, replicas=2, arm=f"{experiment}/control"),
+        PDB.format(index=index, team=team),
+        deployment(treatment, team=team, replicas=3, arm=f"{experiment}/more-replicas"),
+        PDB.format(index=treatment, team=team),
+    ]
+
+
+def generate_bundle(folder: Path, objects: int, files: int) -> int:
+    """About `objects` objects of apps (`app`), whole apps to a file, across about `files` files,
+    and a file of the PriorityClasses they name."""
+    (folder / "priority-classes.yaml").write_text(PRIORITY_CLASSES, encoding="utf-8")
+    per_file = max(1, objects // files)
+    written, index, file_index = 2, 0, 0
+    while written < objects:
+        docs: list[str] = []
+        while len(docs) < per_file and written + len(docs) < objects:
+            docs.extend(app(index))
+            index += 1
+        (folder / f"apps-{file_index:05d}.yaml").write_text("---\n".join(docs), encoding="utf-8")
+        written += len(docs)
+        file_index += 1
+    return written
+
+
+def generate(folder: Path, objects: int, files: int, *, bundle: bool = False) -> int:
+    """`objects` GPU Deployments across `files` files; with `bundle`, about `objects` objects of
+    apps (a Deployment and its PDB, some experiments) and a file of PriorityClasses."""
+    if bundle:
+        return generate_bundle(folder, objects, files)
     per_file = max(1, objects // files)
     written = 0
     for file_index in range(files):
-        docs = []
-        for offset in range(per_file):
-            index = file_index * per_file + offset
-            docs.append(
-                WORKLOAD.format(
-                    index=index,
-                    team=index % 7,
-                    replicas=1 + index % 3,
-                    gpus=1 + index % 2 * 1,
-                    digest=f"{index:064x}",
-                )
-            )
+        docs = [deployment(file_index * per_file + offset) for offset in range(per_file)]
         (folder / f"workloads-{file_index:04d}.yaml").write_text("---\n".join(docs), encoding="utf-8")
         written += len(docs)
     return written
@@ -164,9 +264,9 @@ def lint_in_process(folder: Path) -> int:
     return len(loaded.resources)
 
 
-def lint_cli(folder: Path) -> int:
+def lint_cli(folder: Path, jobs: int = 1) -> int:
     completed = subprocess.run(
-        [sys.executable, "-m", "gpupolicy", "lint", str(folder), "--no-repo-policy"],
+        [sys.executable, "-m", "gpupolicy", "lint", f"-j{jobs}", str(folder), "--no-repo-policy"],
         capture_output=True,
         check=False,
     )
@@ -187,6 +287,17 @@ def timed(function: Callable[[Path], int], folder: Path, runs: int) -> list[floa
     return times
 
 
+def timed_cli(folder: Path, jobs: list[int], runs: int) -> dict[int, list[float]]:
+    """The CLI with each -j, the runs interleaved (a shared machine's load then weighs on all alike)."""
+    times: dict[int, list[float]] = {count: [] for count in jobs}
+    for _ in range(runs):
+        for count in jobs:
+            start = time.perf_counter()
+            lint_cli(folder, count)
+            times[count].append(time.perf_counter() - start)
+    return times
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -194,27 +305,37 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="-j of the CLI rows")
+    parser.add_argument(
+        "--bundle", action="store_true", help="Deployments with PDBs, PriorityClasses and experiments"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpupolicy-bench-") as tmp:
         folder = Path(tmp)
-        count = generate(folder, args.objects, args.files)
+        count = generate(folder, args.objects, args.files, bundle=args.bundle)
         size = sum(path.stat().st_size for path in folder.glob("*.yaml"))
-        print(f"corpus: {count} GPU Deployments in {args.files} files, {size / 1e6:.1f} MB")
+        what = "objects (GPU Deployments, PDBs, experiments)" if args.bundle else "GPU Deployments"
+        print(f"corpus: {count} {what} in {len(list(folder.glob('*.yaml')))} files, {size / 1e6:.1f} MB")
         lint_in_process(folder)  # warm-up: imports, schema compilation
         baseline = timed(parse_only, folder, args.runs)
         in_process = timed(lint_in_process, folder, args.runs)
-        cli = timed(lint_cli, folder, max(1, args.runs // 2 + 1))
+        cli = timed_cli(folder, args.jobs, max(1, args.runs // 2 + 1))
     base = statistics.median(baseline)
+    first = statistics.median(cli[args.jobs[0]])
     rows = [
-        ("parse-only (PyYAML CSafeLoader)", baseline),
-        ("gpupolicy lint (in-process)", in_process),
-        ("gpupolicy lint (CLI, end to end)", cli),
+        ("parse-only (PyYAML CSafeLoader)", baseline, None),
+        ("gpupolicy lint (in-process)", in_process, None),
+        *((f"gpupolicy lint -j {jobs} (CLI, end to end)", cli[jobs], first) for jobs in args.jobs),
     ]
-    print(f"{'what':<36} {'median s':>9} {'min s':>8} {'objects/s':>10} {'x parse-only':>13}")
-    for name, times in rows:
+    header = f"{'what':<36} {'median s':>9} {'min s':>8} {'objects/s':>10} {'x parse-only':>13}"
+    print(f"{header} {'speed-up vs -j ' + str(args.jobs[0]):>18}")
+    for name, times, reference in rows:
         median = statistics.median(times)
-        print(f"{name:<36} {median:>9.3f} {min(times):>8.3f} {count / median:>10.0f} {median / base:>13.2f}")
-    print(f"runs: {args.runs} (CLI: {len(cli)}); target: lint <= 2.5x parse-only")
+        speedup = f"{reference / median:>18.2f}" if reference else ""
+        print(
+            f"{name:<36} {median:>9.3f} {min(times):>8.3f} {count / median:>10.0f} {median / base:>13.2f} {speedup}"
+        )
+    print(f"runs: {args.runs} (CLI: {len(cli[args.jobs[0]])}, interleaved); target: lint <= 2.5x parse-only")
     return 0
 
 

@@ -11,13 +11,14 @@ from gpupolicy.kube.disruption import (
     IntOrPercent,
     budget_of,
     expected_pods,
+    first_shared,
     hpa_for,
     max_pods,
     parse_int_or_percent,
     pdb_selects,
     pdbs_for,
+    selected_templates,
     selected_workloads,
-    selectors_overlap,
     workload_kinds,
 )
 from gpupolicy.kube.inventory import Bundle
@@ -188,8 +189,15 @@ def test_overlap_is_found_through_a_workload_both_select() -> None:
     by_app = pdb("a", {"matchLabels": {"app": "llm"}})
     by_tier = pdb("b", {"matchLabels": {"tier": "gpu"}})
     other = pdb("c", {"matchLabels": {"app": "gateway"}})
-    assert selectors_overlap(by_app, by_tier, [llm]) is llm
-    assert selectors_overlap(by_app, other, [llm]) is None
+    gateway = as_workload(deployment(labels={"app": "gateway"}))
+    workloads = [gateway, llm]
+    by_app_selects, other_selects = (
+        selected_templates(by_app, workloads),
+        selected_templates(other, workloads),
+    )
+    assert first_shared(by_app_selects, selected_templates(by_tier, workloads), workloads) is llm
+    assert first_shared(by_app_selects, other_selects, workloads) is None
+    assert other_selects == {(0, 0)}
 
 
 def test_controller_labels_count_as_pod_labels() -> None:

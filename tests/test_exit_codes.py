@@ -34,7 +34,7 @@ CRASH = """
 import sys
 import gpupolicy.formats
 
-def broken(*args, **kwargs):
+def broken(*names):
     raise RuntimeError("formatter registry bug")
 
 gpupolicy.formats.load_formatters = broken

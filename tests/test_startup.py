@@ -60,6 +60,10 @@ UNNEEDED_MODULES = (
     "gpupolicy.custom.cel_rules",
     "gpupolicy.custom.matching",
     "gpupolicy.custom.rules",
+    # `lint -j N` (a tree large enough, or -j given): one file is linted in one process.
+    "gpupolicy.lint.parallel",
+    "multiprocessing",
+    "concurrent.futures",
 )
 
 POD = """\

@@ -13,7 +13,8 @@ import pytest
 from gpupolicy.engine.report import Report
 from gpupolicy.formats import RenderOptions, load_formatters
 from gpupolicy.lint import streaming
-from gpupolicy.lint.streaming import Fallback, StreamInventory, _Stream, lint, lint_in_memory, stream
+from gpupolicy.lint.parallel import in_processes
+from gpupolicy.lint.streaming import Fallback, StreamInventory, StreamRun, lint, lint_in_memory, stream
 from gpupolicy.loading.documents import parse_text, split_documents
 from gpupolicy.loading.inputs import Source, iter_sources, sources_with_context
 from gpupolicy.policy.loading import Policy, default_policy
@@ -136,8 +137,9 @@ def test_documents_that_read_differently_alone_fall_back(tmp_path: Path) -> None
     path = tmp_path / "x.yaml"
     path.write_text(text, encoding="utf-8")
     sources = list(iter_sources([str(path)]))
-    with pytest.raises(Fallback):
-        stream(sources, default_policy())
+    for jobs in (1, 2):  # lint -j: a worker reads it in pass 1
+        with pytest.raises(Fallback):
+            stream(sources, default_policy(), runner=in_processes(jobs) if jobs > 1 else None)
     assert rendered(lint(sources, default_policy())) == rendered(lint_in_memory(sources, default_policy()))
 
 
@@ -150,8 +152,9 @@ def test_a_kind_the_quick_look_cannot_see_falls_back(tmp_path: Path) -> None:
     )
     shutil.copy(EXAMPLES_DIR / "GP501" / "fires.yaml", tmp_path / "b.yaml")
     sources = list(iter_sources([str(tmp_path)]))
-    with pytest.raises(Fallback):
-        stream(sources, default_policy())
+    for jobs in (1, 2):  # lint -j: a worker finds it
+        with pytest.raises(Fallback):
+            stream(sources, default_policy(), runner=in_processes(jobs) if jobs > 1 else None)
     assert rendered(lint(sources, default_policy())) == rendered(lint_in_memory(sources, default_policy()))
 
 
@@ -178,12 +181,16 @@ spec: {minAvailable: 2, selector: {matchLabels: {app: llm-3}}}
 """
 
 
-def test_only_what_the_readers_read_is_kept(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", [1, 2], ids=["one-process", "two-processes"])
+def test_only_what_the_readers_read_is_kept(tmp_path: Path, jobs: int) -> None:
+    """In the parent too, when workers read the files (lint -j): they send only what readers read."""
     for index in range(20):
         (tmp_path / f"{index:02d}.yaml").write_text(DEPLOYMENT.format(index=index), encoding="utf-8")
     (tmp_path / "pdb.yaml").write_text(PDB, encoding="utf-8")
     sources = list(iter_sources([str(tmp_path)]))
-    run = _Stream(default_policy(), default_policy().limits)
+    run = StreamRun(
+        default_policy(), default_policy().limits, runner=in_processes(jobs) if jobs > 1 else None
+    )
     report = run.run(sources, None)
     inventory: StreamInventory = run.inventory
     assert [resource.name for resource in inventory.list("Deployment")] == ["llm-3"]

@@ -17,7 +17,7 @@ from typing import Any
 from gpupolicy.core.findings import Finding, ObjectRef
 from gpupolicy.engine import suppressions
 from gpupolicy.engine.context import Context
-from gpupolicy.engine.registry import REGISTRY, Rule, Scope
+from gpupolicy.engine.registry import REGISTRY, Rule, Scope, Violation
 from gpupolicy.engine.report import (
     InternalError,
     Report,
@@ -66,16 +66,10 @@ def apply_suppressions(
 
 
 def _run(
-    rule: Rule,
-    subject: Any,
-    ctx: Context,
-    resource: Resource | None,
-    report: Report,
-    out: list[Finding],
-    ref: ObjectRef | None = None,
+    rule: Rule, subject: Any, evaluation: Evaluation, resource: Resource | None, ref: ObjectRef | None
 ) -> None:
-    """Run one check and append its findings to `out` (those made before a rule raised are kept)."""
-    check = rule.check
+    """Run one check and add its findings (those made before a rule raised are kept)."""
+    check, ctx = rule.check, evaluation.ctx
     assert check is not None
     try:
         violations = check(subject, ctx) if subject is not None else check(ctx)
@@ -83,9 +77,9 @@ def _run(
             owner = violation.target or resource
             if owner is None:
                 raise ValueError(f"{rule.id}: a bundle rule must name the target of each violation")
-            out.append(finding_for(rule, ctx.policy, violation, owner, ref if owner is resource else None))
+            evaluation.add(rule, violation, owner, ref if owner is resource else None)
     except Exception as exc:  # a rule bug must not hide every other finding
-        _internal_error(rule, resource, exc, report)
+        _internal_error(rule, resource, exc, evaluation.report)
 
 
 def _internal_error(rule: Rule, resource: Resource | None, exc: Exception, report: Report) -> None:
@@ -166,14 +160,29 @@ class Evaluation:
         self.report = Report(policy_digest=policy.digest, policy_sources=policy.sources)
         self.plan = plan_for(policy, rules)
         self.findings: list[Finding] = []
+        # The key of each finding said once per run (Violation.once), by its index in `findings`:
+        # a lint in several processes (gpupolicy/lint/parallel.py) replays them in the inputs' order.
+        self.once: dict[int, Hashable] = {}
+
+    def add(self, rule: Rule, violation: Violation, owner: Resource, ref: ObjectRef | None) -> None:
+        """The finding of `violation` about `owner`, unless it says what the run has said once already."""
+        once = violation.once
+        if once is not None:
+            said = self.ctx.said
+            if once in said:
+                return
+            said.add(once)
+        self.findings.append(finding_for(rule, self.policy, violation, owner, ref))
+        if once is not None:
+            self.once[len(self.findings) - 1] = once
 
     def check(self, resource: Resource) -> None:
         """Run the object rules of its kind and, when it carries pod templates, the workload rules."""
-        ctx, report, findings, policy = self.ctx, self.report, self.findings, self.policy
+        ctx, report = self.ctx, self.report
         ctx.next_subject()
         ref = resource.ref
         for rule in self.plan.object_rules_for(resource.kind):
-            _run(rule, resource, ctx, resource, report, findings, ref)
+            _run(rule, resource, self, resource, ref)
         workload = workload_of(resource)
         if workload is not None:
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
@@ -182,14 +191,14 @@ class Evaluation:
             for rule in self.plan.workload_rules_for(decision.role):
                 try:
                     for violation in rule.check(workload, ctx):  # type: ignore[misc]
-                        findings.append(finding_for(rule, policy, violation, resource, ref))
+                        self.add(rule, violation, resource, ref)
                 except Exception as exc:  # a rule bug must not hide every other finding
                     _internal_error(rule, resource, exc, report)
 
     def check_bundle(self) -> None:
         self.ctx.next_subject()
         for rule in self.plan.bundle_rules:
-            _run(rule, None, self.ctx, None, self.report, self.findings)
+            _run(rule, None, self, None, None)
 
     def finish(
         self,

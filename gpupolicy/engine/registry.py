@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,10 @@ class Violation:
     # the finding says so once per evaluation; the webhook logs it rather than warning on every admission.
     cluster_fact: str | None = None
     unknown: bool = False
+    # Said once per run under this key (`Context.said`): a namespace-level fact once per namespace, an
+    # "unknown" once per missing fact (gpupolicy/engine/unknowns.py). The engine keeps the first such
+    # finding, in the order the objects are checked, and drops the others.
+    once: Hashable | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ never as an error and never silently. Given the fact, the rule works at full str
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from gpupolicy.core.findings import JsonPath
@@ -43,22 +43,12 @@ NETWORK_POLICIES = ClusterFact(
 )
 
 
-def first_time(ctx: Context, key: Hashable) -> bool:
-    """True the first time `key` is seen in this run (`Context.said`: shared by the evaluations of
-    one lint run when its files fall under different policies)."""
-    seen = ctx.said
-    if key in seen:
-        return False
-    seen.add(key)
-    return True
-
-
 def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: str) -> Iterator[Violation]:
-    """One info finding per run for a missing cluster fact (nothing once it has been said)."""
-    if first_time(ctx, ("cluster-fact", fact.what)):
-        yield Violation(
-            path,
-            f"unknown: {fact.what}, so {consequence} was not checked; {fact.supply}",
-            unknown=True,
-            cluster_fact=fact.what,
-        )
+    """One info finding per run for a missing cluster fact (the engine drops it once it has been said)."""
+    yield Violation(
+        path,
+        f"unknown: {fact.what}, so {consequence} was not checked; {fact.supply}",
+        unknown=True,
+        cluster_fact=fact.what,
+        once=("cluster-fact", fact.what),
+    )

@@ -215,12 +215,22 @@ def max_pods(workload: Workload, inventory: Inventory) -> int | None:
     return workload.total_replicas()
 
 
-def selectors_overlap(first: Resource, second: Resource, workloads: Sequence[Workload]) -> Workload | None:
-    """A workload whose pods both PDBs select; None when none is known to be shared."""
-    for workload in workloads:
-        for template in workload.templates:
-            if pdb_selects_template(first, workload, template) and pdb_selects_template(
-                second, workload, template
-            ):
-                return workload
-    return None
+Selection = frozenset[tuple[int, int]]  # (workload, template) indices into a list of workloads
+
+
+def selected_templates(pdb: Resource, workloads: Sequence[Workload]) -> Selection:
+    """Which templates of `workloads` make pods that `pdb` selects: matched once per PDB, then
+    compared with every other PDB's selection (GP504), rather than matched again for each pair."""
+    return frozenset(
+        (index, position)
+        for index, workload in enumerate(workloads)
+        for position, template in enumerate(workload.templates)
+        if pdb_selects_template(pdb, workload, template)
+    )
+
+
+def first_shared(first: Selection, second: Selection, workloads: Sequence[Workload]) -> Workload | None:
+    """The first workload of `workloads` whose pods both selections hold; None when none is known
+    to be shared."""
+    common = first & second
+    return workloads[min(common)[0]] if common else None

@@ -6,9 +6,11 @@ and the webhook's cluster inventory (list+watch caches). A rule never knows whic
 
 from __future__ import annotations
 
+import bisect
 import enum
-from collections import defaultdict
+import heapq
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
 from gpupolicy.loading.documents import Resource
@@ -39,6 +41,45 @@ def namespace_of(resource: Resource) -> str:
     return resource.namespace or DEFAULT_NAMESPACE
 
 
+class _Kind:
+    """The objects of one kind, in order, and by namespace: `list(kind, namespace)` is asked once per
+    workload by several rules, and a scan of every object of the kind made a large lint quadratic.
+    Each object has an order key (its place in the bundle, or the streaming lint's (input, object));
+    objects that name no namespace are in every namespace's answer, in their place."""
+
+    __slots__ = ("by_namespace", "items", "keys", "unnamespaced")
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, ...]] = []
+        self.items: list[Resource] = []
+        self.by_namespace: dict[str, tuple[list[tuple[int, ...]], list[Resource]]] = {}
+        self.unnamespaced: tuple[list[tuple[int, ...]], list[Resource]] = ([], [])
+
+    def add(self, key: tuple[int, ...], resource: Resource) -> None:
+        namespace = resource.namespace
+        group = self.unnamespaced if namespace is None else self.by_namespace.setdefault(namespace, ([], []))
+        for keys, items in ((self.keys, self.items), group):
+            if not keys or keys[-1] < key:
+                keys.append(key)
+                items.append(resource)
+            else:
+                at = bisect.bisect_left(keys, key)
+                keys.insert(at, key)
+                items.insert(at, resource)
+
+    def in_namespace(self, namespace: str) -> Sequence[Resource]:
+        keys, items = self.by_namespace.get(namespace, ([], []))
+        other_keys, others = self.unnamespaced
+        if not others:
+            return items
+        if not items:
+            return others
+        merged = heapq.merge(
+            zip(keys, items, strict=True), zip(other_keys, others, strict=True), key=itemgetter(0)
+        )
+        return [item for _, item in merged]
+
+
 class Bundle:
     """The objects loaded from the repository (or given on the command line).
 
@@ -47,17 +88,25 @@ class Bundle:
     """
 
     def __init__(self, resources: Iterable[Resource], *, complete_kinds: Iterable[str] = ()) -> None:
-        self._by_kind: dict[str, list[Resource]] = defaultdict(list)
-        for resource in resources:
-            if resource.kind:
-                self._by_kind[resource.kind].append(resource)
+        self._kinds: dict[str, _Kind] = {}
+        for position, resource in enumerate(resources):
+            self._add((position,), resource)
         self._complete = frozenset(complete_kinds)
 
+    def _add(self, key: tuple[int, ...], resource: Resource) -> None:
+        """Add `resource` at its place in the order of `key`s (all of one shape)."""
+        kind = resource.kind
+        if kind:
+            found = self._kinds.get(kind)
+            if found is None:
+                found = self._kinds[kind] = _Kind()
+            found.add(key, resource)
+
     def list(self, kind: str, namespace: str | None = None) -> Sequence[Resource]:
-        found = self._by_kind.get(kind, [])
-        if namespace is None:
-            return found
-        return [item for item in found if item.namespace is None or namespace_of(item) == namespace]
+        found = self._kinds.get(kind)
+        if found is None:
+            return []  # an empty list, as a scan gave
+        return found.items if namespace is None else found.in_namespace(namespace)
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Resource | None:
         for item in self.list(kind, namespace):
@@ -69,4 +118,4 @@ class Bundle:
         return Coverage.COMPLETE if kind in self._complete else Coverage.PARTIAL
 
     def __len__(self) -> int:
-        return sum(len(items) for items in self._by_kind.values())
+        return sum(len(found.items) for found in self._kinds.values())

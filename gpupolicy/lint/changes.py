@@ -234,6 +234,7 @@ class LintRun:
     policies: RepoPolicies | None = None
     # The run's renderings (reused for the working tree's side) and the policy's Helm values files.
     session: RenderSession | None = None
+    jobs: int | None = 1  # processes (`lint -j`)
 
     def ref_session(self) -> RenderSession:
         """A session of REF's own (its charts are other files), rendering with the same values files."""
@@ -251,7 +252,7 @@ class _AtRef:
 
     @classmethod
     def lint(cls, since: Since, run: LintRun, changed: frozenset[str]) -> _AtRef:
-        from gpupolicy.lint.streaming import lint
+        from gpupolicy.lint.scopes import lint_with_jobs
 
         with tempfile.TemporaryDirectory(prefix="gpupolicy-base-") as folder:
             top = Path(folder)
@@ -267,12 +268,12 @@ class _AtRef:
                 session=run.ref_session(),
             )
             if run.policies is None:
-                report = lint(sources, run.policy, context=context, limits=run.limits)
+                report = lint_with_jobs(run.jobs, sources, run.policy, context=context, limits=run.limits)
             else:
                 from gpupolicy.lint.scopes import lint_by_policy
 
                 policies = run.policies.read_as(top, since.root)
-                report = lint_by_policy(sources, policies, run.policy, context=context)
+                report = lint_by_policy(sources, policies, run.policy, context=context, jobs=run.jobs)
             loaded = [source for source in [*sources, *context] if _worth_loading(source, top, changed)]
             values = _values(loaded, run.limits)
             said = [*report.findings, *(finding for finding, _ in report.suppressed)]
@@ -287,7 +288,7 @@ class _AtRef:
             self.findings[key] -= 1
             return True
         # An "unknown" is said once per run, on whichever object needs the fact first: that object
-        # may differ between the two sides, the fact does not (unknowns.first_time).
+        # may differ between the two sides, the fact does not (Violation.once).
         return finding.severity is Severity.INFO and (finding.rule_id, finding.message) in self.facts
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from gpupolicy.core.findings import Finding
 from gpupolicy.engine.report import Report
-from gpupolicy.lint.streaming import lint
+from gpupolicy.lint.streaming import lint, processes_for
+from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits
 from gpupolicy.loading.inputs import Source, is_excluded
 from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.repo_policies import RepoPolicies
@@ -76,22 +77,25 @@ def lint_by_policy(
     run_policy: Policy,
     *,
     context: Sequence[Source] | None = None,
+    jobs: int | None = 1,
 ) -> Report:
     """Lint every input under its nearest policy; `run_policy` (the lint root's) serves a run with no
-    input. `context` inputs are read for cross-object rules only, as `streaming.lint` reads them."""
+    input. `context` inputs are read for cross-object rules only, as `streaming.lint` reads them.
+    `jobs`: processes for each group's lint (`lint_with_jobs`)."""
     scopes = scopes_of(sources, policies)
     if not scopes:  # no input, or every input excluded
-        return lint([], run_policy, context=context, limits=run_policy.limits)
+        return lint_with_jobs(jobs, [], run_policy, context=context, limits=run_policy.limits)
     if len(scopes) == 1:  # the common case: one policy, one lint as before
         (scope,) = scopes
         chosen = sources if len(scope.inputs) == len(sources) else [sources[i] for i in scope.inputs]
-        return lint(chosen, scope.policy, context=context, limits=scope.policy.limits)
+        return lint_with_jobs(jobs, chosen, scope.policy, context=context, limits=scope.policy.limits)
     said: set[Hashable] = set()  # "unknown" and once-per-namespace findings: once per run, not per group
     reports = []
     for scope in scopes:
         others = [sources[index] for other in scopes if other is not scope for index in other.inputs]
         reports.append(
-            lint(
+            lint_with_jobs(
+                jobs,
                 [sources[index] for index in scope.inputs],
                 scope.policy,
                 context=[*others, *(context or ())],
@@ -100,6 +104,26 @@ def lint_by_policy(
             )
         )
     return merge_reports(reports, [source.name for source in sources])
+
+
+def lint_with_jobs(
+    jobs: int | None,
+    sources: Sequence[Source],
+    policy: Policy,
+    *,
+    context: Sequence[Source] | None = None,
+    limits: LoadLimits = DEFAULT_LIMITS,
+    said: set[Hashable] | None = None,
+) -> Report:
+    """`streaming.lint`, its stream in `jobs` processes (None: as many as `processes_for` the inputs
+    says) where processes can be forked (gpupolicy/lint/parallel.py)."""
+    count = processes_for(sources, context) if jobs is None else jobs
+    runner = None
+    if count > 1:
+        from gpupolicy.lint.parallel import in_processes  # multiprocessing only for a run in processes
+
+        runner = in_processes(count)
+    return lint(sources, policy, context=context, limits=limits, said=said, runner=runner)
 
 
 def merge_reports(reports: Sequence[Report], order: Sequence[str]) -> Report:

@@ -35,16 +35,19 @@ would be missed there.
 
 from __future__ import annotations
 
-import bisect
 import gc
+import os
 import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any, NamedTuple
 
+from gpupolicy.core.findings import Finding
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL, IGNORE_ANNOTATION
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.evaluation import Evaluation, complete_kinds, evaluate
-from gpupolicy.engine.report import Report
+from gpupolicy.engine.report import InternalError, Report, WorkloadRole
 from gpupolicy.engine.suppressions import SuppressionSubject
 from gpupolicy.kube.disruption import HPA, PDB, pdb_selects
 from gpupolicy.kube.experiment_arms import arm_link
@@ -53,6 +56,8 @@ from gpupolicy.kube.pod_spec import as_list, as_mapping, workload_of
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
+    DuplicateKey,
+    LineIndex,
     LoadedText,
     LoadLimits,
     LoadProblem,
@@ -79,11 +84,57 @@ _KIND_NAMES = "|".join(sorted(INDEX_KINDS, key=len, reverse=True))
 _INDEXED_KIND = re.compile(rf"""kind["']?\s*:\s*(?:[!&]\S*\s+)*(?:\*|"[^"\n]*\\|["']?(?:{_KIND_NAMES})\b)""")
 
 Key = tuple[int, int]  # (input, object): the order of evaluate()'s list
+Units = list[tuple[Source, bool]]  # the inputs of a run, each with whether it is reported on
+# What runs a stream's passes somewhere else than in this process (gpupolicy/lint/parallel.py).
+StreamRunner = Callable[["StreamRun", Units], Report]
 # Objects released between two collections of the youngest generation. Some facts memoised on an
 # object refer back to it (gpu.GpuDemand on its pod_spec.Container): small cycles that reference
 # counting cannot free, while batch runs pause the cyclic collector (runtime.paused_cyclic_gc), so
 # that young objects pile up. A young collection walks only what was made since the last one.
 COLLECT_EVERY = 500
+
+
+# A run in processes (-j not given: `processes_for`) from this many bytes of input. -j 2 costs about
+# 0.1 s more than -j 1 and saves up to half of 0.33 s of CPU per MB, but on a shared 2-core machine
+# it paid reliably only from about 25 MB (docs/performance.md).
+PROCESSES_FROM_BYTES = 32_000_000
+# What a rendered input (a chart, a kustomization) counts for, in bytes, before it is rendered.
+RENDERED_INPUT_BYTES = 64_000
+
+
+def input_bytes(source: Source) -> int:
+    """About how much reading and checking an input takes, in bytes of text."""
+    if source.text is not None:
+        return len(source.text)
+    if source.path is None:
+        return 0
+    if source.rendered:
+        return RENDERED_INPUT_BYTES
+    try:
+        return source.path.stat().st_size
+    except OSError:
+        return 0
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def processes_for(sources: Sequence[Source], context: Sequence[Source] | None = None) -> int:
+    """Processes for a run that -j does not size: every core once the inputs are large enough."""
+    cores = available_cores()
+    inputs = [*sources, *(context or ())]
+    if cores < 2 or len(inputs) < 2:
+        return 1
+    total = 0
+    for source in inputs:
+        total += input_bytes(source)
+        if total >= PROCESSES_FROM_BYTES:
+            return cores
+    return 1
 
 
 class Fallback(Exception):
@@ -97,13 +148,16 @@ def lint(
     context: Sequence[Source] | None = None,
     limits: LoadLimits = DEFAULT_LIMITS,
     said: set[Hashable] | None = None,
+    runner: StreamRunner | None = None,
 ) -> Report:
     """Lint `sources`; `context` inputs are read only for what cross-object rules look up (pre-commit's
     repository) and never reported on. Streams when it can, else loads everything at once. `said`:
-    what the run has said once already (`engine.Context.said`), updated with what this lint says."""
+    what the run has said once already (`engine.Context.said`), updated with what this lint says.
+    `runner`: what runs the stream's passes instead of this process (gpupolicy/lint/parallel.py);
+    the in-memory path runs here."""
     before = None if said is None else set(said)
     try:
-        report = stream(sources, policy, context=context, limits=limits, said=said)
+        report = stream(sources, policy, context=context, limits=limits, said=said, runner=runner)
     except Fallback:
         if said is not None and before is not None:  # the stream may have said some before it stopped
             said.intersection_update(before)
@@ -172,12 +226,91 @@ def stream(
     context: Sequence[Source] | None = None,
     limits: LoadLimits = DEFAULT_LIMITS,
     said: set[Hashable] | None = None,
+    runner: StreamRunner | None = None,
 ) -> Report:
-    """The streaming lint; raises Fallback where it cannot vouch for its report."""
+    """The streaming lint (its passes run by `runner` when given); raises Fallback where it cannot
+    vouch for its report."""
     try:
-        return _Stream(policy, limits, said).run(sources, context)
+        return StreamRun(policy, limits, said, runner=runner).run(sources, context)
     except StreamReadsDifferently as exc:
         raise Fallback(str(exc)) from exc
+
+
+class Values(NamedTuple):
+    """An object's values, without its node tree: what another process sends of an object kept
+    for the inventory (values only, as a stream keeps it)."""
+
+    obj: Any
+    file: str
+    doc_index: int
+    rendered_from: str | None
+    line_offset: int
+    lines: LineIndex | None
+    in_list: bool
+
+    @classmethod
+    def of(cls, resource: Resource) -> Values:
+        return cls(
+            resource.obj,
+            resource.file,
+            resource.doc_index,
+            resource.rendered_from,
+            resource.line_offset,
+            resource.lines,
+            resource.in_list,
+        )
+
+    def rebuilt(self) -> Resource:
+        return Resource(
+            self.obj,
+            file=self.file,
+            doc_index=self.doc_index,
+            rendered_from=self.rendered_from,
+            line_offset=self.line_offset,
+            lines=self.lines,
+            in_list=self.in_list,
+        )
+
+
+class Positions(NamedTuple):
+    """What pass 2 gives an indexed object for its rules to run (`_take`): its node tree."""
+
+    node: Any
+    duplicates: list[DuplicateKey]
+    line_offset: int
+
+    @classmethod
+    def of(cls, resource: Resource) -> Positions:
+        return cls(resource.node, resource.duplicates, resource.line_offset)
+
+    def restore(self, resource: Resource) -> None:
+        resource.node, resource.duplicates, resource.line_offset = (
+            self.node,
+            self.duplicates,
+            self.line_offset,
+        )
+
+
+@dataclass(slots=True)
+class StreamedChunk:
+    """What pass 2 over a chunk of inputs adds to a run, made in a worker process and added to the
+    run in the parent (`StreamRun.take_chunk`, `StreamRun.add_chunk`). `once`: the key of each finding
+    said once per run, by its index in `findings`."""
+
+    findings: list[Finding]
+    once: dict[int, Hashable]
+    roles: list[WorkloadRole]
+    errors: list[InternalError]
+    error_keys: list[Key]
+    problems: list[LoadProblem]
+    directives: list[InlineDirective]
+    skipped: list[Skipped]
+    subjects: list[tuple[Key, SuppressionSubject]]
+    deferred: list[tuple[Key, Positions]]  # objects of READER_KINDS, checked after the stream
+    kept_for_readers: list[tuple[Key, Values]]
+    chosen: set[tuple[str, int]] | None
+    objects: int
+    files: int
 
 
 class StreamInventory(Bundle):
@@ -189,28 +322,36 @@ class StreamInventory(Bundle):
 
     def __init__(self, *, complete_kinds: Iterable[str] = ()) -> None:
         super().__init__((), complete_kinds=complete_kinds)
-        self._keys: dict[str, list[Key]] = {}
         self.watching = False
         self.overreached: str | None = None
 
     def add(self, key: Key, resource: Resource) -> None:
-        kind = resource.kind
-        if not kind:
-            return
-        keys = self._keys.setdefault(kind, [])
-        items = self._by_kind[kind]
-        if not keys or keys[-1] < key:
-            keys.append(key)
-            items.append(resource)
-            return
-        at = bisect.bisect_left(keys, key)
-        keys.insert(at, key)
-        items.insert(at, resource)
+        self._add(key, resource)
 
     def list(self, kind: str, namespace: str | None = None) -> Sequence[Resource]:
         if self.watching and kind not in INDEX_KINDS and self.overreached is None:
             self.overreached = kind
         return super().list(kind, namespace)
+
+
+def documents_to_index(source: Source, limits: LoadLimits) -> Iterable[LoadedText]:
+    """The documents of a plain input (not rendered) that pass 1 reads: none when a quick look at its
+    text finds no indexed kind (an unreadable file is reported in pass 2)."""
+    text = source.peek()
+    if text is None or not _may_hold_indexed(text):
+        return ()
+    del text
+    return source.iter_load(limits)
+
+
+def indexed_objects(documents: Iterable[LoadedText]) -> Iterator[tuple[int, Resource]]:
+    """The indexed objects of an input's documents, with their places among its objects."""
+    position = 0
+    for document in documents:
+        for resource in document.resources:
+            if _indexed(resource):
+                yield position, resource
+            position += 1
 
 
 def _may_hold_indexed(text: str) -> bool:
@@ -290,11 +431,21 @@ class _Readers:
         return False
 
 
-class _Stream:
-    """One streaming run: pass 1 (`_index`), pass 2 (`_read` of each input), the deferred readers."""
+class StreamRun:
+    """One streaming run: pass 1 (`_index`), pass 2 (`_read` of each input), the deferred readers.
+    A `runner` runs the two passes elsewhere (gpupolicy/lint/parallel.py: in processes, in chunks of
+    inputs that are added back here in the inputs' order: `take_chunk`, `add_chunk`)."""
 
-    def __init__(self, policy: Policy, limits: LoadLimits, said: set[Hashable] | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        limits: LoadLimits,
+        said: set[Hashable] | None = None,
+        *,
+        runner: StreamRunner | None = None,
+    ) -> None:
         self.limits = limits
+        self.runner = runner
         self.inventory = StreamInventory(complete_kinds=complete_kinds(policy))
         self.evaluation = Evaluation(policy, self.inventory, said=said)
         if self.evaluation.plan.bundle_rules:
@@ -309,24 +460,50 @@ class _Stream:
         self.error_keys: list[Key] = []  # the object of each internal error, to list them in order
         self.objects = self.files = 0
         self._uncollected = 0
+        # In a worker process: the workloads kept for the readers in this chunk, for the parent's inventory.
+        self.kept_for_readers: list[tuple[Key, Resource]] | None = None
 
     def run(self, sources: Sequence[Source], context: Sequence[Source] | None) -> Report:
         units = [(source, True) for source in sources] + [(source, False) for source in context or ()]
         if context is not None:
             self.chosen = set()
+        if self.runner is not None:
+            return self.runner(self, units)
         indexed, rendered = self._index(units)
+        self.choose_readers(units, indexed, rendered)
+        self.read_units(units, indexed, rendered, range(len(units)))
+        return self.finish_run()
+
+    def choose_readers(
+        self, units: Units, indexed: dict[int, dict[int, Resource]], rendered: dict[int, LoadedText]
+    ) -> None:
+        """Readers when a reported input holds an object of READER_KINDS; else the context inputs
+        will not be read again, and only their indexed objects' values stay."""
         if any(
             units[unit][1] and r.kind in READER_KINDS for unit, kept in indexed.items() for r in kept.values()
         ):
             self.readers = _Readers(self.inventory, self.evaluation.ctx)
-        else:  # context inputs are not read again: their indexed objects stay, values only
-            for unit in [unit for unit in rendered if not units[unit][1]]:
-                del rendered[unit]
-                for resource in indexed.pop(unit, {}).values():
-                    _release(resource)
-        for unit, (source, reported) in enumerate(units):
+            return
+        for unit in [unit for unit in rendered if not units[unit][1]]:
+            del rendered[unit]
+            for resource in indexed.pop(unit, {}).values():
+                _release(resource)
+
+    def read_units(
+        self,
+        units: Units,
+        indexed: dict[int, dict[int, Resource]],
+        rendered: dict[int, LoadedText],
+        chosen: Iterable[int],
+    ) -> None:
+        """Pass 2 over the `chosen` inputs."""
+        for unit in chosen:
+            source, reported = units[unit]
             if reported or self.readers is not None:  # context matters only for what readers read
                 self._read(unit, source, reported, indexed.pop(unit, {}), rendered.pop(unit, None))
+
+    def finish_run(self) -> Report:
+        """After the stream: the deferred readers, then the report."""
         for key, resource in self.deferred:
             self._check(key, resource, watch=False)
             _release(resource)
@@ -344,33 +521,95 @@ class _Stream:
         report.objects, report.files = self.objects, self.files - report.skipped_files
         return report
 
-    def _index(
-        self, units: list[tuple[Source, bool]]
-    ) -> tuple[dict[int, dict[int, Resource]], dict[int, LoadedText]]:
+    def _index(self, units: Units) -> tuple[dict[int, dict[int, Resource]], dict[int, LoadedText]]:
         """Pass 1: the indexed objects of every input (values only, except in rendered inputs,
         which are kept whole for pass 2: their renderer is not run twice)."""
         indexed: dict[int, dict[int, Resource]] = {}
         rendered: dict[int, LoadedText] = {}
         for unit, (source, _) in enumerate(units):
-            documents: Iterable[LoadedText]
             if source.rendered:
-                documents = [rendered.setdefault(unit, source.load(self.limits))]
+                documents: Iterable[LoadedText] = [rendered.setdefault(unit, source.load(self.limits))]
             else:
-                text = source.peek()
-                if text is None or not _may_hold_indexed(text):
-                    continue  # an unreadable file is reported in pass 2
-                del text
-                documents = source.iter_load(self.limits)
-            position = 0
-            for document in documents:
-                for resource in document.resources:
-                    if _indexed(resource):
-                        indexed.setdefault(unit, {})[position] = resource
-                        self.inventory.add((unit, position), resource)
-                        if unit not in rendered:
-                            _release(resource)
-                    position += 1
+                documents = documents_to_index(source, self.limits)
+            for position, resource in indexed_objects(documents):
+                self.keep_indexed((unit, position), resource, indexed, release=unit not in rendered)
         return indexed, rendered
+
+    def keep_indexed(
+        self, key: Key, resource: Resource, indexed: dict[int, dict[int, Resource]], *, release: bool
+    ) -> None:
+        unit, position = key
+        indexed.setdefault(unit, {})[position] = resource
+        self.inventory.add(key, resource)
+        if release:
+            _release(resource)
+
+    # -- chunks of pass 2, in worker processes (gpupolicy/lint/parallel.py) ---------------------
+    def begin_chunk(self, said: frozenset[Hashable]) -> None:
+        """In a worker: start a chunk of inputs afresh, from what the run had said when it forked
+        (every chunk is then the same whichever worker runs it, and after whichever other)."""
+        evaluation = self.evaluation
+        evaluation.findings, evaluation.once = [], {}
+        evaluation.report.roles, evaluation.report.errors = [], []
+        evaluation.ctx.said = set(said)
+        self.problems, self.directives, self.skipped, self.subjects = [], [], [], []
+        self.deferred, self.error_keys, self.kept_for_readers = [], [], []
+        self.chosen = None if self.chosen is None else set()
+        self.objects = self.files = 0
+
+    def take_chunk(self) -> StreamedChunk:
+        """In a worker: what the chunk added, to send to the parent."""
+        evaluation = self.evaluation
+        return StreamedChunk(
+            findings=evaluation.findings,
+            once=evaluation.once,
+            roles=evaluation.report.roles,
+            errors=evaluation.report.errors,
+            error_keys=self.error_keys,
+            problems=self.problems,
+            directives=self.directives,
+            skipped=self.skipped,
+            subjects=self.subjects,
+            deferred=[(key, Positions.of(resource)) for key, resource in self.deferred],
+            kept_for_readers=[(key, Values.of(resource)) for key, resource in self.kept_for_readers or ()],
+            chosen=self.chosen,
+            objects=self.objects,
+            files=self.files,
+        )
+
+    def add_chunk(self, chunk: StreamedChunk, indexed: dict[int, dict[int, Resource]]) -> None:
+        """In the parent: a chunk's results, chunks taken in the inputs' order. What is said once
+        per run is said by the first finding in that order, as in one process."""
+        evaluation = self.evaluation
+        findings, said = evaluation.findings, evaluation.ctx.said
+        for index, finding in enumerate(chunk.findings):
+            key = chunk.once.get(index)
+            if key is not None:
+                if key in said:
+                    continue
+                said.add(key)
+                evaluation.once[len(findings)] = key
+            findings.append(finding)
+        evaluation.report.roles.extend(chunk.roles)
+        evaluation.report.errors.extend(chunk.errors)
+        self.error_keys.extend(chunk.error_keys)
+        self.problems.extend(chunk.problems)
+        self.directives.extend(chunk.directives)
+        self.skipped.extend(chunk.skipped)
+        self.subjects.extend(chunk.subjects)
+        self._add_chunk_objects(chunk, indexed)
+
+    def _add_chunk_objects(self, chunk: StreamedChunk, indexed: dict[int, dict[int, Resource]]) -> None:
+        for (unit, position), positions in chunk.deferred:  # an indexed object: its values are here
+            resource = indexed[unit][position]
+            positions.restore(resource)
+            self.deferred.append(((unit, position), resource))
+        for key, values in chunk.kept_for_readers:
+            self.inventory.add(key, values.rebuilt())
+        if self.chosen is not None and chunk.chosen is not None:
+            self.chosen |= chunk.chosen
+        self.objects += chunk.objects
+        self.files += chunk.files
 
     def _read(
         self,
@@ -442,6 +681,8 @@ class _Stream:
         if self.readers is not None and self.readers.want(resource):
             _release(resource)
             self.inventory.add(key, resource)
+            if self.kept_for_readers is not None:
+                self.kept_for_readers.append((key, resource))
 
     def _collect_now_and_then(self) -> None:
         if self._uncollected >= COLLECT_EVERY:

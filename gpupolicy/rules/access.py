@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Violation, rule
-from gpupolicy.engine.unknowns import NETWORK_POLICIES, first_time, unknown_fact
+from gpupolicy.engine.unknowns import NETWORK_POLICIES, unknown_fact
 from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.inventory import Coverage, namespace_of
 from gpupolicy.kube.placeholders import excerpt
@@ -135,12 +135,12 @@ def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterat
     where = ("metadata", "namespace") if workload.namespace else ("metadata",)
     coverage = ctx.inventory.coverage("NetworkPolicy")
     if coverage is Coverage.UNAVAILABLE:
-        if first_time(ctx, ("GP614", namespace)):
-            yield Violation(
-                where,
-                f"cannot tell whether namespace {namespace} has a NetworkPolicy (the inventory is unavailable)",
-                unknown=True,
-            )
+        yield Violation(
+            where,
+            f"cannot tell whether namespace {namespace} has a NetworkPolicy (the inventory is unavailable)",
+            unknown=True,
+            once=("GP614", namespace),
+        )
         return
     if ctx.inventory.list("NetworkPolicy", namespace):
         return
@@ -148,10 +148,11 @@ def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterat
         # A repository seldom holds the cluster's NetworkPolicies: absence here proves nothing.
         yield from unknown_fact(ctx, NETWORK_POLICIES, where, "network isolation of GPU servers (GP614)")
         return
-    if first_time(ctx, ("GP614", namespace)):  # a namespace-level fact: once per namespace
-        yield Violation(
-            where, f"namespace {namespace} runs GPU server {workload.name} but has no NetworkPolicy"
-        )
+    yield Violation(  # a namespace-level fact: once per namespace
+        where,
+        f"namespace {namespace} runs GPU server {workload.name} but has no NetworkPolicy",
+        once=("GP614", namespace),
+    )
 
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"

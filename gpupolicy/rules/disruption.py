@@ -14,19 +14,20 @@ from collections.abc import Iterator
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Violation, rule
-from gpupolicy.engine.unknowns import first_time
 from gpupolicy.kube.disruption import (
     PDB,
     Budget,
+    Selection,
     budget_of,
+    first_shared,
     hpa_for,
     hpa_replicas,
     max_pods,
     pdb_selector,
     pdb_selects_template,
     pdbs_for,
+    selected_templates,
     selected_workloads,
-    selectors_overlap,
     workload_kinds,
     workloads_coverage,
     workloads_in,
@@ -82,13 +83,13 @@ def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violati
     )
     namespace = namespace_of(workload.resource)
     if ctx.inventory.coverage(PDB) is Coverage.UNAVAILABLE:
-        if first_time(ctx, ("GP501", namespace)):
-            yield Violation(
-                path,
-                f"PodDisruptionBudgets of namespace {namespace} could not be listed: whether "
-                f"{workload.resource.ref} is protected is unknown",
-                unknown=True,
-            )
+        yield Violation(
+            path,
+            f"PodDisruptionBudgets of namespace {namespace} could not be listed: whether "
+            f"{workload.resource.ref} is protected is unknown",
+            unknown=True,
+            once=("GP501", namespace),
+        )
         return
     if not pdbs_for(workload, ctx.inventory):
         labels = (
@@ -163,13 +164,13 @@ def pdb_blocks_eviction(resource: Resource, ctx: Context) -> Iterator[Violation]
         return
     workloads = _selected(resource, ctx)
     if not workloads and workloads_coverage(ctx.inventory, _kinds(ctx)) is Coverage.UNAVAILABLE:
-        if first_time(ctx, ("GP502", namespace_of(resource), resource.name)):
-            yield Violation(
-                _budget_path(budget),
-                f"the workloads of namespace {namespace_of(resource)} could not be "
-                f"listed: whether minAvailable {budget.amount} leaves an eviction is unknown",
-                unknown=True,
-            )
+        yield Violation(
+            _budget_path(budget),
+            f"the workloads of namespace {namespace_of(resource)} could not be "
+            f"listed: whether minAvailable {budget.amount} leaves an eviction is unknown",
+            unknown=True,
+            once=("GP502", namespace_of(resource), resource.name),
+        )
         return
     expected = _expected(resource, workloads, ctx) if workloads else None
     if expected is None or expected[0] <= 0 or budget.disruptions_allowed(expected[0]) > 0:
@@ -219,13 +220,13 @@ def pdb_selects_nothing(resource: Resource, ctx: Context) -> Iterator[Violation]
         return
     namespace = namespace_of(resource)
     if workloads_coverage(ctx.inventory, _kinds(ctx)) is Coverage.UNAVAILABLE:
-        if first_time(ctx, ("GP503", namespace)):
-            yield Violation(
-                ("spec", "selector"),
-                f"the workloads of namespace {namespace} could not be listed: what "
-                f"PodDisruptionBudget {resource.name} selects is unknown",
-                unknown=True,
-            )
+        yield Violation(
+            ("spec", "selector"),
+            f"the workloads of namespace {namespace} could not be listed: what "
+            f"PodDisruptionBudget {resource.name} selects is unknown",
+            unknown=True,
+            once=("GP503", namespace),
+        )
         return
     yield Violation(
         ("spec", "selector"),
@@ -251,11 +252,14 @@ def pdb_overlap(resource: Resource, ctx: Context) -> Iterator[Violation]:
     if selector is None:
         return
     namespace = namespace_of(resource)
-    workloads = list(workloads_in(ctx.inventory, namespace, _kinds(ctx)))
+    workloads: list[Workload] = ctx.memo(
+        ("GP504-workloads", namespace), lambda: list(workloads_in(ctx.inventory, namespace, _kinds(ctx)))
+    )
+    selects = _selection(resource, namespace, workloads, ctx)
     for other in ctx.inventory.list(PDB, namespace):
         if other.name == resource.name or namespace_of(other) != namespace:
             continue
-        shared = selectors_overlap(resource, other, workloads)
+        shared = first_shared(selects, _selection(other, namespace, workloads, ctx), workloads)
         if shared is not None:
             why = f"the pods of {shared.resource.ref}"
         elif pdb_selector(other) == selector:
@@ -267,6 +271,16 @@ def pdb_overlap(resource: Resource, ctx: Context) -> Iterator[Violation]:
             f"PodDisruptionBudget {resource.name} and {other.ref} both select "
             f"{why}; such pods cannot be evicted",
         )
+
+
+def _selection(pdb: Resource, namespace: str, workloads: list[Workload], ctx: Context) -> Selection:
+    """What `pdb` selects of the namespace's workloads, once per evaluation: GP504 compares each
+    PDB of a namespace with every other (the inventory keeps every PDB for the whole run, so
+    its `id()` is not reused)."""
+    found: Selection = ctx.memo(
+        ("GP504-selects", namespace, id(pdb)), lambda: selected_templates(pdb, workloads)
+    )
+    return found
 
 
 @rule(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from gpupolicy.core.findings import JsonPath, Severity
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
-from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, first_time, unknown_fact
+from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, unknown_fact
 from gpupolicy.kube.disruption import hpa_for, hpa_replicas
 from gpupolicy.kube.gpu import GpuKind
 from gpupolicy.kube.inventory import Coverage
@@ -502,10 +502,11 @@ def runtime_class_missing(workload: Workload, ctx: Context) -> Iterator[Violatio
         coverage = _runtime_class_known(ctx, name)
         if coverage is Coverage.COMPLETE:
             yield Violation(template.field("runtimeClassName"), f"RuntimeClass {name!r} does not exist")
-        elif coverage is not None and first_time(ctx, ("GP210", name)):
+        elif coverage is not None:
             yield Violation(
                 template.field("runtimeClassName"),
                 f"RuntimeClass {name!r} could not be verified: it is not in the {coverage.value} inventory "
                 "nor in placement.runtimeClass.names",
                 unknown=True,
+                once=("GP210", name),
             )

@@ -13,7 +13,7 @@ from typing import Any
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, rule
-from gpupolicy.engine.unknowns import PRIORITY_CLASSES, first_time, unknown_fact
+from gpupolicy.engine.unknowns import PRIORITY_CLASSES, unknown_fact
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT
@@ -127,12 +127,13 @@ def priority_class_undefined(workload: Workload, ctx: Context) -> Iterator[Viola
                 path,
                 f"PriorityClass {name!r} is not defined (not in the inventory, not in priority.clusterClasses)",
             )
-        elif first_time(ctx, ("GP302", name)):
+        else:
             yield Violation(
                 path,
                 f"PriorityClass {name!r} could not be verified: the {coverage.value} inventory does not hold it "
                 "and the policy's priority.clusterClasses is empty",
                 unknown=True,
+                once=("GP302", name),
             )
 
 
@@ -214,12 +215,12 @@ def multiple_global_default_priority(resource: Resource, ctx: Context) -> Iterat
     if not _is_global_default(resource):
         return
     if ctx.inventory.coverage("PriorityClass") is Coverage.UNAVAILABLE:
-        if first_time(ctx, ("GP305", resource.name)):
-            yield Violation(
-                ("globalDefault",),
-                "other PriorityClasses could not be listed: whether another is the global default is unknown",
-                unknown=True,
-            )
+        yield Violation(
+            ("globalDefault",),
+            "other PriorityClasses could not be listed: whether another is the global default is unknown",
+            unknown=True,
+            once=("GP305", resource.name),
+        )
         return
     others = sorted(
         other.name
@@ -345,10 +346,11 @@ def kueue_priority_undefined(workload: Workload, ctx: Context) -> Iterator[Viola
             path,
             f"WorkloadPriorityClass {name!r} is not defined (not in the inventory, not in priority.kueueClasses)",
         )
-    elif first_time(ctx, ("GP308", name)):
+    else:
         yield Violation(
             path,
             f"WorkloadPriorityClass {name!r} could not be verified: the {coverage.value} inventory does not hold "
             "it and the policy's priority.kueueClasses is empty",
             unknown=True,
+            once=("GP308", name),
         )
