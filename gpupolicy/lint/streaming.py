@@ -57,7 +57,6 @@ from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
     DuplicateKey,
-    LineIndex,
     LoadedText,
     LoadLimits,
     LoadProblem,
@@ -66,6 +65,7 @@ from gpupolicy.loading.documents import (
     StreamReadsDifferently,
 )
 from gpupolicy.loading.inputs import Loaded, Source
+from gpupolicy.loading.positions import LineIndex, PositionTable
 from gpupolicy.policy.loading import Policy
 
 # Kinds whose rules read plain workloads of any file: checked after the stream.
@@ -237,7 +237,7 @@ def stream(
 
 
 class Values(NamedTuple):
-    """An object's values, without its node tree: what another process sends of an object kept
+    """An object's values, without its positions: what another process sends of an object kept
     for the inventory (values only, as a stream keeps it)."""
 
     obj: Any
@@ -273,19 +273,19 @@ class Values(NamedTuple):
 
 
 class Positions(NamedTuple):
-    """What pass 2 gives an indexed object for its rules to run (`_take`): its node tree."""
+    """What pass 2 gives an indexed object for its rules to run (`_take`): its position table."""
 
-    node: Any
+    table: PositionTable | None
     duplicates: list[DuplicateKey]
     line_offset: int
 
     @classmethod
     def of(cls, resource: Resource) -> Positions:
-        return cls(resource.node, resource.duplicates, resource.line_offset)
+        return cls(resource.positions, resource.duplicates, resource.line_offset)
 
     def restore(self, resource: Resource) -> None:
-        resource.node, resource.duplicates, resource.line_offset = (
-            self.node,
+        resource.positions, resource.duplicates, resource.line_offset = (
+            self.table,
             self.duplicates,
             self.line_offset,
         )
