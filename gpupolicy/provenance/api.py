@@ -6,11 +6,14 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
+from gpupolicy.provenance.errors import StoreUnavailable
 from gpupolicy.provenance.filters import FilterError, RecordFilter
-from gpupolicy.provenance.store import MAX_PAGE, ProvenanceStore, StoreUnavailable
+from gpupolicy.provenance.queries import MAX_PAGE
+from gpupolicy.provenance.store import ProvenanceStore
 
 
 def build_router(store: ProvenanceStore) -> APIRouter:
+    """The `GET /provenance` routes for the webhook's FastAPI app."""
     api = APIRouter(tags=["provenance"])
 
     # Plain `def` routes: the store blocks on the database, FastAPI runs them in its threadpool.

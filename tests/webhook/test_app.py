@@ -170,7 +170,7 @@ def test_a_dead_provenance_writer_admits_and_counts_every_loss(
     def broken(_batch: object) -> None:
         raise Halt("the writer thread was stopped")
 
-    monkeypatch.setattr(store, "_write_batch", broken)
+    monkeypatch.setattr(store.writer, "_write_batch", broken)
     state = WebhookState(
         engine=ReviewEngine.from_policy(default_policy()),
         inventory=CLUSTER,
