@@ -3,7 +3,7 @@
     .venv/bin/python bench/review_cpu.py [--runs 7] [--repo PATH]
 
 No HTTP, no TLS, no JSON parsing in the timed part: each run parses every body (500 GPU
-Deployments of about 10 KB, one in ten denied, as `bench/webhook_latency.py` sends them) and
+Deployments of about 10 KB, one in ten denied, as `bench/admission_load.py` makes them) and
 then times `review()` over them, twice each, with `time.process_time()`, against a synced
 cluster inventory from the test suite's fake API server, as `gpupolicy serve` runs it. Prints
 the CPU microseconds per review of every run and their median. `--repo` imports gpupolicy
@@ -35,8 +35,9 @@ def main() -> None:
     parser.add_argument("--bodies", type=int, default=500, help="distinct review bodies (default 500)")
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to import gpupolicy from")
     options = parser.parse_args()
+    sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "bench"))
-    from webhook_latency import make_bodies, with_uid  # puts this checkout first on sys.path
+    from admission_load import make_bodies, with_uid  # this checkout's bodies
 
     sys.path.insert(0, str(options.repo.resolve()))  # so --repo goes before it
 
