@@ -39,12 +39,13 @@ def create_store_engine(
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, connect_timeout)
-    return create_engine(
-        parsed,
-        connect_args=postgres_connect_args(schema, connect_timeout, write_timeout),
-        pool_pre_ping=True,
-        hide_parameters=True,
-    )
+    connect_args = postgres_connect_args(schema, connect_timeout, write_timeout)
+    # The URL's own `options` (`?options=-csearch_path%3Dtenant`) would be replaced by these:
+    # keep them, first, so that the store's timeouts still hold.
+    given = parsed.query.get("options")
+    for option in (given,) if isinstance(given, str) else given or ():
+        connect_args["options"] = f"{option} {connect_args['options']}"
+    return create_engine(parsed, connect_args=connect_args, pool_pre_ping=True, hide_parameters=True)
 
 
 def _sqlite_engine(parsed: URL, connect_timeout: float) -> Engine:

@@ -154,3 +154,22 @@ def test_closing_on_a_database_that_stopped_answering_does_not_hang(
         assert spooled(spool_dir) == {"uid-01"}
     finally:
         proxy.relaying.set()
+
+
+def test_options_in_the_url_are_kept_beside_the_stores_timeouts(pg_schema: tuple[str, str]) -> None:
+    from urllib.parse import quote
+
+    from sqlalchemy import text
+
+    from gpupolicy.provenance.engines import create_store_engine
+
+    url, schema = pg_schema
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    engine = create_store_engine(f"{url}?options={quote(f'-csearch_path={schema}')}", write_timeout=1.0)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SHOW search_path")).scalar_one() == schema
+            assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "500ms"
+    finally:
+        engine.dispose()
