@@ -21,7 +21,7 @@ from gpupolicy.provenance import open_store
 from gpupolicy.provenance.schema import records
 from gpupolicy.provenance.spool import Spool
 from gpupolicy.provenance.store import open_reader
-from tests.provenance.samples import REPO_ROOT, Backend, MakeRecord
+from tests.provenance.samples import REPO_ROOT, Backend, MakeRecord, kill_after_first_line
 
 N = 10
 
@@ -178,21 +178,11 @@ def test_sigkill_during_replay_loses_nothing_and_duplicates_nothing(
     wanted = [f"uid-{index:02d}" for index in range(N)]
     for uid in wanted:
         spool.append(make_record(uid).to_dict())
-    child = subprocess.Popen(
-        [sys.executable, "-c", CRASHING_REPLAY, backend.url, backend.schema or "", str(backend.spool_dir)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
+    line, returncode = kill_after_first_line(
+        CRASHING_REPLAY, [backend.url, backend.schema or "", str(backend.spool_dir)]
     )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "committed 3"  # the first chunk is in the database
-        os.kill(child.pid, signal.SIGKILL)
-    finally:
-        child.kill()
-        child.wait()
-    assert child.returncode == -signal.SIGKILL
+    assert line == "committed 3"  # the first chunk is in the database
+    assert returncode == -signal.SIGKILL
     assert sorted(spooled_uids(backend.spool_dir)) == wanted  # the batch file outlives the crash
     reader = open_reader(backend.url, schema=backend.schema)
     try:

@@ -5,10 +5,7 @@ that cannot be records."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,14 @@ from gpupolicy.provenance.spool import Spool
 from gpupolicy.provenance.store import ProvenanceStore, open_reader
 from gpupolicy.webhook.records import record_of_admission
 from tests.provenance.journal_samples import admission_frame
-from tests.provenance.samples import REPO_ROOT, T0, Backend, admission_request, deployment, report_for
+from tests.provenance.samples import (
+    T0,
+    Backend,
+    admission_request,
+    deployment,
+    kill_after_first_line,
+    report_for,
+)
 
 WAIT = 60  # seconds: a liveness bound, not a performance threshold
 T0_NS = int(T0.timestamp()) * 1_000_000_000
@@ -129,21 +133,9 @@ def test_sigkill_between_the_store_and_the_checkpoint_writes_nothing_twice(
     journal = tmp_path / "journal"
     journal_of(journal, [admission_frame(uid, gpu_policy) for uid in uids], gpu_policy)
     arguments = [backend.url, backend.schema or "", str(backend.spool_dir), str(journal), "6"]
-    child = subprocess.Popen(
-        [sys.executable, "-c", CRASHING_REPLAYER, *arguments],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-    )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "stored 6"  # committed, checkpoint not yet moved
-        os.kill(child.pid, signal.SIGKILL)
-    finally:
-        child.kill()
-        child.wait()
-    assert child.returncode == -signal.SIGKILL
+    line, returncode = kill_after_first_line(CRASHING_REPLAYER, arguments)
+    assert line == "stored 6"  # committed, the checkpoint not yet moved
+    assert returncode == -signal.SIGKILL
     assert rows(backend) == uids[:6]
     assert segments.read_checkpoint(journal) == segments.START  # the kill came before it
     with backend.open() as store:  # the restarted replayer starts over from the checkpoint

@@ -41,6 +41,7 @@ from gpupolicy.provenance.errors import StoreUnavailable
 from gpupolicy.provenance.journal import entries, segments
 from gpupolicy.provenance.journal.segments import DirectoryLock, Position
 from gpupolicy.provenance.journal.spares import SpareSegment, fill_with_zeros
+from gpupolicy.provenance.spool import fsync_directory
 
 log = logging.getLogger("gpupolicy.provenance")
 
@@ -291,7 +292,7 @@ class JournalAppender:
                 if self.preallocate:
                     fill_with_zeros(fd, self.segment_bytes)
                     capacity = self.segment_bytes
-            segments.fsync_directory(self.directory)
+            fsync_directory(self.directory)
         except OSError:
             if fd is not None:
                 os.close(fd)

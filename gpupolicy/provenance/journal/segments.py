@@ -24,6 +24,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpupolicy.provenance.spool import fsync_directory
+
 SUFFIX = ".seg"
 CHECKPOINT = "checkpoint"
 WRITER_LOCK = ".writer.lock"
@@ -54,14 +56,6 @@ def segment_numbers(directory: Path) -> list[int]:
         if dot and "." + suffix == SUFFIX and stem.isdigit() and len(stem) == 16:
             numbers.append(int(stem))
     return sorted(numbers)
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_checkpoint(directory: Path) -> Position:
