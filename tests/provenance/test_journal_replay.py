@@ -6,6 +6,7 @@ that cannot be records."""
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from gpupolicy.policy.loading import Policy
-from gpupolicy.provenance import build_record
+from gpupolicy.provenance import WriterStopped, build_record
 from gpupolicy.provenance.journal import segments
 from gpupolicy.provenance.journal.appender import JournalAppender
 from gpupolicy.provenance.journal.replayer import JournalReplayer
@@ -164,3 +165,20 @@ def test_entries_that_cannot_be_records_are_counted_and_passed(
     assert rows(backend) == ["uid-good-1", "uid-good-2"]
     assert replayer.counts.unrecordable == 2
     assert "uid-dry-run is not recorded" in caplog.text
+
+
+class StoppedStore:
+    """A store whose writer died: nothing can be stored any more."""
+
+    def submit(self, record: Any, *, block: bool = False) -> Any:
+        raise WriterStopped("provenance writer died: Halt")
+
+
+def test_a_dead_store_writer_ends_the_replay_and_leaves_the_checkpoint(
+    tmp_path: Path, gpu_policy: Policy
+) -> None:
+    journal_of(tmp_path / "journal", [admission_frame("uid-1", gpu_policy)], gpu_policy)
+    replayer = JournalReplayer(tmp_path / "journal", StoppedStore(), record_of_admission)
+    with pytest.raises(WriterStopped):  # the process exits; the webhook starts another one
+        replayer.run(threading.Event())
+    assert segments.read_checkpoint(tmp_path / "journal") == segments.START

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpupolicy.policy.loading import Policy
+from gpupolicy.provenance.errors import WriterStopped
 from gpupolicy.provenance.journal import segments
 from gpupolicy.provenance.journal.entries import Admission
 from gpupolicy.provenance.journal.reader import MAX_POLICIES, JournalReader
@@ -123,6 +124,8 @@ class JournalReplayer:
         while not stop.is_set():
             try:
                 found = self.replay_once()
+            except WriterStopped:  # the store can take nothing any more: let the process restart
+                raise
             except Exception as exc:  # StoreUnavailable (its disk failed too), or a read error
                 log.error("provenance: replaying the journal failed, retrying in %.1f s: %s", retry, exc)
                 stop.wait(retry)
