@@ -3,7 +3,7 @@
     .venv/bin/python bench/review_cpu.py [--runs 7] [--bodies 500] [--repo PATH]
 
 No HTTP, no TLS, no JSON parsing in the timed part: each run parses the bodies of a mix
-(bench/admission_mix.py) and then times `review()` over them once each, in order, with
+(bench/admission_load.py) and then times `review()` over them once each, in order, with
 `time.process_time()`, against a synced cluster inventory from the test suite's fake API server,
 as `gpupolicy serve` runs it, with a new `ReviewEngine` per run (an empty decision cache):
 
@@ -43,9 +43,9 @@ def main() -> None:
     parser.add_argument("--bodies", type=int, default=500, help="distinct review bodies (default 500)")
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to import gpupolicy from")
     options = parser.parse_args()
+    sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "bench"))
-    from admission_mix import distinct_mix, realistic_mix
-    from webhook_latency import with_uid  # puts this checkout first on sys.path
+    from admission_load import make_bodies, with_uid  # this checkout's bodies
 
     sys.path.insert(0, str(options.repo.resolve()))  # so --repo goes before it
 
@@ -64,8 +64,12 @@ def main() -> None:
         loads = json.loads
 
     mixes = {
-        "all-distinct": [with_uid(body, index) for index, body in enumerate(distinct_mix(options.bodies))],
-        "realistic": [with_uid(body, index) for index, body in enumerate(realistic_mix(options.bodies))],
+        "all-distinct": [
+            with_uid(body, index) for index, body in enumerate(make_bodies(options.bodies, "distinct"))
+        ],
+        "realistic": [
+            with_uid(body, index) for index, body in enumerate(make_bodies(options.bodies, "realistic"))
+        ],
     }
     fake = FakeApiServer().start()
     inventory = None

@@ -49,7 +49,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from webhook_latency import UID_MARK, Connection, cpu_seconds, run, start, with_uid  # noqa: E402
+from admission_load import UID_MARK, Connection, run, with_uid  # noqa: E402
+from webhook_latency import cpu_seconds, start  # noqa: E402
 
 VARY = "soakvary0000"  # replaced by each request's number: names and image tags never repeat
 JSON = "application/json"
@@ -424,7 +425,8 @@ def main() -> None:
     fake = FakeApiServer().start()
     folder = Path(tempfile.mkdtemp(prefix="gpupolicy-soak-"))
     extra = ["--log-level", options.log_level, *options.server_arg]
-    process, port, context = start(folder, True, write_kubeconfig(folder / "kubeconfig", fake.url), extra)
+    server = start(folder / "server", "on", write_kubeconfig(folder / "kubeconfig", fake.url), extra)
+    process, port, context = server.process, server.port, server.context
     print(
         f"gpupolicy soak: {options.rate:.0f} requests/s for {options.duration:.0f} s, TLS on loopback, "
         f"provenance in SQLite, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, server pid "
@@ -433,7 +435,7 @@ def main() -> None:
     )
     started = time.monotonic()
     try:
-        samples = run(load(options, process.pid, port, context, folder / "data"))
+        samples = run(load(options, process.pid, port, context, server.folder / "data"))
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -445,7 +447,7 @@ def main() -> None:
     print(f"wall time {time.monotonic() - started:.0f} s; server exit code {process.returncode}")
     for line in summary(samples):
         print(line)
-    print(f"(server log: {folder / 'server.log'})")
+    print(f"(server log: {server.folder / 'server.log'})")
 
 
 if __name__ == "__main__":

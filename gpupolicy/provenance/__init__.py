@@ -10,15 +10,16 @@ The interface the webhook uses:
   synchronous), `health()`, `close()`;
 - `router(store) -> fastapi.APIRouter` serving `GET /provenance`.
 
-Only `record`, `redaction` and `filters` are imported eagerly: SQLAlchemy and FastAPI are
-webhook extras, loaded when a store or the router is asked for.
+Only `record`, `redaction`, `filters` and `errors` are imported eagerly: SQLAlchemy and FastAPI
+are webhook extras, loaded when a name that needs them is first asked for (`__getattr__`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpupolicy.provenance.errors import StoreOverloaded, StoreStalled, StoreUnavailable, WriterStopped
 from gpupolicy.provenance.record import (
     STATUS_ADMITTED,
     STATUS_CONFIRMED,
@@ -31,16 +32,9 @@ from gpupolicy.provenance.record import (
 )
 
 if TYPE_CHECKING:
-    from fastapi import APIRouter
-
+    from gpupolicy.provenance.api import build_router as router
     from gpupolicy.provenance.reconciler import Reconciler
-    from gpupolicy.provenance.store import (
-        ProvenanceStore,
-        StoreOverloaded,
-        StoreStalled,
-        StoreUnavailable,
-        WriterStopped,
-    )
+    from gpupolicy.provenance.store import ProvenanceStore, open_store
 
 __all__ = [
     "STATUSES",
@@ -61,51 +55,17 @@ __all__ = [
     "should_record",
 ]
 
-
-def open_store(
-    url: str | None,
-    *,
-    spool_dir: Path,
-    schema: str | None = None,
-    start_replayer: bool = True,
-    retry_seconds: float = 5.0,
-    replay_interval: float = 5.0,
-    connect_timeout: float = 2.0,
-    write_timeout: float = 2.0,
-    max_batch: int = 256,
-    max_queue: int = 4096,
-) -> ProvenanceStore:
-    """See `gpupolicy.provenance.store.open_store`."""
-    from gpupolicy.provenance import store
-
-    return store.open_store(
-        url,
-        spool_dir=spool_dir,
-        schema=schema,
-        start_replayer=start_replayer,
-        retry_seconds=retry_seconds,
-        replay_interval=replay_interval,
-        connect_timeout=connect_timeout,
-        write_timeout=write_timeout,
-        max_batch=max_batch,
-        max_queue=max_queue,
-    )
-
-
-def router(store: ProvenanceStore) -> APIRouter:
-    """The `GET /provenance` routes for the webhook's FastAPI app."""
-    from gpupolicy.provenance.api import build_router
-
-    return build_router(store)
+# name -> (module, attribute): what is imported on first use, as it is defined there.
+_LAZY = {
+    "ProvenanceStore": ("gpupolicy.provenance.store", "ProvenanceStore"),
+    "open_store": ("gpupolicy.provenance.store", "open_store"),
+    "Reconciler": ("gpupolicy.provenance.reconciler", "Reconciler"),
+    "router": ("gpupolicy.provenance.api", "build_router"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ProvenanceStore", "StoreOverloaded", "StoreStalled", "StoreUnavailable", "WriterStopped"):
-        from gpupolicy.provenance import store
-
-        return getattr(store, name)
-    if name == "Reconciler":
-        from gpupolicy.provenance.reconciler import Reconciler
-
-        return Reconciler
-    raise AttributeError(name)
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    return getattr(importlib.import_module(module), attribute)

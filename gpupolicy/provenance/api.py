@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
+from gpupolicy.provenance.errors import StoreUnavailable
 from gpupolicy.provenance.filters import FilterError, RecordFilter
-from gpupolicy.provenance.store import MAX_PAGE, ProvenanceStore, StoreUnavailable
+from gpupolicy.provenance.queries import MAX_PAGE
+from gpupolicy.provenance.store import ProvenanceStore
 
 
-def build_router(store: ProvenanceStore) -> APIRouter:
+def build_router(store: ProvenanceStore, *, before_read: Callable[[], object] | None = None) -> APIRouter:
+    """The `GET /provenance` routes for the webhook's FastAPI app. `before_read` runs before each
+    read (the webhook's journal: wait, briefly, until what was admitted so far is stored)."""
     api = APIRouter(tags=["provenance"])
+
+    def caught_up() -> None:
+        if before_read is not None:
+            before_read()
 
     # Plain `def` routes: the store blocks on the database, FastAPI runs them in its threadpool.
     @api.get("/provenance")
@@ -38,6 +47,7 @@ def build_router(store: ProvenanceStore) -> APIRouter:
                 until=until,
                 status=status,
             )
+            caught_up()
             page = store.query(flt, limit=limit, cursor=cursor)
         except FilterError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from exc
@@ -52,6 +62,7 @@ def build_router(store: ProvenanceStore) -> APIRouter:
     @api.get("/provenance/{uid}")
     def show_record(uid: str) -> dict[str, Any]:
         try:
+            caught_up()
             found = store.get(uid)
         except StoreUnavailable as exc:
             raise HTTPException(status_code=503, detail=str(exc)) from exc

@@ -184,6 +184,32 @@ def build_record(
     operations other than CREATE/UPDATE and objects that use no GPU (see `should_record`).
     `workload` is `obj`'s workload view when the caller has it already (the webhook's review
     made it): its pod templates are then not extracted again."""
+    return assemble_record(
+        request,
+        obj,
+        policy,
+        findings=[finding_entry(finding) for finding in report.findings],
+        policy_digest=report.policy_digest or policy.digest,
+        experiment_config=experiment_config,
+        now=now,
+        workload=workload,
+    )
+
+
+def assemble_record(
+    request: Mapping[str, Any],
+    obj: Mapping[str, Any],
+    policy: Policy,
+    *,
+    findings: list[dict[str, Any]],
+    policy_digest: str,
+    experiment_config: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+    workload: Workload | None = None,
+) -> ProvenanceRecord:
+    """`build_record` from the review's findings as `finding_entry` makes them and the digest of
+    the policy that decided: what the admission journal keeps of a decision (journal/), so that a
+    record is built later, in another process, as the webhook would have built it."""
     if workload is not None and workload.resource.obj is not obj:
         raise ValueError("build_record: workload must be the view of obj")
     workload = workload or _workload(obj)
@@ -204,9 +230,9 @@ def build_record(
         "model": _str(annotations.get(MODEL_ANNOTATION)),
         "input": _str(annotations.get(INPUT_ANNOTATION)),
         "policy_version": policy.version,
-        "policy_digest": report.policy_digest or policy.digest,
+        "policy_digest": policy_digest,
         "git": git_source(workload.labels, annotations),
-        "findings": [_finding(finding) for finding in report.findings],
+        "findings": findings,
         "template_hash": template_hash(workload.templates),
     }
     # One redaction pass over the whole record (finding messages included), one construction:
@@ -255,7 +281,8 @@ def _experiment_fields(workload: Workload, experiment_config: Mapping[str, Any] 
     }
 
 
-def _finding(finding: Finding) -> dict[str, Any]:
+def finding_entry(finding: Finding) -> dict[str, Any]:
+    """A finding as a record keeps it (before redaction)."""
     return {
         "rule": finding.rule_id,
         "name": finding.rule_name,

@@ -47,7 +47,7 @@ class SpoolBatch:
     torn_lines: int
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_directory(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -114,7 +114,7 @@ class Spool:
             finally:
                 os.close(fd)
             if created:
-                _fsync_dir(self.directory)
+                fsync_directory(self.directory)
 
     def take(self) -> None:
         """Move pending records into a batch file of their own (atomic rename)."""
@@ -123,7 +123,7 @@ class Spool:
                 return
             target = self.directory / f"replay-{time.time_ns():020d}-{os.getpid()}.jsonl"
             self.pending_path.rename(target)
-            _fsync_dir(self.directory)
+            fsync_directory(self.directory)
 
     def batches(self) -> list[SpoolBatch]:
         """Every batch waiting for replay, oldest first (after `take()`)."""
@@ -149,7 +149,7 @@ class Spool:
     def remove(self, batch: SpoolBatch) -> None:
         """Called only after every record of `batch` is committed to the database."""
         batch.path.unlink(missing_ok=True)
-        _fsync_dir(self.directory)
+        fsync_directory(self.directory)
 
     def backlog(self) -> int:
         """Records waiting (pending and taken), counted by lines."""

@@ -15,10 +15,11 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from gpupolicy.provenance.errors import StoreUnavailable
 from gpupolicy.provenance.filters import RecordFilter
 from gpupolicy.provenance.record import STATUS_NEVER_PERSISTED, ProvenanceRecord, format_time
 from gpupolicy.provenance.schema import result_experiments, result_runs
-from gpupolicy.provenance.store import ProvenanceStore, StoreUnavailable
+from gpupolicy.provenance.store import ProvenanceStore
 from gpupolicy.results.readers import RequestSample
 
 

@@ -3,7 +3,9 @@
 `POST /validate` takes JSON only (HTTP 415 for another Content-Type), reads the body (HTTP 413
 past the policy's limit), parses JSON (HTTP 400 when it is not JSON or not an AdmissionReview),
 calls `review()`, records provenance for admitted GPU workloads before answering (what is recorded,
-and from what, is decided beside `review()`: records.py), and sends the response. `/healthz` says the process serves,
+and from what, is decided beside `review()`: records.py), and sends the response. Recording
+means, with the admission journal (the default), that the body and its decision are on disk in
+the journal (the replayer's process makes the record later), else that the store holds it. `/healthz` says the process serves,
 `/readyz` whether the policy is loaded, every inventory cache has synced and the cluster facts
 have been learned from them once (with the detail of each, whether the policy files on disk are
 the policy in use: policy_reload.py, and what was learned: live_facts.py), `/metrics` is
@@ -13,7 +15,6 @@ Prometheus' text format.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import gc
 import json
@@ -33,7 +34,8 @@ from gpupolicy.webhook.live_facts import LiveFacts
 from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
 from gpupolicy.webhook.metrics import WebhookMetrics
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
-from gpupolicy.webhook.records import RecordBuilder, provenance_record, should_record
+from gpupolicy.webhook.recording import Provenance
+from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import Decision, MalformedReview, ReviewEngine, review
 from gpupolicy.webhook.tls import ReloadingCertificate
 
@@ -55,33 +57,12 @@ except ImportError:  # pragma: no cover - depends on the install
         return json.dumps(value, ensure_ascii=False).encode()
 
 
-class ProvenanceStore(Protocol):
-    """`record()` returns once the record is durable. A store may also have
-    `submit(record) -> concurrent.futures.Future[str]` (gpupolicy.provenance's has): the route
-    then awaits the future, so the event loop serves other requests meanwhile and concurrent
-    admissions share one commit."""
-
-    def record(self, record: Any) -> str: ...
-
-    def close(self) -> None: ...
-
-
 class InventoryStatus(Protocol):
     """What /readyz and /metrics read of a cluster inventory (`ClusterInventory` has it)."""
 
     def synced(self) -> bool: ...
 
     def status(self) -> dict[str, dict[str, Any]]: ...
-
-
-@dataclass(slots=True)
-class Provenance:
-    """The provenance store and how to make a record (gpupolicy.provenance, or a test's fake)."""
-
-    store: ProvenanceStore
-    build_record: RecordBuilder
-    not_recordable: type[Exception] = ValueError
-    router: Any = None  # a fastapi.APIRouter serving GET /provenance (on its own port: see server.py)
 
 
 @dataclass(slots=True)
@@ -109,7 +90,11 @@ class WebhookState:
             if status is not None
             else None,
             cluster_facts=self._fact_counts,
+            provenance_health=self._journal_health,
         )
+
+    def _journal_health(self) -> dict[str, Any] | None:
+        return self.provenance.journal_health() if self.provenance is not None else None
 
     def _fact_counts(self) -> dict[str, int] | None:
         live = self.live_facts  # read at scrape time: the server sets it after construction
@@ -149,9 +134,10 @@ def create_app(state: WebhookState) -> FastAPI:
     @app.get("/readyz")
     async def readyz() -> Response:
         ready, detail = readiness(state)
-        health = getattr(state.provenance.store, "health", None) if state.provenance else None
-        if callable(health):  # reported, not required: an outage spools records durably
-            detail["provenance"] = await run_in_threadpool(health)
+        if state.provenance is not None:  # reported, not required: an outage spools records durably
+            provenance = await run_in_threadpool(state.provenance.health)
+            if provenance is not None:
+                detail["provenance"] = provenance
         return Response(json.dumps(detail), status_code=200 if ready else 503, media_type=JSON)
 
     @app.get("/metrics")
@@ -190,15 +176,18 @@ async def _validate(state: WebhookState, request: Request) -> Response:
     `should_record` says so."""
     started = time.perf_counter()
     engine = state.engine  # read once: the request is decided and recorded under one policy
-    parsed = await _admission_body(state, request, engine.settings.max_body_bytes)
-    if isinstance(parsed, Response):
-        return parsed
+    received = await _admission_body(state, request, engine.settings.max_body_bytes)
+    if isinstance(received, Response):
+        return received
+    body, parsed = received
     decision = await _review(state, parsed, engine)
     if isinstance(decision, Response):
         return decision
     provenance = None
     if state.provenance is not None and should_record(decision):
-        provenance = await _record_provenance(state, decision, engine)
+        provenance = await state.provenance.record(
+            decision, engine, state.inventory, body, in_threadpool=state.review_in_threadpool
+        )
     payload = _dumps(decision.response)
     _account(state, decision, time.perf_counter() - started, provenance)
     return Response(payload, media_type=JSON)
@@ -207,9 +196,9 @@ async def _validate(state: WebhookState, request: Request) -> Response:
 _NOT_PARSED = ("none", "unknown", "")  # the metric labels of a request never reviewed
 
 
-async def _admission_body(state: WebhookState, request: Request, limit: int) -> Any:
-    """The parsed JSON body, or the error response: 415 when it is not JSON, 413 past `limit`,
-    408 when the client left while sending it, 400 when it does not parse."""
+async def _admission_body(state: WebhookState, request: Request, limit: int) -> Response | tuple[bytes, Any]:
+    """The body and its parsed JSON, or the error response: 415 when it is not JSON, 413 past
+    `limit`, 408 when the client left while sending it, 400 when it does not parse."""
     content_type = request.headers.get("content-type")
     if not _is_json(content_type):
         state.metrics.requests.labels("unsupported-media-type", *_NOT_PARSED).inc()
@@ -225,7 +214,7 @@ async def _admission_body(state: WebhookState, request: Request, limit: int) -> 
         log(_log, logging.WARNING, "admission request body too large", limit=limit)
         return _error(413, f"the AdmissionReview is larger than the limit of {limit} bytes")
     try:
-        return _loads(body)
+        return body, _loads(body)
     except (ValueError, RecursionError) as exc:
         return _invalid(state, f"the body is not JSON: {exc}")
 
@@ -295,33 +284,6 @@ def _invalid(state: WebhookState, message: str, parsed: Any = None) -> Response:
         error=excerpt(message),
     )
     return _error(400, message)
-
-
-async def _record_provenance(state: WebhookState, decision: Decision, engine: ReviewEngine) -> str:
-    """Durable before the response is sent (the store commits or fsyncs its spool). A store
-    failure (writer dead, queue full, database and disk both failing) admits anyway — the
-    webhook never blocks the cluster over provenance — and says so loudly (log and metric)."""
-    provenance = state.provenance
-    assert provenance is not None
-    inputs = (decision, engine.policy, state.inventory, provenance.build_record)
-    try:
-        if state.review_in_threadpool:
-            record = await run_in_threadpool(provenance_record, *inputs)
-        else:
-            record = provenance_record(*inputs)  # CPU only, like review(): no thread hop
-    except provenance.not_recordable:
-        return "skipped"
-    try:
-        submit = getattr(provenance.store, "submit", None)
-        if submit is not None:
-            future: concurrent.futures.Future[str] = submit(record)
-            await asyncio.wrap_future(future)
-        else:
-            await run_in_threadpool(provenance.store.record, record)
-    except Exception:  # disk and database both failing: admit (never block the cluster), say so loudly
-        _log.exception("provenance record lost", extra={"fields": {"uid": excerpt(decision.uid)}})
-        return "failed"
-    return "recorded"
 
 
 def _account(state: WebhookState, decision: Decision, elapsed: float, provenance: str | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -85,11 +86,93 @@ class _CustomRuleCollector(Collector):
         yield failed
 
 
+class _JournalCollector(Collector):
+    """The admission journal and its replayer (provenance_replayer.py), read at scrape time from
+    `Provenance.health()`: nothing while provenance is written by the request itself."""
+
+    def __init__(self, health: Callable[[], Mapping[str, Any] | None]) -> None:
+        self._health = health
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        health = self._health()
+        if not health or "journal" not in health:
+            return
+        journal, replayer = health["journal"], health["replayer"]
+        report = replayer.get("report") or {}
+        yield _gauge(
+            "gpupolicy_provenance_journal_bytes",
+            "Bytes the admission journal holds on disk.",
+            journal["bytes"],
+        )
+        yield _gauge(
+            "gpupolicy_provenance_journal_backlog_bytes",
+            "Bytes of admissions in the journal the replayer has not yet stored.",
+            journal["backlog_bytes"],
+        )
+        yield _gauge(
+            "gpupolicy_provenance_replayer_up",
+            "1 while the replayer's process runs.",
+            1 if replayer["running"] else 0,
+        )
+        yield _counter(
+            "gpupolicy_provenance_replayer_restarts",
+            "Restarts of the replayer's process.",
+            replayer["restarts"],
+        )
+        yield _labelled(
+            "gpupolicy_provenance_replayed",
+            "Journal entries the running replayer handled: stored (committed or spooled by its store), "
+            "unrecordable (logged and skipped). Restarts with the replayer.",
+            {"stored": report.get("stored", 0), "unrecordable": report.get("unrecordable", 0)},
+        )
+        yield from _store_families(report.get("store") or {})
+
+
+def _store_families(store: Mapping[str, Any]) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The replayer's store, as it last reported it."""
+    yield _labelled(
+        "gpupolicy_provenance_store_writes",
+        "Records the replayer's store made durable: committed to the database, or spooled while "
+        "it could not take them (and replayed from the spool later). Restarts with the replayer.",
+        {
+            "committed": store.get("writes", 0),
+            "spooled": store.get("spooled", 0),
+            "replayed": store.get("replayed", 0),
+        },
+    )
+    yield _counter(
+        "gpupolicy_provenance_store_failures",
+        "Database errors the replayer's store met. Restarts with the replayer.",
+        store.get("failures", 0),
+    )
+    yield _gauge(
+        "gpupolicy_provenance_spool_backlog",
+        "Records waiting in the spool for the database.",
+        store.get("spool_backlog", 0),
+    )
+
+
+def _labelled(name: str, documentation: str, values: Mapping[str, float]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=["outcome"])
+    for outcome, value in values.items():
+        family.add_metric([outcome], float(value))
+    return family
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=float(value))
+
+
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, value=float(value))
+
+
 class WebhookMetrics:
     def __init__(
         self,
         inventory_synced: Callable[[], Mapping[str, bool]] | None = None,
         cluster_facts: Callable[[], Mapping[str, int] | None] | None = None,
+        provenance_health: Callable[[], Mapping[str, Any] | None] | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
@@ -155,6 +238,8 @@ class WebhookMetrics:
             self.registry.register(_InventoryCollector(inventory_synced))
         if cluster_facts is not None:
             self.registry.register(_ClusterFactsCollector(cluster_facts))
+        if provenance_health is not None:
+            self.registry.register(_JournalCollector(provenance_health))
         self._kinds: set[str] = set()
 
     def kind_label(self, kind: str) -> str:

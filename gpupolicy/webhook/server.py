@@ -21,12 +21,13 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from gpupolicy.webhook.app import Provenance, WebhookState, create_app, create_provenance_app
+from gpupolicy.webhook.app import WebhookState, create_app, create_provenance_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.live_facts import DEFAULT_MIN_INTERVAL_SECONDS, LiveFacts
 from gpupolicy.webhook.logs import LOGGER, configure_logging, log
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlineProtocol
+from gpupolicy.webhook.recording import Provenance
 from gpupolicy.webhook.review import Decision, ReviewEngine, review
 from gpupolicy.webhook.settings import Mode
 from gpupolicy.webhook.tls import ReloadingCertificate
@@ -35,6 +36,7 @@ _log = logging.getLogger(LOGGER)
 
 
 def open_provenance(db: str | None, data_dir: Path, *, timeout: float = 2.0) -> Provenance:
+    """Provenance written by the request itself (`--provenance-writes direct`)."""
     from gpupolicy.provenance import NotRecordable, build_record, open_store, router
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -42,6 +44,46 @@ def open_provenance(db: str | None, data_dir: Path, *, timeout: float = 2.0) -> 
     store = open_store(db, spool_dir=data_dir / "spool", connect_timeout=timeout, write_timeout=timeout)
     return Provenance(
         store=store, build_record=build_record, not_recordable=NotRecordable, router=router(store)
+    )
+
+
+# GET /provenance waits this long at most for the replayer to store what was admitted before it.
+READ_AFTER_WRITE_SECONDS = 2.0
+
+
+def open_journaled_provenance(
+    db: str | None,
+    data_dir: Path,
+    *,
+    timeout: float = 2.0,
+    max_bytes: int = 256 * 1024 * 1024,
+    log_level: str = "info",
+) -> Provenance:
+    """Provenance through the admission journal (the default): the route appends, the replayer's
+    process builds and stores the records (provenance_replayer.py). The store opened here only
+    reads (GET /provenance, the reconciler, /readyz)."""
+    from gpupolicy.provenance import NotRecordable, build_record, router
+    from gpupolicy.provenance.engines import default_url
+    from gpupolicy.provenance.journal.appender import JournalAppender, JournalUnavailable
+    from gpupolicy.provenance.store import open_reader
+    from gpupolicy.webhook.provenance_replayer import ReplayerProcess, ReplayerSettings
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = open_reader(db or default_url(data_dir))
+    journal_dir, spool_dir = data_dir / "journal", data_dir / "spool"
+    try:
+        journal = JournalAppender(journal_dir, max_bytes=max_bytes).open()
+    except JournalUnavailable as exc:
+        store.close()
+        raise UnusableSettings(f"{exc} (one webhook per --data-dir)") from exc
+    replayer = ReplayerProcess(ReplayerSettings(journal_dir, spool_dir, db, timeout, log_level)).start()
+    return Provenance(
+        store=store,
+        build_record=build_record,
+        not_recordable=NotRecordable,
+        router=router(store, before_read=lambda: journal.wait_replayed(READ_AFTER_WRITE_SECONDS)),
+        journal=journal,
+        replayer=replayer,
     )
 
 
@@ -256,7 +298,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
             stop_reconciler.set()
         inventory.stop()
         if provenance is not None:
-            provenance.store.close()
+            provenance.close()
         log(_log, logging.INFO, "gpupolicy webhook stopped")
 
     return WebhookServer(config, companions=companions), cleanup
@@ -282,8 +324,17 @@ def _cluster_inventory(args: argparse.Namespace) -> ClusterInventory:
 def _provenance(args: argparse.Namespace) -> Provenance | None:
     if args.no_provenance:
         return None
+    timeout = getattr(args, "db_timeout", 2.0)
     try:
-        return open_provenance(args.db, args.data_dir, timeout=getattr(args, "db_timeout", 2.0))
+        if getattr(args, "provenance_writes", "journal") == "direct":
+            return open_provenance(args.db, args.data_dir, timeout=timeout)
+        return open_journaled_provenance(
+            args.db,
+            args.data_dir,
+            timeout=timeout,
+            max_bytes=getattr(args, "journal_max_mb", 256) * 1024 * 1024,
+            log_level=args.log_level,
+        )
     except (OSError, ValueError) as exc:  # an unwritable --data-dir, a URL of another database
         raise UnusableSettings(
             f"cannot open the provenance store: {exc} (see --db, --data-dir, --no-provenance)"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -162,3 +165,23 @@ class Backend:
 
         options.setdefault("start_replayer", False)
         return open_store(self.url, spool_dir=self.spool_dir, schema=self.schema, **options)
+
+
+def kill_after_first_line(script: str, arguments: list[str]) -> tuple[str, int]:
+    """Run `script` in a Python of its own (in the repository), wait for the first line it
+    prints (it then waits on its stdin), kill it with SIGKILL there: (that line, its status)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, *arguments],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().strip()
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    return line, child.returncode

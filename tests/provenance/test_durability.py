@@ -21,7 +21,7 @@ from gpupolicy.provenance import open_store
 from gpupolicy.provenance.schema import records
 from gpupolicy.provenance.spool import Spool
 from gpupolicy.provenance.store import open_reader
-from tests.provenance.samples import REPO_ROOT, Backend, MakeRecord
+from tests.provenance.samples import REPO_ROOT, Backend, MakeRecord, kill_after_first_line
 
 N = 10
 
@@ -72,15 +72,15 @@ def test_sqlite_outage_spools_fsynced_and_replays_exactly_once(
         assert "OperationalError" in str(health["last_error"])
 
         with pytest.raises(OperationalError):
-            store.replay_spool()  # still down: the records stay where they are
+            store.replayer.replay_spool()  # still down: the records stay where they are
         assert list(spool_dir.glob("replay-*")) == [] and spooled_uids(spool_dir) == wanted
 
         blocked.unlink()
         blocked.mkdir()  # the database is back
-        assert store.replay_spool(batch_size=3) == N
+        assert store.replayer.replay_spool(batch_size=3) == N
         assert uids_in_db(store) == wanted
         assert store.health()["spool_backlog"] == 0 and list(spool_dir.glob("*.jsonl")) == []
-        assert store.replay_spool() == 0  # nothing left, nothing written twice
+        assert store.replayer.replay_spool() == 0  # nothing left, nothing written twice
         store.record(make_record("uid-after"))
         assert store.counters.writes == 1 and uids_in_db(store) == [*wanted, "uid-after"]
     finally:
@@ -146,7 +146,7 @@ def test_spooled_and_direct_writes_of_one_uid_make_one_row(backend: Backend, mak
     Spool(backend.spool_dir).append(make_record("uid-x", minutes=1).to_dict())
     with backend.open() as store:
         store.record(make_record("uid-x", minutes=2))
-        assert store.replay_spool() == 0
+        assert store.replayer.replay_spool() == 0
         with store.engine.connect() as conn:
             assert conn.execute(select(func.count()).select_from(records)).scalar_one() == 1
 
@@ -156,7 +156,8 @@ import sys
 from pathlib import Path
 from gpupolicy.provenance.spool import Spool
 from gpupolicy.provenance.store import open_reader
-from gpupolicy.provenance.store import ProvenanceStore, create_store_engine
+from gpupolicy.provenance.engines import create_store_engine
+from gpupolicy.provenance.store import ProvenanceStore
 
 url, schema, spool_dir = sys.argv[1], sys.argv[2] or None, Path(sys.argv[3])
 store = ProvenanceStore(create_store_engine(url, schema=schema), spool=Spool(spool_dir), schema=schema)
@@ -165,7 +166,7 @@ def after_commit(count):
     print(f"committed {count}", flush=True)
     sys.stdin.readline()  # wait here until the test kills us
 
-store.replay_spool(batch_size=3, after_commit=after_commit)
+store.replayer.replay_spool(batch_size=3, after_commit=after_commit)
 """
 
 
@@ -177,21 +178,11 @@ def test_sigkill_during_replay_loses_nothing_and_duplicates_nothing(
     wanted = [f"uid-{index:02d}" for index in range(N)]
     for uid in wanted:
         spool.append(make_record(uid).to_dict())
-    child = subprocess.Popen(
-        [sys.executable, "-c", CRASHING_REPLAY, backend.url, backend.schema or "", str(backend.spool_dir)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
+    line, returncode = kill_after_first_line(
+        CRASHING_REPLAY, [backend.url, backend.schema or "", str(backend.spool_dir)]
     )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "committed 3"  # the first chunk is in the database
-        os.kill(child.pid, signal.SIGKILL)
-    finally:
-        child.kill()
-        child.wait()
-    assert child.returncode == -signal.SIGKILL
+    assert line == "committed 3"  # the first chunk is in the database
+    assert returncode == -signal.SIGKILL
     assert sorted(spooled_uids(backend.spool_dir)) == wanted  # the batch file outlives the crash
     reader = open_reader(backend.url, schema=backend.schema)
     try:

@@ -33,17 +33,17 @@ WAIT = 60  # seconds: a liveness bound for a stuck test, not a performance thres
 class Gate:
     """Holds the writer inside its first database write until `release()`."""
 
-    def __init__(self, store: ProvenanceStore, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    def __init__(self, writer: object, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
         self.entered = threading.Event()
         self.opened = threading.Event()
-        original: Callable[..., Any] = getattr(store, method)
+        original: Callable[..., Any] = getattr(writer, method)
 
         def gated(*args: Any, **kwargs: Any) -> Any:
             self.entered.set()
             assert self.opened.wait(WAIT), "the test never opened the gate"
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(store, method, gated)
+        monkeypatch.setattr(writer, method, gated)
 
     def wait_entered(self) -> None:
         assert self.entered.wait(WAIT), "the writer never reached the gate"
@@ -150,7 +150,7 @@ def test_concurrent_submits_are_all_durable_in_fewer_commits(
 ) -> None:
     store = store_of()
     commits = count_commits(store)
-    gate = Gate(store, monkeypatch, "_insert_rows")
+    gate = Gate(store.writer, monkeypatch, "_insert_rows")
     first = store.submit(make_record("uid-first"))
     gate.wait_entered()  # the writer holds a batch of one; everything below queues behind it
     futures = submit_from_threads(store, [make_record(uid) for uid in uids])
@@ -189,14 +189,14 @@ def test_max_batch_bounds_each_transaction(
     try:
         commits = count_commits(store)
         sizes: list[int] = []
-        original = store._insert_rows
+        original = store.writer._insert_rows
 
         def sized(rows: list[dict[str, Any]]) -> None:
             sizes.append(len(rows))
             original(rows)
 
-        monkeypatch.setattr(store, "_insert_rows", sized)
-        gate = Gate(store, monkeypatch, "_insert_rows")
+        monkeypatch.setattr(store.writer, "_insert_rows", sized)
+        gate = Gate(store.writer, monkeypatch, "_insert_rows")
         first = store.submit(make_record("uid-first"))
         gate.wait_entered()
         futures = [store.submit(make_record(f"uid-{index:02d}")) for index in range(35)]
@@ -215,7 +215,7 @@ def test_a_full_queue_refuses_submit_and_makes_record_wait(
     backend = Backend("sqlite", f"sqlite:///{tmp_path / 'provenance.db'}", None, tmp_path / "spool")
     store = backend.open(max_queue=3)
     try:
-        gate = Gate(store, monkeypatch, "_insert_rows")
+        gate = Gate(store.writer, monkeypatch, "_insert_rows")
         first = store.submit(make_record("uid-first"))
         gate.wait_entered()  # taken by the writer: the queue is empty again
         queued = [store.submit(make_record(f"uid-{index}")) for index in range(3)]
@@ -280,7 +280,7 @@ def test_database_down_mid_batch_spools_the_whole_batch_and_replays_it_once(
     store = store_of(retry_seconds=0)
     failure = CommitFailure(backend, store)
     synced = spy_fsync(monkeypatch)
-    gate = Gate(store, monkeypatch, "_write_batch")
+    gate = Gate(store.writer, monkeypatch, "_write_batch")
     first = store.submit(make_record("uid-first"))
     gate.wait_entered()
     futures = submit_from_threads(store, [make_record(uid) for uid in uids])
@@ -297,9 +297,9 @@ def test_database_down_mid_batch_spools_the_whole_batch_and_replays_it_once(
     assert store.counters.spooled == len(uids) + 1 and store.counters.writes == 0
 
     failure.armed = False  # the database is back
-    assert store.replay_spool() == len(uids) + 1
+    assert store.replayer.replay_spool() == len(uids) + 1
     assert db_uids(backend) == sorted(["uid-first", *uids])
-    assert store.replay_spool() == 0 and row_count(backend) == len(uids) + 1
+    assert store.replayer.replay_spool() == 0 and row_count(backend) == len(uids) + 1
     assert store.health()["spool_backlog"] == 0
 
 
@@ -322,7 +322,7 @@ def test_a_commit_whose_outcome_is_unknown_is_spooled_and_still_written_once(
         lost_answers.append(1)
         raise OperationalError("COMMIT", {}, Exception("server closed the connection unexpectedly"))
 
-    gate = Gate(store, monkeypatch, "_insert_rows")
+    gate = Gate(store.writer, monkeypatch, "_insert_rows")
     first = store.submit(make_record("uid-first"))
     gate.wait_entered()
     futures = submit_from_threads(store, [make_record(uid) for uid in uids])
@@ -333,7 +333,7 @@ def test_a_commit_whose_outcome_is_unknown_is_spooled_and_still_written_once(
     assert len(lost_answers) == 2
     assert db_uids(backend) == sorted(["uid-first", *uids])  # committed after all
     assert len(Spool(backend.spool_dir).waiting()) == len(uids) + 1  # and spooled
-    assert store.replay_spool() == 0  # nothing new: nothing written twice
+    assert store.replayer.replay_spool() == 0  # nothing new: nothing written twice
     assert row_count(backend) == len(uids) + 1 and store.health()["spool_backlog"] == 0
 
 
@@ -346,7 +346,7 @@ def test_a_record_the_database_refuses_does_not_take_its_batch_with_it(
     backend = Backend("postgresql", url, schema, tmp_path / "spool")
     store = backend.open()
     try:
-        gate = Gate(store, monkeypatch, "_write_batch")
+        gate = Gate(store.writer, monkeypatch, "_write_batch")
         first = store.submit(make_record("uid-first"))
         gate.wait_entered()
         too_long = dataclasses.replace(make_record("uid-bad"), kind="K" * 300)  # VARCHAR(128)
@@ -371,7 +371,7 @@ def test_a_batch_that_fails_unexpectedly_is_spooled_and_the_writer_carries_on(
     store = backend.open(retry_seconds=0)
     try:
         entered, opened = threading.Event(), threading.Event()
-        real_write_batch = store._write_batch
+        real_write_batch = store.writer._write_batch
 
         def broken_once(batch: list[Any]) -> None:
             if not entered.is_set():
@@ -380,7 +380,7 @@ def test_a_batch_that_fails_unexpectedly_is_spooled_and_the_writer_carries_on(
                 raise RuntimeError("a bug in the writer")
             real_write_batch(batch)
 
-        monkeypatch.setattr(store, "_write_batch", broken_once)
+        monkeypatch.setattr(store.writer, "_write_batch", broken_once)
         first = store.submit(make_record("uid-first"))
         assert entered.wait(WAIT)
         queued = [store.submit(make_record(f"uid-{index}")) for index in range(3)]
@@ -395,7 +395,7 @@ def test_a_batch_that_fails_unexpectedly_is_spooled_and_the_writer_carries_on(
             item.levelname == "ERROR" and "writing a batch failed" in item.message and item.exc_info
             for item in caplog.records
         )
-        assert store.try_replay() == 1
+        assert store.replayer.try_replay() == 1
     finally:
         store.close()
     assert db_uids(backend) == ["uid-0", "uid-1", "uid-2", "uid-first", "uid-later"]
@@ -418,7 +418,7 @@ def test_a_stopped_writer_fails_every_waiting_and_later_record_loudly(
             assert opened.wait(WAIT)
             raise Halt("the writer thread was stopped")
 
-        monkeypatch.setattr(store, "_write_batch", halted)
+        monkeypatch.setattr(store.writer, "_write_batch", halted)
         first = store.submit(make_record("uid-first"))
         assert entered.wait(WAIT)
         queued = [store.submit(make_record(f"uid-{index}")) for index in range(3)]
@@ -442,7 +442,7 @@ def test_a_stopped_writer_fails_every_waiting_and_later_record_loudly(
 def test_no_spool_and_no_database_fails_the_batch_not_the_writer(
     tmp_path: Path, make_record: MakeRecord
 ) -> None:
-    from gpupolicy.provenance.store import create_store_engine
+    from gpupolicy.provenance.engines import create_store_engine
 
     blocked = tmp_path / "db"
     blocked.write_text("a file where the database directory should be")
@@ -463,7 +463,7 @@ def test_close_writes_what_is_queued_then_refuses(
 ) -> None:
     backend = Backend("sqlite", f"sqlite:///{tmp_path / 'provenance.db'}", None, tmp_path / "spool")
     store = backend.open()
-    gate = Gate(store, monkeypatch, "_insert_rows")
+    gate = Gate(store.writer, monkeypatch, "_insert_rows")
     first = store.submit(make_record("uid-first"))
     gate.wait_entered()
     queued = [store.submit(make_record(f"uid-{index}")) for index in range(5)]

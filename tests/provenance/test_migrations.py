@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, select, text
 
+from gpupolicy.provenance.engines import create_store_engine
 from gpupolicy.provenance.record import canonical_json
 from gpupolicy.provenance.schema import LATEST, MIGRATIONS, current_version, migrate, records, schema_version
-from gpupolicy.provenance.store import create_store_engine
 from tests.provenance.samples import Backend, MakeRecord
 
 

@@ -106,15 +106,15 @@ def outage(
     store.record(make_record("uid-before"))  # the schema is known and a connection pooled
     fail()
     admitted = admit_under_load(store, make_record, "uid-during")
-    assert store.writer_status()["running"] is True
+    assert store.writer.status()["running"] is True
     spooled = {str(item["uid"]) for item in Spool(spool_dir).waiting()}
     assert spooled, "nothing was spooled: the failure never reached the store"
     assert spooled <= set(admitted)
     error = str(store.counters.last_error)
     recover()
-    store._down_until = 0.0  # the backoff is the store's, not the database's
-    replayed = store.try_replay()
-    assert store.try_replay() == 0
+    store.database._down_until = 0.0  # the backoff is the store's, not the database's
+    replayed = store.replayer.try_replay()
+    assert store.replayer.try_replay() == 0
     assert Spool(spool_dir).backlog() == 0
     after = store.record(make_record("uid-after"))  # and writes go straight in again
     assert after == "uid-after"
@@ -342,10 +342,10 @@ def test_sqlite_on_a_read_only_file_system_spools_and_replays_exactly_once(
         spooled = {str(item["uid"]) for item in Spool(tmp_path / "spool").waiting()}
         assert (len(admitted), len(spooled)) == (40, 40) and spooled == set(admitted)
         assert "OperationalError" in str(store.counters.last_error)
-        assert store.writer_status()["running"] is True
+        assert store.writer.status()["running"] is True
         mount("-o", "remount,bind,rw", str(mount_point))
-        store._down_until = 0.0
-        assert store.try_replay() == 40
+        store.database._down_until = 0.0
+        assert store.replayer.try_replay() == 40
         assert store.record(make_record("uid-after")) == "uid-after"
     assert sorted(rows(url, None)) == sorted(["uid-before", *admitted, "uid-after"])
 
@@ -366,7 +366,7 @@ def test_database_and_spool_on_one_full_disk_fail_the_records_not_the_writer(
         filler = fill(mount_point)
         with pytest.raises(StoreUnavailable, match="not stored"):
             admit_under_load(store, make_record, "uid-during")
-        assert store.writer_status()["running"] is True
+        assert store.writer.status()["running"] is True
         filler.unlink()
         assert store.record(make_record("uid-after")) == "uid-after"
     assert "uid-after" in rows(url, None)

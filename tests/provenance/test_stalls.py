@@ -14,9 +14,10 @@ import pytest
 from sqlalchemy import func, select
 
 from gpupolicy.provenance import open_store
+from gpupolicy.provenance.engines import postgres_connect_args
 from gpupolicy.provenance.schema import records
 from gpupolicy.provenance.spool import Spool
-from gpupolicy.provenance.store import ProvenanceStore, _postgres_connect_args
+from gpupolicy.provenance.store import ProvenanceStore
 from tests.provenance.relay import DatabaseRelay
 from tests.provenance.samples import MakeRecord
 
@@ -39,12 +40,12 @@ def spooled(spool_dir: Path) -> set[str]:
 
 
 def test_postgres_sessions_carry_timeouts_that_bound_every_wait() -> None:
-    args = _postgres_connect_args("tenant_a", connect_timeout=2.0, write_timeout=1.5)
+    args = postgres_connect_args("tenant_a", connect_timeout=2.0, write_timeout=1.5)
     assert args["options"] == "-c statement_timeout=750 -c lock_timeout=750 -c search_path=tenant_a"
     assert args["tcp_user_timeout"] == 1500
     assert args["keepalives"] == 1 and args["keepalives_count"] >= 1
     with pytest.raises(ValueError, match="invalid schema name"):
-        _postgres_connect_args("a; DROP TABLE x", connect_timeout=2.0, write_timeout=1.0)
+        postgres_connect_args("a; DROP TABLE x", connect_timeout=2.0, write_timeout=1.0)
 
 
 def test_a_write_waiting_on_a_lock_is_cancelled_spooled_and_replayed_once(
@@ -67,7 +68,7 @@ def test_a_write_waiting_on_a_lock_is_cancelled_spooled_and_replayed_once(
             assert store.counters.rescued == 0
             locker.rollback()
         assert waited < SETTLE_SECONDS
-        assert store.try_replay() == 1
+        assert store.replayer.try_replay() == 1
         assert db_uids(store) == ["uid-before", "uid-locked"]
         assert spooled(spool_dir) == set()
 
@@ -93,8 +94,8 @@ def test_a_database_that_stops_answering_does_not_hold_admissions(
         # Answered while the writer still waits: later admissions are not held either.
         assert store.submit(make_record("uid-06")).result(timeout=SETTLE_SECONDS) == "uid-06"
         proxy.relaying.set()  # the server answers again: the stuck batch commits
-        store._down_until = 0.0  # end the backoff now rather than in an hour
-        assert store.try_replay() >= 0
+        store.database._down_until = 0.0  # end the backoff now rather than in an hour
+        assert store.replayer.try_replay() >= 0
         assert db_uids(store) == [f"uid-{index:02d}" for index in range(7)]
         assert db_rows(store) == 7  # the stuck batch committed and was replayed: written once
         assert spooled(spool_dir) == set()
@@ -135,7 +136,7 @@ def test_closing_on_a_database_that_stopped_answering_does_not_hang(
     relayed_path: tuple[str, str, DatabaseRelay], tmp_path: Path, make_record: MakeRecord
 ) -> None:
     """`close()` (the webhook's shutdown) waits for a writer stuck on the database for
-    `close_wait` at most: what it held is spooled by then. It used to wait for ever."""
+    `2 x write_timeout + 1 s` at most: what it held is spooled by then. It used to wait for ever."""
     url, schema, proxy = relayed_path
     spool_dir = tmp_path / "spool"
     store = open_store(
@@ -153,3 +154,22 @@ def test_closing_on_a_database_that_stopped_answering_does_not_hang(
         assert spooled(spool_dir) == {"uid-01"}
     finally:
         proxy.relaying.set()
+
+
+def test_options_in_the_url_are_kept_beside_the_stores_timeouts(pg_schema: tuple[str, str]) -> None:
+    from urllib.parse import quote
+
+    from sqlalchemy import text
+
+    from gpupolicy.provenance.engines import create_store_engine
+
+    url, schema = pg_schema
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    engine = create_store_engine(f"{url}?options={quote(f'-csearch_path={schema}')}", write_timeout=1.0)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SHOW search_path")).scalar_one() == schema
+            assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "500ms"
+    finally:
+        engine.dispose()

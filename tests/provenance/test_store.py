@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import func, select, text
 
 from gpupolicy.provenance import Reconciler
+from gpupolicy.provenance.database import record_row
 from gpupolicy.provenance.filters import FilterError, RecordFilter
 from gpupolicy.provenance.rendering import CSV_COLUMNS, render
 from gpupolicy.provenance.schema import LATEST, records
-from gpupolicy.provenance.store import _row
 from tests.provenance.samples import SECRET_ENV_VALUE, SECRET_TOKEN, T0, Backend, MakeRecord
 
 
@@ -79,7 +79,7 @@ def test_database_errors_never_quote_the_record(tmp_path: object, make_record: M
             )
         record = make_record("uid-1", name="body-marker-name")
         with pytest.raises(OperationalError) as raised, store.engine.begin() as conn:
-            conn.execute(records.insert(), [_row(record)])
+            conn.execute(records.insert(), [record_row(record)])
     assert "body-marker-name" not in str(raised.value)
     assert "hidden due to hide_parameters" in str(raised.value)
 

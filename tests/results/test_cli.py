@@ -175,7 +175,7 @@ def test_an_ingest_is_one_transaction(backend: Backend, tmp_path: Path) -> None:
 def _refuse_config_inserts(backend: Backend) -> None:
     from sqlalchemy import text
 
-    from gpupolicy.provenance.store import create_store_engine
+    from gpupolicy.provenance.engines import create_store_engine
 
     engine = create_store_engine(backend.url, schema=backend.schema)
     with engine.begin() as conn:
@@ -202,8 +202,8 @@ def _refuse_config_inserts(backend: Backend) -> None:
 def _run_count(backend: Backend) -> int:
     from sqlalchemy import func, select
 
+    from gpupolicy.provenance.engines import create_store_engine
     from gpupolicy.provenance.schema import result_runs
-    from gpupolicy.provenance.store import create_store_engine
 
     engine = create_store_engine(backend.url, schema=backend.schema)
     with engine.connect() as conn:

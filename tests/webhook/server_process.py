@@ -131,3 +131,30 @@ def start_server(
             time.sleep(0.1)
     server.stop()
     raise RuntimeError(f"gpupolicy serve did not answer within {wait_seconds} s:\n{server.logs()}")
+
+
+def wait_for_replayer(data_dir: Path, seconds: float = 60.0) -> None:
+    """Until no provenance replayer holds the server's journal: one whose webhook was killed
+    replays what the journal holds, then exits."""
+    from gpupolicy.provenance.journal.segments import REPLAYER_LOCK, DirectoryLock
+
+    lock = DirectoryLock(data_dir / "journal", REPLAYER_LOCK)
+    deadline = time.monotonic() + seconds
+    while not lock.acquire(blocking=False):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"a provenance replayer still holds {data_dir / 'journal'} after {seconds} s")
+        time.sleep(0.1)
+    lock.release()
+
+
+def wait_for_replay(server: ServerProcess, seconds: float = 120.0) -> dict[str, Any]:
+    """Until the server's replayer has stored everything its journal holds; its /readyz detail."""
+    deadline = time.monotonic() + seconds
+    with server.client() as client:
+        while True:
+            detail: dict[str, Any] = client.get("/readyz").json()["provenance"]
+            if detail["journal"]["backlog_bytes"] == 0:
+                return detail
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the journal was not replayed within {seconds} s: {detail}")
+            time.sleep(0.1)

@@ -25,9 +25,10 @@ with warnings.catch_warnings():  # starlette's notice about httpx2; the client s
     from fastapi.testclient import TestClient
 
 from gpupolicy.policy.loading import default_policy
-from gpupolicy.webhook.app import Provenance, WebhookState, create_app
+from gpupolicy.webhook.app import WebhookState, create_app
 from gpupolicy.webhook.logs import EXCERPT_CHARS, LOGGER, MAX_LOGGED_FINDINGS, JsonFormatter
 from gpupolicy.webhook.metrics import MAX_KINDS
+from gpupolicy.webhook.recording import Provenance
 from gpupolicy.webhook.review import ReviewEngine
 from gpupolicy.webhook.tls import ReloadingCertificate
 from tests.webhook.reviews import admission_review, gpu_deployment
@@ -170,7 +171,7 @@ def test_a_dead_provenance_writer_admits_and_counts_every_loss(
     def broken(_batch: object) -> None:
         raise Halt("the writer thread was stopped")
 
-    monkeypatch.setattr(store, "_write_batch", broken)
+    monkeypatch.setattr(store.writer, "_write_batch", broken)
     state = WebhookState(
         engine=ReviewEngine.from_policy(default_policy()),
         inventory=CLUSTER,

@@ -1,6 +1,8 @@
 """Kill the webhook with SIGKILL in the middle of a stream of admissions: every record whose
 response was sent must still be in the store (committed to the database, or fsync'ed to the
-local spool when the database is unreachable), because the webhook records before it answers."""
+local spool when the database is unreachable), because the webhook journals before it answers
+and its replayer, outliving it, stores what the journal holds (test_sigkill_journal.py kills
+the replayer too)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 from gpupolicy.provenance import open_store
 from gpupolicy.provenance.spool import Spool
 from tests.webhook.reviews import admission_review, gpu_deployment
-from tests.webhook.server_process import POSTGRES_URL_ENV, free_port, start_server
+from tests.webhook.server_process import POSTGRES_URL_ENV, free_port, start_server, wait_for_replayer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -107,6 +109,9 @@ def test_every_acknowledged_admission_survives_sigkill(tmp_path: Path, database:
     assert errors, "the stream was still running when the server died"
     sent = list(acknowledged)
     assert len(sent) >= KILL_AFTER
+    # The webhook answered once the admissions were in its journal; its replayer, left alone,
+    # stores what the journal holds before it exits.
+    wait_for_replayer(server.data_dir)
 
     spool_dir = server.data_dir / "spool"
     if database.reachable:

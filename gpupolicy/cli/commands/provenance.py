@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     flt = _record_filter(args) if args.provenance_action != "show" else None
     store = open_store_from_args(args)
     try:
-        from gpupolicy.provenance.store import StoreUnavailable
+        from gpupolicy.provenance.errors import StoreUnavailable
 
         try:
             if args.provenance_action == "show":

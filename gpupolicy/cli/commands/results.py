@@ -112,7 +112,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpupolicy.provenance.store import StoreUnavailable
+    from gpupolicy.provenance.errors import StoreUnavailable
 
     try:
         if args.results_action == "ingest":

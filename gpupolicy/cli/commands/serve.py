@@ -111,6 +111,23 @@ def _add_store_arguments(serve: argparse.ArgumentParser) -> None:
         help="longest wait for the provenance database before a record goes to the durable spool "
         "instead (default 2; keep it below the webhook's timeoutSeconds)",
     )
+    serve.add_argument(
+        "--provenance-writes",
+        choices=("journal", "direct"),
+        default="journal",
+        help="journal (default): an admission is answered once its body and decision are in the "
+        "local journal, and a process of its own makes and stores the records; direct: the "
+        "request builds its record and waits for the store",
+    )
+    serve.add_argument(
+        "--journal-max-mb",
+        type=int,
+        default=256,
+        metavar="MB",
+        help="most the journal may hold on disk (default 256); past it admissions are answered "
+        "unrecorded (and counted) until the replayer catches up. Keep it inside the data "
+        "directory's volume",
+    )
 
 
 def _add_connections_arguments(serve: argparse.ArgumentParser) -> None:

@@ -1,0 +1,428 @@
+"""The writer of the admission journal (the webhook's side): group fsync.
+
+`append(frame, policy)` queues an admission's frame and returns an asyncio future that resolves
+once the frame is on disk: one thread takes everything queued, writes it with one `write()` at
+the end of the newest segment and one `fdatasync`, then resolves the batch's futures with one
+call into each event loop waiting on it. Concurrent admissions share one fsync, and the event
+loop does no more than encode the frame and hand it over.
+
+Bounds and failures:
+- the journal holds at most `max_bytes` (segments on disk, written or preallocated, and what is
+  queued): past it `append` raises `JournalFull` at once. The webhook then admits the request
+  unrecorded and counts the loss; the replayer frees room as it replays (deleting finished
+  segments), so the journal takes records again as soon as the replayer catches up;
+- a write or fsync that fails fails the batch's futures (`JournalUnavailable`) and ends the
+  segment: the next batch starts a new one, so no acknowledged frame ever follows a torn one;
+- a segment ends when it is `segment_bytes` long or `segment_seconds` old (finished segments
+  are what the replayer may delete: the admitted bodies they hold, unredacted, do not stay
+  longer than that once replayed).
+
+With `preallocate`, a segment is filled with zeros before it is used (ahead of need, by
+`spares.SpareSegment`): a later write then changes no file size, and its `fdatasync` waits for
+the data alone rather than for a journal commit of the file system's metadata as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpupolicy.provenance.errors import StoreUnavailable
+from gpupolicy.provenance.journal import entries, segments
+from gpupolicy.provenance.journal.segments import DirectoryLock, Position
+from gpupolicy.provenance.journal.spares import SpareSegment, fill_with_zeros
+from gpupolicy.provenance.spool import fsync_directory
+
+log = logging.getLogger("gpupolicy.provenance")
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+DEFAULT_SEGMENT_BYTES = 4 * 1024 * 1024
+DEFAULT_SEGMENT_SECONDS = 10.0
+_RESCAN_SECONDS = 0.25  # how often the room freed by the replayer is noticed while it matters
+
+
+class JournalFull(StoreUnavailable):
+    """The journal holds `max_bytes`: the replayer has not kept up."""
+
+
+class JournalUnavailable(StoreUnavailable):
+    """The journal's disk refused a write or an fsync, or the journal is closed."""
+
+
+class PolicySource(Protocol):
+    """What the journal needs of a policy: its digest, and the data it is built from."""
+
+    @property
+    def digest(self) -> str: ...
+
+    @property
+    def data(self) -> dict[str, Any]: ...
+
+
+Waiter = asyncio.Future[None] | Future[None]
+
+
+@dataclass(slots=True)
+class _Item:
+    frame: bytes
+    policy: PolicySource
+    waiter: Waiter
+    loop: asyncio.AbstractEventLoop | None  # None: a concurrent.futures.Future
+
+
+@dataclass(slots=True)
+class _Segment:
+    number: int
+    fd: int
+    capacity: int  # bytes allocated (preallocated, or written when larger)
+    created: float
+    offset: int = 0
+    policies: set[str] = field(default_factory=set)
+
+
+class JournalAppender:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        segment_seconds: float = DEFAULT_SEGMENT_SECONDS,
+        preallocate: bool = True,
+    ) -> None:
+        if segment_bytes < 4096 or max_bytes < 2 * segment_bytes:
+            raise ValueError("the journal needs segment_bytes >= 4096 and max_bytes >= 2 x segment_bytes")
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.segment_bytes = segment_bytes
+        self.segment_seconds = segment_seconds
+        self.preallocate = preallocate
+        self._lock = DirectoryLock(directory, segments.WRITER_LOCK)
+        self._queue: deque[_Item] = deque()
+        self._queued_bytes = 0
+        self._changed = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._segment: _Segment | None = None
+        self._next_number = 1
+        self._finished_bytes = 0  # segments on disk other than the one being written
+        self._written: dict[int, int] = {}  # segment -> bytes of frames in it (for the backlog)
+        self._rescanned = 0.0
+        self._written_to = segments.START  # just past the last frame written (END frames too)
+        self._policy_frames: dict[str, bytes] = {}
+        self._spare: SpareSegment | None = None
+        self.appended = 0
+        self.refused = 0
+        self.failed = 0
+        self.fsyncs = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def open(self) -> JournalAppender:
+        """Take the writer's lock and start the writer thread. Raises `JournalUnavailable` when
+        another writer holds the journal (two webhooks on one data directory)."""
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self._lock.acquire(blocking=False):
+            raise JournalUnavailable(f"another process writes the provenance journal in {self.directory}")
+        numbers = segments.segment_numbers(self.directory)
+        checkpoint = segments.read_checkpoint(self.directory)
+        self._next_number = max([checkpoint.segment, *numbers]) + 1
+        self._rescan()
+        if self.preallocate:
+            self._spare = SpareSegment(self.directory, self.segment_bytes, room=self._room_for_spare).start()
+        # A segment of its own at once: the ones an earlier writer left are then no longer the
+        # newest, so the replayer knows they are finished (this writer never appends to them).
+        self._segment = self._new_segment()
+        self._thread = threading.Thread(target=self._run, name="provenance-journal", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self, wait: float = 5.0) -> None:
+        """Write what is queued, finish the segment, then stop (the replayer replays the rest)."""
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(wait)
+            if self._thread.is_alive():
+                log.warning("provenance journal: its disk did not answer within %.1f s; closing anyway", wait)
+                return  # the thread still holds the segment: the lock goes with the process
+        if self._spare is not None:
+            self._spare.close()
+        self._lock.release()
+
+    # -- callers ---------------------------------------------------------------------------
+    def append(self, frame: bytes, policy: PolicySource) -> asyncio.Future[None]:
+        """Queue `frame` (on the running event loop); the future resolves once it is on disk."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._enqueue(_Item(frame, policy, future, loop))
+        return future
+
+    def submit(self, frame: bytes, policy: PolicySource) -> Future[None]:
+        """`append` for a caller without an event loop."""
+        future: Future[None] = Future()
+        self._enqueue(_Item(frame, policy, future, None))
+        return future
+
+    def _enqueue(self, item: _Item) -> None:
+        size = len(item.frame)
+        with self._changed:
+            if self._closing:
+                raise JournalUnavailable("the provenance journal is closed")
+            if self._used_bytes() + self._queued_bytes + size > self.max_bytes:
+                self.refused += 1
+                raise JournalFull(
+                    f"the provenance journal holds {self._used_bytes() + self._queued_bytes} bytes "
+                    f"of at most {self.max_bytes}: the replayer is behind"
+                )
+            self._queue.append(item)
+            self._queued_bytes += size
+            self._changed.notify()
+
+    def _used_bytes(self) -> int:
+        segment = self._segment
+        spare = self._spare.ready_bytes if self._spare is not None else 0
+        return self._finished_bytes + spare + (max(segment.capacity, segment.offset) if segment else 0)
+
+    # -- the writer thread -----------------------------------------------------------------
+    def _run(self) -> None:
+        while (batch := self._take()) is not None:
+            if batch:
+                self._resolve(batch, self._write(batch))
+            else:
+                self._finish_if_idle()
+            if time.monotonic() - self._rescanned >= _RESCAN_SECONDS:
+                self._rescan()
+        if self._segment is not None:  # closing: what it holds is finished
+            self._finish_segment(self._segment)
+
+    def _take(self) -> list[_Item] | None:
+        """What is queued (waiting for it at most a rescan's interval); None once closing and
+        drained."""
+        with self._changed:
+            if not self._queue and not self._closing:
+                self._changed.wait(_RESCAN_SECONDS)
+            if not self._queue:
+                return None if self._closing else []
+            batch = list(self._queue)
+            self._queue.clear()
+            self._queued_bytes = 0
+            return batch
+
+    def _write(self, batch: list[_Item]) -> BaseException | None:
+        """One write and one fdatasync for the whole batch; the error, if any."""
+        try:
+            segment = self._current_segment(sum(len(item.frame) for item in batch))
+            data = b"".join(self._frames(segment, batch))
+            written = 0
+            while written < len(data):  # a short write on a regular file is rare, not impossible
+                written += os.pwrite(segment.fd, memoryview(data)[written:], segment.offset + written)
+            os.fdatasync(segment.fd)
+        except OSError as exc:
+            self._abandon_segment(exc)
+            self.failed += len(batch)
+            return JournalUnavailable(f"the provenance journal could not be written: {exc}")
+        segment.offset += len(data)
+        segment.capacity = max(segment.capacity, segment.offset)
+        self._written[segment.number] = segment.offset
+        self._written_to = Position(segment.number, segment.offset)
+        self.appended += len(batch)
+        self.fsyncs += 1
+        return None
+
+    def _frames(self, segment: _Segment, batch: list[_Item]) -> list[bytes]:
+        """The batch's frames, each policy's snapshot before the first admission under it."""
+        parts: list[bytes] = []
+        for item in batch:
+            digest = item.policy.digest
+            if digest not in segment.policies:
+                parts.append(self._policy_frame(item.policy))
+                segment.policies.add(digest)
+            parts.append(item.frame)
+        return parts
+
+    def _policy_frame(self, policy: PolicySource) -> bytes:
+        frame = self._policy_frames.get(policy.digest)
+        if frame is None:
+            if len(self._policy_frames) >= 4:  # policies change rarely: keep the latest few
+                self._policy_frames.pop(next(iter(self._policy_frames)))
+            frame = self._policy_frames[policy.digest] = entries.encode_policy(policy.digest, policy.data)
+        return frame
+
+    def _current_segment(self, incoming: int) -> _Segment:
+        segment = self._segment
+        if segment is not None and segment.offset > 0:
+            full = segment.offset + incoming > self.segment_bytes
+            old = time.monotonic() - segment.created >= self.segment_seconds
+            if (full or old) and self._room_for_segment():
+                self._finish_segment(segment)
+                segment = None
+        if segment is None:
+            segment = self._segment = self._new_segment()
+        return segment
+
+    def _room_for_segment(self) -> bool:
+        """A new segment fits under the bound (else the current one grows a batch at a time)."""
+        if self._spare is not None and self._spare.ready_bytes:
+            return True  # made already, and counted
+        return self._used_bytes() + self.segment_bytes <= self.max_bytes
+
+    def _room_for_spare(self) -> bool:
+        return self._used_bytes() + self._queued_bytes + self.segment_bytes <= self.max_bytes
+
+    def _new_segment(self) -> _Segment:
+        number = self._next_number
+        self._next_number += 1
+        path = segments.segment_path(self.directory, number)
+        fd = self._spare.take_as(path) if self._spare is not None else None
+        capacity = self.segment_bytes if fd is not None else 0
+        try:
+            if fd is None:  # no spare ready (or none wanted): made here, the slow way
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                if self.preallocate:
+                    fill_with_zeros(fd, self.segment_bytes)
+                    capacity = self.segment_bytes
+            fsync_directory(self.directory)
+        except OSError:
+            if fd is not None:
+                os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        self._written[number] = 0
+        return _Segment(number, fd, capacity, time.monotonic())
+
+    def _finish_if_idle(self) -> None:
+        """Finish a segment nothing was written to for `segment_seconds`: once replayed, the
+        replayer deletes it, and the bodies it holds with it."""
+        segment = self._segment
+        if (
+            segment is not None
+            and segment.offset > 0
+            and time.monotonic() - segment.created >= self.segment_seconds
+        ):
+            self._finish_segment(segment)
+
+    def _finish_segment(self, segment: _Segment) -> None:
+        """End the segment with an END frame (the replayer may then delete it once replayed)."""
+        self._segment = None
+        try:
+            os.pwrite(segment.fd, entries.END_FRAME, segment.offset)
+            os.fdatasync(segment.fd)
+            segment.offset += len(entries.END_FRAME)
+            self._written[segment.number] = segment.offset
+            self._written_to = Position(segment.number, segment.offset)
+        except OSError as exc:  # the replayer sees it finished when a newer segment exists
+            log.error(
+                "provenance journal: the end of segment %d could not be written: %s", segment.number, exc
+            )
+        finally:
+            os.close(segment.fd)
+            self._finished_bytes += max(segment.capacity, segment.offset)
+
+    def _abandon_segment(self, exc: OSError) -> None:
+        log.error("provenance journal: a write failed (%s); the next batch starts a new segment", exc)
+        segment = self._segment
+        if segment is not None:
+            with contextlib.suppress(OSError):
+                os.close(segment.fd)
+            self._finished_bytes += max(segment.capacity, segment.offset)
+        self._segment = None
+
+    def _rescan(self) -> None:
+        """Room the replayer freed (it deletes finished segments it has replayed)."""
+        active = self._segment.number if self._segment else None
+        sizes: dict[int, int] = {}
+        for number in segments.segment_numbers(self.directory):
+            if number != active:
+                with contextlib.suppress(FileNotFoundError):
+                    sizes[number] = segments.segment_path(self.directory, number).stat().st_size
+        with self._changed:
+            self._finished_bytes = sum(sizes.values())
+        for number in [number for number in self._written if number != active and number not in sizes]:
+            del self._written[number]
+        for number, size in sizes.items():
+            self._written.setdefault(number, size)  # left by an earlier run: its size, at most
+        self._rescanned = time.monotonic()
+
+    def _resolve(self, batch: list[_Item], error: BaseException | None) -> None:
+        """Settle the batch's futures: one call into each event loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Item]] = {}
+        for item in batch:
+            if item.loop is None:
+                _settle(item.waiter, error)
+            else:
+                by_loop.setdefault(item.loop, []).append(item)
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle_all, [item.waiter for item in items], error)
+
+    # -- state -------------------------------------------------------------------------------
+    def backlog_bytes(self) -> int:
+        """Bytes of frames written after the replayer's checkpoint (an upper bound for segments
+        an earlier run left)."""
+        checkpoint = segments.read_checkpoint(self.directory)
+        written = dict(self._written)
+        total = 0
+        for number, size in written.items():
+            if number > checkpoint.segment:
+                total += size
+            elif number == checkpoint.segment:
+                total += max(0, size - checkpoint.offset)
+        return total
+
+    def head(self) -> Position | None:
+        segment = self._segment
+        return Position(segment.number, segment.offset) if segment else None
+
+    def wait_replayed(self, timeout: float) -> bool:
+        """Wait until the replayer's checkpoint passes what is written now (every admission
+        answered so far is then in the store), `timeout` seconds at most; whether it did. A read
+        of the records after an admission then finds it (GET /provenance)."""
+        target = self._written_to
+        deadline = time.monotonic() + timeout
+        while segments.read_checkpoint(self.directory) < target:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def status(self) -> dict[str, Any]:
+        with self._changed:
+            queued = len(self._queue)
+            used = self._used_bytes()
+        return {
+            "directory": str(self.directory),
+            "running": self._thread is not None and self._thread.is_alive(),
+            "bytes": used,
+            "max_bytes": self.max_bytes,
+            "backlog_bytes": self.backlog_bytes(),
+            "queued": queued,
+            "appended": self.appended,
+            "fsyncs": self.fsyncs,
+            "refused": self.refused,
+            "failed": self.failed,
+        }
+
+
+def _settle(waiter: Waiter, error: BaseException | None) -> None:
+    if waiter.done():  # cancelled: the request went away
+        return
+    if error is None:
+        waiter.set_result(None)
+    else:
+        waiter.set_exception(error)
+
+
+def _settle_all(waiters: Sequence[Waiter], error: BaseException | None) -> None:
+    for waiter in waiters:
+        _settle(waiter, error)

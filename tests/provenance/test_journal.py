@@ -1,0 +1,242 @@
+"""The admission journal on its own: frames, segments, the group fsync, the bound, torn tails
+and what a reader makes of each. Real files in tmp_path; fsyncs are counted with a spy and a
+failing disk is an fsync that raises, never a timing."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, wait
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpupolicy.policy.loading import Policy
+from gpupolicy.provenance.journal import entries, frames, segments
+from gpupolicy.provenance.journal.appender import JournalAppender, JournalFull, JournalUnavailable
+from gpupolicy.provenance.journal.reader import JournalReader, scan_segment
+from gpupolicy.provenance.journal.segments import Position
+from tests.provenance.journal_samples import admission_frame
+
+WAIT = 60  # seconds: a liveness bound for a stuck test, not a performance threshold
+
+
+@pytest.fixture
+def journal_dir(tmp_path: Path) -> Path:
+    return tmp_path / "journal"
+
+
+@pytest.fixture
+def appender(journal_dir: Path) -> Iterator[JournalAppender]:
+    journal = JournalAppender(journal_dir, max_bytes=64 * 1024 * 1024, segment_bytes=256 * 1024).open()
+    yield journal
+    journal.close()
+
+
+def append_all(journal: JournalAppender, frames_: list[bytes], policy: Policy) -> None:
+    futures: list[Future[None]] = [journal.submit(frame, policy) for frame in frames_]
+    done, not_done = wait(futures, timeout=WAIT)
+    assert not not_done
+    for future in done:
+        future.result()
+
+
+def read_uids(directory: Path, after: Position = segments.START) -> list[str]:
+    return [entry.uid for entry, _ in JournalReader(directory).read(after, limit=10_000).admissions]
+
+
+def test_a_frame_is_whole_or_nothing() -> None:
+    frame = frames.encode(entries.ADMISSION, b"payload")
+    decoded = frames.decode(frame, 0)
+    assert decoded is not None and decoded.payload == b"payload" and decoded.end == len(frame)
+    assert frames.decode(frame[:-1], 0) is None  # torn
+    flipped = bytearray(frame)
+    flipped[-1] ^= 1
+    assert frames.decode(bytes(flipped), 0) is None  # the CRC disagrees
+    assert frames.decode(bytes(64), 0) is None  # zeros: not written yet
+
+
+def test_appends_are_read_back_in_order_after_the_policy_they_were_decided_under(
+    appender: JournalAppender, journal_dir: Path, gpu_policy: Policy
+) -> None:
+    uids = [f"uid-{index:03d}" for index in range(50)]
+    append_all(appender, [admission_frame(uid, gpu_policy) for uid in uids], gpu_policy)
+    reader = JournalReader(journal_dir)
+    read = reader.read(segments.START, limit=1000)
+    assert [entry.uid for entry, _ in read.admissions] == uids
+    assert list(reader.policies) == [gpu_policy.digest]
+    assert Policy(json.loads(reader.policies[gpu_policy.digest].data)).digest == gpu_policy.digest
+    positions = [position for _, position in read.admissions]
+    assert positions == sorted(positions) and read.end == positions[-1]  # the writer's segment: not finished
+    assert read.torn == 0 and read.malformed == 0
+
+
+def test_concurrent_appends_share_one_fsync(
+    journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
+    entered, opened = threading.Event(), threading.Event()
+    real_write = journal._write
+
+    def gated(batch: list[Any]) -> BaseException | None:
+        if not entered.is_set():  # hold the first batch until the others are queued
+            entered.set()
+            assert opened.wait(WAIT)
+        return real_write(batch)
+
+    monkeypatch.setattr(journal, "_write", gated)
+    try:
+        first = journal.submit(admission_frame("uid-first", gpu_policy), gpu_policy)
+        assert entered.wait(WAIT)
+        rest = [journal.submit(admission_frame(f"uid-{i:02d}", gpu_policy), gpu_policy) for i in range(30)]
+        assert not any(future.done() for future in [first, *rest])  # nothing is durable yet
+        opened.set()
+        for future in [first, *rest]:
+            future.result(WAIT)
+        assert journal.fsyncs == 2  # the first batch, then the thirty together
+    finally:
+        journal.close()
+    assert read_uids(journal_dir) == ["uid-first", *[f"uid-{i:02d}" for i in range(30)]]
+
+
+def test_segments_roll_over_and_a_closed_journal_is_finished(journal_dir: Path, gpu_policy: Policy) -> None:
+    journal = JournalAppender(journal_dir, segment_bytes=64 * 1024, max_bytes=64 * 1024 * 1024).open()
+    uids = [f"uid-{index:03d}" for index in range(40)]
+    for uid in uids:  # one at a time: each batch is one frame, and segments fill up
+        journal.submit(admission_frame(uid, gpu_policy), gpu_policy).result(WAIT)
+    journal.close()
+    numbers = segments.segment_numbers(journal_dir)
+    assert len(numbers) > 3
+    assert not (journal_dir / ".spare").exists()  # segments were made from spares; the last one went
+    reader = JournalReader(journal_dir)
+    read = reader.read(segments.START, limit=1000)
+    assert [entry.uid for entry, _ in read.admissions] == uids
+    assert read.end == Position(numbers[-1] + 1, 0)  # every segment ended with its END frame
+    assert reader.remove_before(read.end) == len(numbers)
+    assert segments.segment_numbers(journal_dir) == []
+    # A new writer starts after what the replayer checkpointed: numbers are never reused.
+    segments.write_checkpoint(journal_dir, read.end)
+    again = JournalAppender(journal_dir, segment_bytes=64 * 1024, max_bytes=64 * 1024 * 1024).open()
+    try:
+        again.submit(admission_frame("uid-next", gpu_policy), gpu_policy).result(WAIT)
+    finally:
+        again.close()
+    assert segments.segment_numbers(journal_dir) == [read.end.segment + 1]
+    assert read_uids(journal_dir, read.end) == ["uid-next"]
+
+
+def test_every_segment_carries_the_policies_it_needs(journal_dir: Path, gpu_policy: Policy) -> None:
+    journal = JournalAppender(journal_dir, segment_bytes=64 * 1024, max_bytes=64 * 1024 * 1024).open()
+    for index in range(20):
+        journal.submit(admission_frame(f"uid-{index:02d}", gpu_policy), gpu_policy).result(WAIT)
+    journal.close()
+    for number in segments.segment_numbers(journal_dir):
+        scan = scan_segment(segments.segment_path(journal_dir, number), 0, limit=1000)
+        kinds = [frame.kind for frame, _ in scan.frames]
+        assert kinds[0] == entries.POLICY and kinds.count(entries.POLICY) == 1
+        # Read from the middle of the segment, a new reader still knows the policy.
+        second = Position(number, scan.frames[1][1])
+        reader = JournalReader(journal_dir)
+        reader.read(second, limit=1)
+        assert list(reader.policies) == [gpu_policy.digest]
+
+
+def test_a_torn_tail_left_by_a_crash_is_skipped_and_counted(journal_dir: Path, gpu_policy: Policy) -> None:
+    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=64 * 1024 * 1024).open()
+    append_all(journal, [admission_frame(f"uid-{i}", gpu_policy) for i in range(3)], gpu_policy)
+    [number] = segments.segment_numbers(journal_dir)
+    head = journal.head()
+    assert head is not None
+    journal.close()
+    # What a crash in the middle of a write leaves: half a frame where the next one began, no
+    # END frame after it (the bytes written over it), and no writer holding the journal.
+    torn = admission_frame("uid-torn", gpu_policy)
+    fd = os.open(segments.segment_path(journal_dir, number), os.O_WRONLY)
+    os.pwrite(fd, torn[: len(torn) // 2], head.offset)
+    os.close(fd)
+    read = JournalReader(journal_dir).read(segments.START, limit=100)
+    assert [entry.uid for entry, _ in read.admissions] == ["uid-0", "uid-1", "uid-2"]
+    assert read.torn == 1 and read.end == Position(number + 1, 0)
+    # The webhook restarts: its writer starts a segment of its own, read after the torn one.
+    again = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=64 * 1024 * 1024).open()
+    try:
+        append_all(again, [admission_frame("uid-after", gpu_policy)], gpu_policy)
+    finally:
+        again.close()
+    assert read_uids(journal_dir) == ["uid-0", "uid-1", "uid-2", "uid-after"]
+
+
+def test_the_writers_segment_is_read_as_far_as_it_is_written(
+    appender: JournalAppender, journal_dir: Path, gpu_policy: Policy
+) -> None:
+    append_all(appender, [admission_frame("uid-a", gpu_policy)], gpu_policy)
+    reader = JournalReader(journal_dir)
+    first = reader.read(segments.START)
+    assert [entry.uid for entry, _ in first.admissions] == ["uid-a"]
+    assert reader.read(first.end).admissions == []  # zeros after it: not yet written
+    append_all(appender, [admission_frame("uid-b", gpu_policy)], gpu_policy)
+    assert [entry.uid for entry, _ in reader.read(first.end).admissions] == ["uid-b"]
+
+
+def test_a_full_journal_refuses_at_once_and_takes_again_once_replayed(
+    journal_dir: Path, gpu_policy: Policy
+) -> None:
+    frame = admission_frame("uid-0", gpu_policy)
+    journal = JournalAppender(
+        journal_dir, segment_bytes=64 * 1024, max_bytes=256 * 1024, segment_seconds=3600
+    ).open()
+    try:
+        accepted = 0
+        with pytest.raises(JournalFull):
+            while True:
+                journal.submit(frame, gpu_policy).result(WAIT)
+                accepted += 1
+        assert accepted > 0 and journal.status()["refused"] == 1
+        assert sum(p.stat().st_size for p in journal_dir.glob("*.seg")) <= 256 * 1024
+        # The replayer catches up: it checkpoints and deletes the finished segments.
+        reader = JournalReader(journal_dir)
+        read = reader.read(segments.START, limit=100_000)
+        segments.write_checkpoint(journal_dir, read.end)
+        assert reader.remove_before(read.end) > 0
+        journal._rescan()  # as the writer thread does every quarter of a second
+        journal.submit(frame, gpu_policy).result(WAIT)
+    finally:
+        journal.close()
+
+
+def test_a_failing_disk_fails_the_batch_and_the_next_one_starts_a_new_segment(
+    journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=64 * 1024 * 1024).open()
+    try:
+        journal.submit(admission_frame("uid-before", gpu_policy), gpu_policy).result(WAIT)
+        real = os.fdatasync
+        failures = [OSError(errno.EIO, "Input/output error")]
+
+        def failing(fd: int) -> None:
+            if failures:
+                raise failures.pop()
+            real(fd)
+
+        monkeypatch.setattr("gpupolicy.provenance.journal.appender.os.fdatasync", failing)
+        with pytest.raises(JournalUnavailable, match="Input/output error"):
+            journal.submit(admission_frame("uid-lost", gpu_policy), gpu_policy).result(WAIT)
+        journal.submit(admission_frame("uid-after", gpu_policy), gpu_policy).result(WAIT)
+        assert journal.status()["failed"] == 1
+        assert len(segments.segment_numbers(journal_dir)) == 2
+    finally:
+        journal.close()
+    # The failed batch may have reached the disk after all (recorded, though counted failed);
+    # what was acknowledged after it is never behind a torn frame.
+    uids = read_uids(journal_dir)
+    assert uids[0] == "uid-before" and uids[-1] == "uid-after"
+
+
+def test_one_writer_per_journal(appender: JournalAppender, journal_dir: Path) -> None:
+    with pytest.raises(JournalUnavailable, match="another process"):
+        JournalAppender(journal_dir).open()
+    assert segments.writer_running(journal_dir)
