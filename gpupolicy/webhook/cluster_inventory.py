@@ -163,6 +163,34 @@ class _KindCache:
     generation: int = 0  # bumped when the objects held change (not for an event that changes nothing)
     unchanged: int = 0  # watch events whose kept projection equals the cached object
     api_version: str = ""  # the version listed (a custom resource may be served at an older one)
+    # What `list` answers, made once per change of `objects` rather than on every call: rules ask
+    # for a namespace's PDBs, Services, ConfigMaps ... several times per admission, and a cluster
+    # may hold thousands of each.
+    listing: _Listing | None = None
+
+    def listed(self) -> _Listing:
+        """The objects held, all and by namespace (the caller holds the inventory's lock)."""
+        listing = self.listing
+        if listing is None or listing.generation != self.generation or listing.source is not self.objects:
+            listing = self.listing = _Listing.of(self.objects, self.generation, self.spec.namespaced)
+        return listing
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    generation: int
+    source: dict[tuple[str, str], Resource]  # the `objects` it was made of (a re-list replaces it)
+    items: tuple[Resource, ...]
+    by_namespace: dict[str, tuple[Resource, ...]]
+
+    @classmethod
+    def of(cls, objects: dict[tuple[str, str], Resource], generation: int, namespaced: bool) -> _Listing:
+        grouped: dict[str, list[Resource]] = {}
+        if namespaced:
+            for item in objects.values():
+                grouped.setdefault(item.namespace or "default", []).append(item)
+        by_namespace = {namespace: tuple(items) for namespace, items in grouped.items()}
+        return cls(generation, objects, tuple(objects.values()), by_namespace)
 
 
 class ClusterInventory:
@@ -225,10 +253,10 @@ class ClusterInventory:
         if cache is None:
             return []
         with self._lock:
-            items = list(cache.objects.values())
+            listing = cache.listed()
         if namespace is None or not cache.spec.namespaced:
-            return items
-        return [item for item in items if (item.namespace or "default") == namespace]
+            return list(listing.items)
+        return list(listing.by_namespace.get(namespace, ()))
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Resource | None:
         cache = self._caches.get(kind)

@@ -145,6 +145,34 @@ def test_watch_events_update_the_cache(fake: FakeApiServer, inventory: ClusterIn
     assert wait_for(lambda: inventory.get("ConfigMap", "day29-config", "ai-lab") is None)
 
 
+def test_a_namespace_listing_follows_events_and_relists(
+    fake: FakeApiServer, inventory: ClusterInventory
+) -> None:
+    """list(kind, namespace) answers from an index made once per change of the cache: it must
+    follow every change, by event and by re-list."""
+
+    def names(namespace: str) -> list[str]:
+        return sorted(item.name for item in inventory.list("PodDisruptionBudget", namespace))
+
+    assert names("ml") == []
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "trainer"}}},
+    }
+    fake.emit(PDBS, "ADDED", pdb)
+    assert wait_for(lambda: names("ml") == ["trainer"])
+    assert "trainer" not in names("ai-lab") and "trainer" in [
+        i.name for i in inventory.list("PodDisruptionBudget")
+    ]
+    fake.expire(PDBS)
+    fake.emit(PDBS, "ADDED", {**pdb, "metadata": {"name": "eval", "namespace": "ml"}})
+    assert wait_for(lambda: names("ml") == ["eval", "trainer"])
+    fake.emit(PDBS, "DELETED", pdb)
+    assert wait_for(lambda: names("ml") == ["eval"])
+
+
 def test_relists_when_the_watch_expires(fake: FakeApiServer, inventory: ClusterInventory) -> None:
     before = inventory.status()["PodDisruptionBudget"]["lists"]
     fake.expire(PDBS)  # the open watch ends with ERROR 410; so would a resumed one
