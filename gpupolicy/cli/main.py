@@ -75,7 +75,7 @@ def _add_lint_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "-j",
         metavar="N",
         help="check the files in N processes, with the same output and exit code as in one (default: "
-        "one per core for a tree of 32 MB or more, else 1)",
+        "one per core for a tree of 8 MB or more, else 1)",
     )
     lint.set_defaults(handler=run_lint, batch=True)
 

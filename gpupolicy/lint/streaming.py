@@ -95,9 +95,10 @@ COLLECT_EVERY = 500
 
 
 # A run in processes (-j not given: `processes_for`) from this many bytes of input. -j 2 costs about
-# 0.1 s more than -j 1 and saves up to half of 0.33 s of CPU per MB, but on a shared 2-core machine
-# it paid reliably only from about 25 MB (docs/performance.md).
-PROCESSES_FROM_BYTES = 32_000_000
+# 0.1 s more than -j 1 and saves up to half of 0.33 s of CPU per MB: on 2 idle cores it breaks even
+# at about 1 MB and gains 1.3x at 2.6 MB, 1.55x at 5 MB, 1.8x at 26 MB; on cores busy with other
+# work it may gain nothing (docs/performance.md). From 8 MB it pays where a core is free.
+PROCESSES_FROM_BYTES = 8_000_000
 # What a rendered input (a chart, a kustomization) counts for, in bytes, before it is rendered.
 RENDERED_INPUT_BYTES = 64_000
 
