@@ -396,7 +396,7 @@ request = function()
   local body = bodies[(counter % #bodies) + 1]
   body = body:gsub("00000000%-0000%-4000%-8000%-000000000000", string.format(os.getenv("RUN") .. "-0000-4000-8000-%012d", counter), 1)
   body = body:gsub("d15t1nc7", string.format("%08x", counter % 4294967296))
-  body = body:gsub("9e7e7a71", string.format("%08x", (counter // #bodies) % 4294967296))
+  body = body:gsub("9e7e7a71", string.format("%08x", math.floor(counter / #bodies) % 4294967296))
   return wrk.format(nil, nil, nil, body)
 end
 done = function(summary, latency, requests)
@@ -419,8 +419,10 @@ def wrk(port: int, path: str, bodies_file: Path, script: Path, duration: float, 
         f"https://127.0.0.1:{port}{path}",
     ]
     env = {**os.environ, "BODIES": str(bodies_file), "UID_START": str(start), "RUN": RUN}
-    output = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
-    line = next(item for item in output.splitlines() if item.startswith("WRKJSON "))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    line = next((item for item in done.stdout.splitlines() if item.startswith("WRKJSON ")), None)
+    if line is None:
+        raise SystemExit(f"wrk gave no figures:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     raw = json.loads(line[len("WRKJSON ") :])
     return {
         "requests": raw["requests"],
