@@ -19,7 +19,7 @@ from tests.webhook.server_process import ServerProcess, start_server
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
-REQUEST_EQUALS_LIMIT = REPO / "examples" / "policies" / "rego" / "gpu_request_equals_limit.rego"
+REQUEST_EQUALS_LIMIT = REPO / "examples" / "policies" / "native-rego" / "gpu_request_equals_limit.rego"
 RAISES = """\
 package acme.raises
 
