@@ -528,6 +528,7 @@ def test_container_args_are_gpupolicy_serve_flags(variant: str) -> None:
     assert parsed.provenance_api_port == provenance.get("apiPort")
     assert parsed.provenance_api_host == "127.0.0.1"
     assert ("--db-timeout=2" in args) is not parsed.no_provenance
+    assert ("--journal-max-mb=256" in args) is not parsed.no_provenance
     facts = {"enabled": True, "recomputeSeconds": 10, **VARIANTS[variant].get("clusterFacts", {})}
     assert parsed.no_cluster_facts is not facts["enabled"]
     if facts["enabled"]:

@@ -95,6 +95,7 @@ spec:
         {{- fail (printf "provenance.timeoutSeconds (%v) must be below webhook.timeoutSeconds (%v): the API server stops waiting first" .Values.provenance.timeoutSeconds .Values.webhook.timeoutSeconds) }}
         {{- end }}
         - --db-timeout={{ .Values.provenance.timeoutSeconds }}
+        - --journal-max-mb={{ .Values.provenance.journalMaxMb }}
         {{- with .Values.provenance.apiPort }}
         {{- if eq (int .) (int $.Values.containerPort) }}
         {{- fail "provenance.apiPort must not be the containerPort: the records are never served on the admission port" }}
