@@ -36,6 +36,7 @@ from gpupolicy.core.findings import Finding
 from gpupolicy.engine.report import Report
 from gpupolicy.kube.inventory import Coverage, Inventory
 from gpupolicy.loading.documents import Resource
+from gpupolicy.webhook.settings import Mode
 
 try:  # orjson serialises a 10 KB object in about 10 us, the stdlib in about 70
     import orjson
@@ -72,7 +73,7 @@ class Outcome:
     """A decision without the admission it answered."""
 
     allowed: bool
-    mode: Any  # settings.Mode
+    mode: Mode
     status: dict[str, Any] | None
     warnings: tuple[str, ...]
     audit_annotations: dict[str, str]
