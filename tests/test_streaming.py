@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from gpupolicy.engine import context as context_module
 from gpupolicy.engine.report import Report
 from gpupolicy.formats import RenderOptions, load_formatters
-from gpupolicy.lint import streaming
+from gpupolicy.lint import packed, streaming
+from gpupolicy.lint.packed import PackedResource
 from gpupolicy.lint.parallel import in_processes
 from gpupolicy.lint.streaming import Fallback, StreamInventory, StreamRun, lint, lint_in_memory, stream
 from gpupolicy.loading.documents import parse_text, split_documents
@@ -200,6 +202,43 @@ def test_only_what_the_readers_read_is_kept(tmp_path: Path, jobs: int) -> None:
         for resource in inventory.list(kind)
     )
     assert any(finding.rule_id == "GP502" for finding in report.findings)
+    assert rendered(report) == rendered(lint_in_memory(sources, default_policy()))
+
+
+PDB_FOR = """\
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: llm-{index}, namespace: team-{team}}}
+spec: {{maxUnavailable: 1, selector: {{matchLabels: {{app: llm-{index}}}}}}}
+"""
+
+
+@pytest.mark.parametrize("jobs", [1, 2], ids=["one-process", "two-processes"])
+def test_workloads_kept_for_the_readers_are_packed_and_unpacked_within_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """A PDB beside every Deployment keeps every workload for the readers: packed, and unpacked only
+    within the bound; the report is the same with no room at all to keep values unpacked, and one
+    namespace's memos at a time."""
+    monkeypatch.setattr(packed, "UNPACKED_BYTES", 0)
+    monkeypatch.setattr(context_module, "NAMESPACES_REMEMBERED", 1)
+    for index in range(12):
+        team = index % 3  # the namespaces interleave: each PDB check unpacks again
+        text = DEPLOYMENT.format(index=index).replace("namespace: team", f"namespace: team-{team}")
+        (tmp_path / f"{index:02d}.yaml").write_text(text + "---\n" + PDB_FOR.format(index=index, team=team))
+    for rule_id in CROSS_OBJECT_RULES:
+        for name in ("fires.yaml", "passes.yaml"):
+            shutil.copy(EXAMPLES_DIR / rule_id / name, tmp_path / f"{rule_id}-{name}")
+    sources = list(iter_sources([str(tmp_path)]))
+    run = StreamRun(
+        default_policy(), default_policy().limits, runner=in_processes(jobs) if jobs > 1 else None
+    )
+    report = run.run(sources, None)
+    ours = {(f"team-{index % 3}", f"llm-{index}") for index in range(12)}
+    kept = [r for r in run.inventory.list("Deployment") if (r.namespace, r.name) in ours]
+    assert len(kept) == 12 and all(isinstance(resource, PackedResource) for resource in kept)
+    assert run.inventory.unpacked.held == 0
+    assert any(finding.rule_id == "GP504" for finding in report.findings)  # the examples' overlap fired
     assert rendered(report) == rendered(lint_in_memory(sources, default_policy()))
 
 

@@ -3,6 +3,7 @@ work that several rules share, once per evaluation or once per object rather tha
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -13,6 +14,10 @@ from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 
 _MISSING: Any = object()
+# Namespaces whose `namespace_memo`s are kept at once. What those hold (the views of a namespace's
+# workloads, which PDB rules compare) is remade on demand; a streaming lint checks the PDBs of a
+# namespace one after another, and with this bound keeps the views of a few namespaces, not of all.
+NAMESPACES_REMEMBERED = 8
 
 
 class Context:
@@ -35,6 +40,7 @@ class Context:
         self.said: set[Hashable] = set() if said is None else said
         self._memo: dict[Any, Any] = {}
         self._subject_memo: dict[Any, Any] = {}
+        self._namespace_memos: OrderedDict[str, dict[Hashable, Any]] = OrderedDict()
         self.gpu = policy.gpu
         # Keys of the facts memoised on a Workload view: specific to this policy's settings.
         self._uses_key = ("uses-gpus", id(policy.gpu))
@@ -42,6 +48,23 @@ class Context:
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         memo = self._memo
+        value = memo.get(key, _MISSING)
+        if value is _MISSING:
+            value = memo[key] = compute()
+        return value
+
+    def namespace_memo(self, namespace: str, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """Like `memo`, for work about the objects of one namespace, kept for the few namespaces last
+        asked about (NAMESPACES_REMEMBERED): the memos of a namespace are forgotten together, so
+        that one never refers to views another remade."""
+        memos = self._namespace_memos
+        memo = memos.get(namespace)
+        if memo is None:
+            memo = memos[namespace] = {}
+            if len(memos) > NAMESPACES_REMEMBERED:
+                memos.popitem(last=False)
+        else:
+            memos.move_to_end(namespace)
         value = memo.get(key, _MISSING)
         if value is _MISSING:
             value = memo[key] = compute()

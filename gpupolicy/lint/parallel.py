@@ -13,8 +13,8 @@ loads nothing again; it shares those pages with the parent until it writes to th
 2. The stream. Workers forked afresh, now with the whole inventory, read chunks of inputs, check
    each object and release it as one process does, and send back what the chunk added to the run
    (`streaming.StreamedChunk`): findings, roles, internal errors, input problems, comments, what
-   the suppressions need, the objects of `streaming.READER_KINDS` (PDBs, HPAs, ...) with their node
-   trees and the workloads those may read (values only).
+   the suppressions need, the objects of `streaming.READER_KINDS` (PDBs, HPAs, ...) with their
+   position tables and the workloads those may read (values only, packed: gpupolicy/lint/packed.py).
 3. The parent adds the chunks in the inputs' order (what is said once per run is said by the first
    finding in that order, as in one process), checks the deferred objects with every workload they
    may read in the inventory, and makes the report as one process does: suppressions, baselines,

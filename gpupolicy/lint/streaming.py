@@ -19,7 +19,7 @@ The rules of a few kinds read plain workloads of any file: the PDB rules (the wo
 selects), GP506 (the HPA's target), GP615 (a Namespace's GPU workloads), GP616 (the workloads
 that run as a service account a binding names). Objects of those kinds (`READER_KINDS`) are
 checked after the stream, and each workload the stream passes that one of them may read is kept,
-values only (`_Readers`).
+values only and packed (`_Readers`, gpupolicy/lint/packed.py).
 
 The report is the one `evaluate()` gives over everything loaded at once, byte for byte
 (tests/test_streaming.py compares them on the labelled corpus and every rule example). Where the
@@ -53,6 +53,7 @@ from gpupolicy.kube.disruption import HPA, PDB, pdb_selects
 from gpupolicy.kube.experiment_arms import arm_link
 from gpupolicy.kube.inventory import Bundle, namespace_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping, workload_of
+from gpupolicy.lint.packed import PackedResource, Unpacked
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
@@ -308,7 +309,7 @@ class StreamedChunk:
     skipped: list[Skipped]
     subjects: list[tuple[Key, SuppressionSubject]]
     deferred: list[tuple[Key, Positions]]  # objects of READER_KINDS, checked after the stream
-    kept_for_readers: list[tuple[Key, Values]]
+    kept_for_readers: list[tuple[Key, PackedResource]]
     chosen: set[tuple[str, int]] | None
     objects: int
     files: int
@@ -316,7 +317,7 @@ class StreamedChunk:
 
 class StreamInventory(Bundle):
     """The bundle's answers from the objects kept: every object of INDEX_KINDS and of experiment
-    arms (values only), and the workloads the deferred readers may read, in the inputs' order.
+    arms (values only), and the workloads the deferred readers may read (packed), in the inputs' order.
 
     While `watching`, a question about a kind that is not indexed is noted in `overreached`: the
     answer would lack the objects the stream has released or not read yet."""
@@ -325,9 +326,21 @@ class StreamInventory(Bundle):
         super().__init__((), complete_kinds=complete_kinds)
         self.watching = False
         self.overreached: str | None = None
+        self.unpacked = Unpacked()
 
     def add(self, key: Key, resource: Resource) -> None:
         self._add(key, resource)
+
+    def add_packed(self, key: Key, resource: Resource) -> PackedResource:
+        """Keep a workload for the deferred readers, packed."""
+        packed = PackedResource(resource, self.unpacked)
+        self._add(key, packed)
+        return packed
+
+    def adopt(self, key: Key, packed: PackedResource) -> None:
+        """A workload a worker kept packed for the readers (StreamedChunk.kept_for_readers)."""
+        packed.unpacked = self.unpacked
+        self._add(key, packed)
 
     def list(self, kind: str, namespace: str | None = None) -> Sequence[Resource]:
         if self.watching and kind not in INDEX_KINDS and self.overreached is None:
@@ -462,7 +475,7 @@ class StreamRun:
         self.objects = self.files = 0
         self._uncollected = 0
         # In a worker process: the workloads kept for the readers in this chunk, for the parent's inventory.
-        self.kept_for_readers: list[tuple[Key, Resource]] | None = None
+        self.kept_for_readers: list[tuple[Key, PackedResource]] | None = None
 
     def run(self, sources: Sequence[Source], context: Sequence[Source] | None) -> Report:
         units = [(source, True) for source in sources] + [(source, False) for source in context or ()]
@@ -572,7 +585,7 @@ class StreamRun:
             skipped=self.skipped,
             subjects=self.subjects,
             deferred=[(key, Positions.of(resource)) for key, resource in self.deferred],
-            kept_for_readers=[(key, Values.of(resource)) for key, resource in self.kept_for_readers or ()],
+            kept_for_readers=self.kept_for_readers or [],
             chosen=self.chosen,
             objects=self.objects,
             files=self.files,
@@ -605,8 +618,8 @@ class StreamRun:
             resource = indexed[unit][position]
             positions.restore(resource)
             self.deferred.append(((unit, position), resource))
-        for key, values in chunk.kept_for_readers:
-            self.inventory.add(key, values.rebuilt())
+        for key, packed in chunk.kept_for_readers:
+            self.inventory.adopt(key, packed)
         if self.chosen is not None and chunk.chosen is not None:
             self.chosen |= chunk.chosen
         self.objects += chunk.objects
@@ -678,12 +691,11 @@ class StreamRun:
             self._keep_if_read(key, resource)
 
     def _keep_if_read(self, key: Key, resource: Resource) -> None:
-        """A workload a deferred reader may read stays in the inventory, values only."""
+        """A workload a deferred reader may read stays in the inventory, values only, packed."""
         if self.readers is not None and self.readers.want(resource):
-            _release(resource)
-            self.inventory.add(key, resource)
+            packed = self.inventory.add_packed(key, resource)
             if self.kept_for_readers is not None:
-                self.kept_for_readers.append((key, resource))
+                self.kept_for_readers.append((key, packed))
 
     def _collect_now_and_then(self) -> None:
         if self._uncollected >= COLLECT_EVERY:
@@ -709,6 +721,7 @@ class StreamRun:
             # Violation.target: the other object's positions may be released (no rule does it today)
             raise Fallback(f"a rule of {resource.ref} made a finding about another object")
         self.error_keys.extend([key] * (len(report.errors) - errors))
+        inventory.unpacked.trim()  # between two objects' checks: no rule holds an unpacked value
 
 
 def _take(kept: Resource | None, fresh: Resource) -> Resource:

@@ -170,7 +170,7 @@ def gpu_workloads_in(namespace: str, ctx: Context) -> list[Workload]:
                     found.append(workload)
         return found
 
-    result: list[Workload] = ctx.memo(("gpu-workloads-in", namespace), compute)
+    result: list[Workload] = ctx.namespace_memo(namespace, "gpu-workloads-in", compute)
     return result
 
 

@@ -252,8 +252,8 @@ def pdb_overlap(resource: Resource, ctx: Context) -> Iterator[Violation]:
     if selector is None:
         return
     namespace = namespace_of(resource)
-    workloads: list[Workload] = ctx.memo(
-        ("GP504-workloads", namespace), lambda: list(workloads_in(ctx.inventory, namespace, _kinds(ctx)))
+    workloads: list[Workload] = ctx.namespace_memo(
+        namespace, "GP504-workloads", lambda: list(workloads_in(ctx.inventory, namespace, _kinds(ctx)))
     )
     selects = _selection(resource, namespace, workloads, ctx)
     for other in ctx.inventory.list(PDB, namespace):
@@ -276,9 +276,9 @@ def pdb_overlap(resource: Resource, ctx: Context) -> Iterator[Violation]:
 def _selection(pdb: Resource, namespace: str, workloads: list[Workload], ctx: Context) -> Selection:
     """What `pdb` selects of the namespace's workloads, once per evaluation: GP504 compares each
     PDB of a namespace with every other (the inventory keeps every PDB for the whole run, so
-    its `id()` is not reused)."""
-    found: Selection = ctx.memo(
-        ("GP504-selects", namespace, id(pdb)), lambda: selected_templates(pdb, workloads)
+    its `id()` is not reused; the selection is forgotten with the views it names)."""
+    found: Selection = ctx.namespace_memo(
+        namespace, ("GP504-selects", id(pdb)), lambda: selected_templates(pdb, workloads)
     )
     return found
 
