@@ -280,17 +280,15 @@ class Positions(NamedTuple):
     table: PositionTable | None
     duplicates: list[DuplicateKey]
     line_offset: int
+    text_marks: frozenset[str] | None
 
     @classmethod
     def of(cls, resource: Resource) -> Positions:
-        return cls(resource.positions, resource.duplicates, resource.line_offset)
+        return cls(resource.positions, resource.duplicates, resource.line_offset, resource.text_marks)
 
     def restore(self, resource: Resource) -> None:
-        resource.positions, resource.duplicates, resource.line_offset = (
-            self.table,
-            self.duplicates,
-            self.line_offset,
-        )
+        resource.positions, resource.duplicates = self.table, self.duplicates
+        resource.line_offset, resource.text_marks = self.line_offset, self.text_marks
 
 
 @dataclass(slots=True)
@@ -734,5 +732,5 @@ def _take(kept: Resource | None, fresh: Resource) -> Resource:
         return kept  # a rendered input, kept whole
     if kept.obj != fresh.obj or kept.doc_index != fresh.doc_index:
         raise Fallback(f"{fresh.file} changed between the passes")
-    kept.positions, kept.duplicates, kept.line_offset = fresh.positions, fresh.duplicates, fresh.line_offset
+    Positions.of(fresh).restore(kept)
     return kept

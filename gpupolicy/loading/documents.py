@@ -96,6 +96,7 @@ class Resource:
         "obj",
         "positions",
         "rendered_from",
+        "text_marks",
     )
 
     def __init__(
@@ -110,6 +111,7 @@ class Resource:
         duplicates: list[DuplicateKey] | None = None,
         lines: LineIndex | None = None,
         in_list: bool = False,
+        text_marks: frozenset[str] | None = None,
     ) -> None:
         self.obj = obj
         self.file = file
@@ -123,6 +125,8 @@ class Resource:
         self.in_list = in_list  # an item of a `kind: List` document (whose wrapper said it is an object)
         self._templates: Any = None  # memoised by pod_spec.workload_of
         self.facts: dict[Any, Any] | None = None  # engine.Context.object_fact's, made on first use
+        # Which of TEXT_MARKS the object's text holds (None: not read from text, or not known).
+        self.text_marks = text_marks
 
     # -- identity -------------------------------------------------------------
     @property
@@ -234,6 +238,26 @@ class Resource:
 
 
 MISSING: Any = object()
+
+# What a deploy-time placeholder starts with (`$VAR`, `${VAR}`, `<VAR>`, `{{ var }}`, `__VAR__`),
+# and the backslash of a double-quoted escape, which may write any of them (`"\x24{VAR}"`). A text
+# that holds none of them holds no key or string that does (an alias repeats text of its own
+# document; line folding joins lines with a space, or with an escape): rules that look for a
+# placeholder in every field (GP004) skip such objects without serialising them.
+TEXT_MARKS = ("$", "<", "{{", "__", "\\")
+_NO_MARKS: frozenset[str] = frozenset()
+_marks_made: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def text_marks(text: str, start: int, end: int) -> frozenset[str]:
+    """Which of TEXT_MARKS `text[start:end]` holds (one frozenset per combination, shared)."""
+    found = tuple(mark for mark in TEXT_MARKS if text.find(mark, start, end) >= 0)
+    if not found:
+        return _NO_MARKS
+    marks = _marks_made.get(found)
+    if marks is None:
+        marks = _marks_made[found] = frozenset(found)
+    return marks
 
 
 def child_value(value: Any, step: str | int) -> Any:
@@ -829,7 +853,7 @@ def parse_text(
     lines = LineIndex.needed(text)
     try:  # each document built as it is composed: one node graph at a time
         for index, node in enumerate(_roots(text)):
-            _add_document(loaded, node, file, index, rendered_from, limits=limits, lines=lines)
+            _add_document(loaded, text, node, file, index, rendered_from, limits=limits, lines=lines)
         return loaded
     except (yaml.YAMLError, UnicodeError):
         pass
@@ -862,7 +886,7 @@ def iter_parse(
     try:
         for index, node in enumerate(_roots(text)):
             document = LoadedText()
-            _add_document(document, node, file, index, rendered_from, limits=limits, lines=lines)
+            _add_document(document, text, node, file, index, rendered_from, limits=limits, lines=lines)
             given.append(_fingerprint(document))
             yield document
         return
@@ -903,13 +927,16 @@ def _documents_one_by_one(
             if node is None:
                 continue
             document = LoadedText()
-            _add_document(document, node, file, index, rendered_from, line_offset, limits=limits, lines=lines)
+            _add_document(
+                document, chunk, node, file, index, rendered_from, line_offset, limits=limits, lines=lines
+            )
             yield document
             index += 1
 
 
 def _add_document(
     loaded: LoadedText,
+    text: str,
     node: yaml.Node,
     file: str,
     index: int,
@@ -929,6 +956,9 @@ def _add_document(
         return
     if obj is None:
         return  # an empty document between separators: kubectl skips it too
+    # The document's text, for every object of it: an item of a List may merge or alias text
+    # written elsewhere in its document, never outside it.
+    marks = text_marks(text, node.start_mark.index, node.end_mark.index)
     for item, item_node, item_entry in _expand_lists(obj, node, entry):
         loaded.resources.append(
             Resource(
@@ -941,6 +971,7 @@ def _add_document(
                 duplicates=_duplicates_in(repeated, item_node, item_entry, whole=item_node is node),
                 lines=lines,
                 in_list=item is not obj,
+                text_marks=marks,
             )
         )
 

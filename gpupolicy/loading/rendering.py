@@ -173,6 +173,7 @@ class TracedResource(Resource):
             line_offset=resource.line_offset,
             duplicates=resource.duplicates,
             lines=resource.lines,
+            text_marks=resource.text_marks,
         )
         self.origin = origin
         self.rendered_by = rendered_by  # the chart or overlay, as shown

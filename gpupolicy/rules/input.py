@@ -105,7 +105,7 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
     """Every other field the API server takes literally (names, namespaces, service accounts,
     volume sources, quantities, selectors, a Secret's stringData): a value that is a placeholder
     as a whole, or that holds a `${VAR}`."""
-    if not _may_hold_placeholder(resource.obj):
+    if not _may_hold_placeholder(resource):
         return
     stack: list[tuple[JsonPath, Any]] = [((), resource.obj)]
     budget = MAX_FIELDS
@@ -131,12 +131,17 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
                 )
 
 
-def _may_hold_placeholder(obj: Any) -> bool:
+def _may_hold_placeholder(resource: Resource) -> bool:
     """Whether any key or text the walk below reads holds a character every placeholder form
-    starts with. One serialisation in C (a fraction of the walk, which visits every field in
-    Python) answers no for most objects; serialised without ASCII escapes, the text holds each key
-    and string as written, and `$`, `<`, `{` and `_` are never escaped. The metadata's free text
-    (annotations, managedFields: often most of an object's bytes) is left out, as the walk leaves it."""
+    starts with. The loader noted whether the object's text holds one, or an escape that could
+    write one (`Resource.text_marks`): most texts hold none. Else one serialisation in C (a
+    fraction of the walk, which visits every field in Python) answers no for most objects;
+    serialised without ASCII escapes, the text holds each key and string as written, and `$`, `<`,
+    `{` and `_` are never escaped. The metadata's free text (annotations, managedFields: often most
+    of an object's bytes) is left out, as the walk leaves it."""
+    if resource.text_marks is not None and not resource.text_marks:
+        return False
+    obj = resource.obj
     metadata = obj.get("metadata") if isinstance(obj, dict) else None
     if isinstance(metadata, dict) and not FREE_TEXT_KEYS.isdisjoint(metadata):
         kept = {key: value for key, value in metadata.items() if key not in FREE_TEXT_KEYS}
