@@ -514,6 +514,20 @@ def workload_of(resource: Resource) -> Workload | None:
     return Workload(resource, templates) if templates else None
 
 
+def release_views(resource: Resource) -> None:
+    """Forget the views `workload_of` memoised on `resource`, with what rules memoised on them. A
+    container's memo holds its GPU demands, which name the container: a cycle that reference
+    counting cannot free, while batch runs pause the cyclic collector. Emptied here, the views go
+    with the resource, as soon as a streaming lint is done with it."""
+    templates = resource._templates
+    if templates:
+        for template in templates:
+            template.cache.clear()
+            for container in template.containers:
+                container.cache.clear()
+    resource._templates = None
+
+
 def extract_templates(resource: Resource) -> Iterator[PodTemplate]:
     obj = resource.obj
     if not isinstance(obj, dict):

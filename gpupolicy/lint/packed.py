@@ -21,6 +21,7 @@ import pickle
 from collections import OrderedDict
 from typing import Any
 
+from gpupolicy.kube.pod_spec import release_views
 from gpupolicy.loading.documents import Resource
 
 # The packed bytes of the values kept unpacked at once: about 8 times as much as Python objects,
@@ -98,8 +99,8 @@ class PackedResource(Resource):
 
     def forget(self) -> None:
         """Drop the unpacked values and what was memoised from them (they are unpacked again on demand)."""
+        release_views(self)
         self._values = None
-        self._templates = None
         self.facts = None
 
     # Read for every object the inventory files or a rule scans past: answered without unpacking.

@@ -538,10 +538,12 @@ def construct_with_positions(
     try:
         value, child = value_of(root, 1)
     finally:
-        # The nested builders refer to one another: a reference cycle, freed only by the cyclic
-        # collector, which batch runs pause. What they hold goes now, not with them.
+        # The nested builders refer to one another through their cells: a reference cycle, freed
+        # only by the cyclic collector, which batch runs pause. Rebinding their names empties the
+        # cells and breaks it; what the builders held goes now, not at the next collection.
         memo.clear()
         extents.clear()
+        charge_alias = built = value_of = mapping_of = sequence_of = None  # type: ignore[assignment]
     return value, (mark_place(root.start_mark), mark_place(root.end_mark), child), repeated
 
 
