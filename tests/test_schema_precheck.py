@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from gpupolicy.core.linear_regex import PatternError, check_pattern
+from gpupolicy.core.schema_precheck import schema_precheck
+from gpupolicy.kube.rollback import _rollback_precheck, rollback_schema
 from gpupolicy.policy.loading import policies_dir
-from gpupolicy.policy.schema_precheck import schema_precheck
 from gpupolicy.policy.validation import _valid_layer_precheck, policy_schema
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,3 +88,48 @@ def test_a_schema_naming_a_format_without_its_check_gets_no_precheck() -> None:
     assert schema_precheck(
         {"type": "string", "format": "email"}, formats={"email": lambda text: "@" in text}
     )("someone@example.com")
+
+
+# Rollback criteria (gpupolicy.kube.rollback): the same promise for the annotation's schema.
+CRITERIA: list[tuple[str, Any, bool]] = [
+    (
+        "two",
+        [
+            {"metric": "p95_latency_ms", "max": 800, "window": "10m"},
+            {"metric": "error_rate", "max": 0.01, "window": "1h30m"},
+        ],
+        True,
+    ),
+    (
+        "min-and-comparator",
+        [{"metric": "accepted_throughput", "min": 10, "window": "30s", "comparator": ">="}],
+        True,
+    ),
+    (
+        "window-newline",
+        [{"metric": "p95", "max": 1, "window": "10m\n"}],
+        True,
+    ),  # Python's `$` matches before it
+    ("window-words", [{"metric": "p95", "max": 1, "window": "ten minutes"}], False),
+    ("no-threshold", [{"metric": "p95", "window": "10m"}], False),
+    ("bool-threshold", [{"metric": "p95", "max": True, "window": "10m"}], False),
+    ("huge-threshold", [{"metric": "p95", "max": 10**400, "window": "10m"}], True),
+    ("unknown-key", [{"metric": "p95", "max": 1, "window": "10m", "windw": "5m"}], False),
+    ("comparator-unknown", [{"metric": "p95", "max": 1, "window": "10m", "comparator": "=="}], False),
+    ("empty-metric", [{"metric": "", "max": 1, "window": "10m"}], False),
+    ("empty-list", [], False),
+    ("not-a-list", {"metric": "p95", "max": 1, "window": "10m"}, False),
+    ("date-key", [{datetime.date(2026, 1, 1): 1}], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "valid"), [case[1:] for case in CRITERIA], ids=[case[0] for case in CRITERIA]
+)
+def test_the_rollback_precheck_never_passes_what_jsonschema_refuses(data: Any, valid: bool) -> None:
+    errors = list(jsonschema.Draft202012Validator(rollback_schema()).iter_errors(data))
+    assert (errors == []) is valid
+    if not valid:
+        assert not _rollback_precheck()(data)
+    elif _rollback_precheck()(data) is False:
+        assert data[0]["max"] == 10**400  # a number jsonschema-rs cannot take goes to jsonschema

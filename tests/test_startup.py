@@ -35,7 +35,7 @@ UNNEEDED_PACKAGES = frozenset(
         "cel",
         "celpy",
         # Python jsonschema words the errors of a policy file the jsonschema-rs precheck refuses
-        # (gpupolicy.policy.schema_precheck); a valid policy never loads it. kubernetes_validate would
+        # (gpupolicy.core.schema_precheck); a valid policy never loads it. kubernetes_validate would
         # load it too: only its schema folder is read.
         "jsonschema",
         "kubernetes_validate",
@@ -176,6 +176,53 @@ def test_an_invalid_repository_policy_still_gets_jsonschemas_messages(tmp_path: 
     code, _, modules = run_listing_modules(work, "one.yaml")
     assert code == 2
     assert "jsonschema" in modules
+
+
+SERVER_WITH_CRITERIA = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: llm
+  namespace: ml
+  annotations:
+    gpupolicy.io/rollback-criteria: '{criteria}'
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: llm}}}}
+  template:
+    metadata: {{labels: {{app: llm}}}}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.8.5
+          ports: [{{containerPort: 8000}}]
+          resources: {{limits: {{nvidia.com/gpu: 1}}}}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("criteria", "needs_jsonschema"),
+    [
+        (
+            "[{metric: p95_latency_ms, max: 800, window: 10m}, {metric: error_rate, max: 0.01, window: 10m}]",
+            False,
+        ),
+        ("[{metric: p95_latency_ms, max: 800, window: ten minutes}]", True),
+    ],
+    ids=["valid", "invalid"],
+)
+def test_rollback_criteria_get_jsonschema_only_for_their_errors(
+    tmp_path: Path, criteria: str, needs_jsonschema: bool
+) -> None:
+    """The annotation's criteria pass the jsonschema-rs precheck; only criteria it refuses go to
+    jsonschema for the messages (gpupolicy.kube.rollback)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "one.yaml").write_text(SERVER_WITH_CRITERIA.format(criteria=criteria), encoding="utf-8")
+    _, out, modules = run_listing_modules(work, "one.yaml")
+    assert ("GP902" in out and "window" in out) is needs_jsonschema  # the schema error is a finding
+    assert ("jsonschema" in modules) is needs_jsonschema
 
 
 def command_names(parser: argparse.ArgumentParser) -> list[str]:

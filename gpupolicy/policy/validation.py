@@ -16,13 +16,13 @@ from typing import Any
 from gpupolicy.core.findings import excerpt
 from gpupolicy.core.linear_regex import PatternError, check_pattern
 from gpupolicy.core.packaged import policies_dir
+from gpupolicy.core.schema_precheck import schema_precheck
 from gpupolicy.kube.pod_spec import as_mapping
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.parameters import (
     RuleCatalog,
     entry_problems,
 )
-from gpupolicy.policy.schema_precheck import schema_precheck
 
 MESSAGE_MAX_CHARS = 300
 
@@ -54,7 +54,7 @@ def policy_schema() -> dict[str, Any]:
 # the policy loads is one that can run, in linear time, on every object.
 @functools.cache
 def _format_checker() -> Any:
-    import jsonschema  # only for a layer the precheck does not pass: see gpupolicy.policy.schema_precheck
+    import jsonschema  # only for a layer the precheck does not pass: see gpupolicy.core.schema_precheck
 
     checker = jsonschema.FormatChecker()
     checker.checks("regex", raises=PatternError)(check_pattern)
