@@ -32,7 +32,7 @@ DEPLOYMENT: dict[str, Any] = {
 
 def kept(obj: Any = DEPLOYMENT, unpacked: Unpacked | None = None, doc_index: int = 3) -> PackedResource:
     resource = Resource(obj, file="apps/llm.yaml", doc_index=doc_index, line_offset=7, in_list=True)
-    return PackedResource(resource, Unpacked() if unpacked is None else unpacked)
+    return PackedResource.of(resource, Unpacked() if unpacked is None else unpacked)
 
 
 def test_values_come_back_equal_with_their_types() -> None:

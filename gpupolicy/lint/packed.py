@@ -69,20 +69,36 @@ class PackedResource(Resource):
 
     __slots__ = ("_kind", "_name", "_namespace", "_values", "packed", "unpacked")
 
-    def __init__(self, resource: Resource, unpacked: Unpacked) -> None:
+    def __init__(
+        self,
+        packed: bytes,
+        identity: tuple[str, str, str | None],
+        place: tuple[Any, ...],
+        unpacked: Unpacked | None = None,
+    ) -> None:
+        file, doc_index, rendered_from, line_offset, lines, in_list = place
         super().__init__(
             None,
-            file=resource.file,
-            doc_index=resource.doc_index,
-            rendered_from=resource.rendered_from,
-            line_offset=resource.line_offset,
-            lines=resource.lines,
-            in_list=resource.in_list,
+            file=file,
+            doc_index=doc_index,
+            rendered_from=rendered_from,
+            line_offset=line_offset,
+            lines=lines,
+            in_list=in_list,
         )
-        self._kind, self._name, self._namespace = resource.kind, resource.name, resource.namespace
-        self.packed = pack(resource.obj)
+        self._kind, self._name, self._namespace = identity
+        self.packed = packed
         self._values: Any = None
-        self.unpacked = unpacked
+        self.unpacked = Unpacked(0) if unpacked is None else unpacked
+
+    @classmethod
+    def of(cls, resource: Resource, unpacked: Unpacked) -> PackedResource:
+        return cls(
+            pack(resource.obj),
+            (resource.kind, resource.name, resource.namespace),
+            place_of(resource),
+            unpacked,
+        )
 
     @property  # Resource.obj is a slot; here the values are unpacked on demand
     def obj(self) -> Any:
@@ -118,29 +134,17 @@ class PackedResource(Resource):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Sent from a worker to the parent packed (gpupolicy/lint/parallel.py); the parent adopts it
-        into its own `Unpacked` (`StreamInventory.add`)."""
-        return (_rebuilt, (self.packed, self._kind, self._name, self._namespace, self._place()))
-
-    def _place(self) -> tuple[Any, ...]:
-        return (self.file, self.doc_index, self.rendered_from, self.line_offset, self.lines, self.in_list)
+        into its own `Unpacked` (`StreamInventory.adopt`)."""
+        return (PackedResource, (self.packed, (self._kind, self._name, self._namespace), place_of(self)))
 
 
-def _rebuilt(
-    packed: bytes, kind: str, name: str, namespace: str | None, place: tuple[Any, ...]
-) -> PackedResource:
-    resource = PackedResource.__new__(PackedResource)
-    file, doc_index, rendered_from, line_offset, lines, in_list = place
-    Resource.__init__(
-        resource,
-        None,
-        file=file,
-        doc_index=doc_index,
-        rendered_from=rendered_from,
-        line_offset=line_offset,
-        lines=lines,
-        in_list=in_list,
+def place_of(resource: Resource) -> tuple[Any, ...]:
+    """Where the object was read: what a packed resource keeps of the one it was made from."""
+    return (
+        resource.file,
+        resource.doc_index,
+        resource.rendered_from,
+        resource.line_offset,
+        resource.lines,
+        resource.in_list,
     )
-    resource._kind, resource._name, resource._namespace = kind, name, namespace
-    resource.packed, resource._values = packed, None
-    resource.unpacked = Unpacked(0)  # until the parent's inventory adopts it
-    return resource

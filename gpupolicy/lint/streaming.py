@@ -53,7 +53,7 @@ from gpupolicy.kube.disruption import HPA, PDB, pdb_selects
 from gpupolicy.kube.experiment_arms import arm_link
 from gpupolicy.kube.inventory import Bundle, namespace_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping, release_views, workload_of
-from gpupolicy.lint.packed import PackedResource, Unpacked
+from gpupolicy.lint.packed import PackedResource, Unpacked, place_of
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
@@ -254,15 +254,7 @@ class Values(NamedTuple):
 
     @classmethod
     def of(cls, resource: Resource) -> Values:
-        return cls(
-            resource.obj,
-            resource.file,
-            resource.doc_index,
-            resource.rendered_from,
-            resource.line_offset,
-            resource.lines,
-            resource.in_list,
-        )
+        return cls(resource.obj, *place_of(resource))
 
     def rebuilt(self) -> Resource:
         return Resource(
@@ -333,7 +325,7 @@ class StreamInventory(Bundle):
 
     def add_packed(self, key: Key, resource: Resource) -> PackedResource:
         """Keep a workload for the deferred readers, packed."""
-        packed = PackedResource(resource, self.unpacked)
+        packed = PackedResource.of(resource, self.unpacked)
         self._add(key, packed)
         return packed
 
