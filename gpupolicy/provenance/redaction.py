@@ -10,12 +10,13 @@ credentials in URLs, `--token=…` arguments, `token=…` and `password: …` in
 template is hashed, so neither the database nor the spool file ever holds the original.
 
 Cost: a record holds a few hundred strings, and almost none of them is a credential. Each string
-is first checked against `_MAYBE_SECRET`, one pass of one alternation of literals that every
+is first checked against `_MAYBE_SECRET` (asked of RE2 first: `_may_hold_secret`), one pass of one alternation of literals that every
 credential pattern below must contain (a necessary condition, not a detector: it also fires on
 `passthrough` or `token-path`); only a string that passes it goes through the patterns, applied
 one after the other as before. So redaction replaces exactly what it replaced before, at about a
-tenth of the cost. Whoever adds a pattern must add its required literal to `_MAYBE_SECRET`
-(`test_prefilter_is_a_necessary_condition` checks the list).
+tenth of the cost. Whoever adds a pattern must add its required literal to `_MAYBE_SECRET`, and
+in lower case to `_MAYBE_SECRET_FOLDED` (`test_prefilter_is_a_necessary_condition` checks the list,
+`test_folded_prefilter_answers_as_the_prefilter` the two against each other).
 """
 
 from __future__ import annotations
@@ -105,6 +106,33 @@ _MAYBE_SECRET = re.compile(
 # The shortest string any pattern can match (`PASS=x`, an _ASSIGNMENT): shorter ones are kept.
 _MIN_SECRET_LENGTH = 6
 
+# _MAYBE_SECRET's literals in lower case, searched with RE2 in the case-folded text: the same
+# question asked about ten times faster (Python's re scans case-insensitive alternations one
+# position at a time: 40 µs for a 270-character finding message in the admission log line, 200 µs
+# for a 2,000-character annotation; this, 2-5 µs). It matches wherever _MAYBE_SECRET does
+# (`str.casefold` maps every character that re's IGNORECASE takes for an ASCII letter to that
+# letter, but for the two below), and a little more (`Asia`, matched only in upper case there):
+# it rejects what is clean, and _MAYBE_SECRET still decides the rest, so every string gets the
+# answer it got before.
+_MAYBE_SECRET_FOLDED = compile_linear(
+    r"-----begin |gh[pousr]_|github_pat_|glpat-|xox[abprs]-|akia|asia|hf_|sk-|aiza|eyj|://|"
+    r"bearer|pass|secret|token|api[-_]?key|(access|private|session|signing)[-_]?key|credential|signature"
+)
+# re's IGNORECASE matches `i` with the dotted capital I and the dotless i, whose case folds are
+# not `i` (`i̇` and `ı`): a text holding either goes to _MAYBE_SECRET directly.
+_DOTTED_CAPITAL_I, _DOTLESS_I = "\u0130", "\u0131"
+
+
+def _may_hold_secret(text: str) -> bool:
+    """Whether `text` holds one of _MAYBE_SECRET's literals (see _MAYBE_SECRET_FOLDED)."""
+    if (
+        _MAYBE_SECRET_FOLDED.search(text.casefold()) is None
+        and _DOTTED_CAPITAL_I not in text
+        and _DOTLESS_I not in text
+    ):
+        return False
+    return _MAYBE_SECRET.search(text) is not None
+
 
 # Strings known to hold none of those literals (image names, label values, node selectors come
 # back with every admission): a lookup instead of a search. Only clean strings of at most
@@ -127,7 +155,7 @@ def redact_text(text: str) -> str:
     """`text` with every credential-looking part replaced by `<redacted>`."""
     if len(text) < _MIN_SECRET_LENGTH or _CLEAN.get(text):
         return text
-    if _MAYBE_SECRET.search(text) is None:  # no pattern can match: none of their literals is there
+    if not _may_hold_secret(text):  # no pattern can match: none of their literals is there
         if len(text) <= _CLEAN_MAX_LENGTH:
             _CLEAN.put(text, True)
         return text

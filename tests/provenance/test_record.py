@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -406,6 +407,45 @@ def test_prefilter_is_a_necessary_condition() -> None:
         assert _redact_text_fully(text) != text, text  # the example does exercise a pattern
         assert _MAYBE_SECRET.search(text) is not None, text
         assert redact_text(text) == _redact_text_fully(text), text
+
+
+def test_folded_prefilter_answers_as_the_prefilter() -> None:
+    """`_may_hold_secret` (RE2 on the case-folded text, then `_MAYBE_SECRET`) gives
+    `_MAYBE_SECRET`'s answer: on every example, on random strings of its literals in any case and
+    of the characters re's IGNORECASE takes for ASCII letters."""
+    import random
+    import sys
+
+    from gpupolicy.provenance.redaction import _MAYBE_SECRET, _may_hold_secret
+
+    letters = re.compile("(?i)[a-z]")
+    like_letters = [chr(c) for c in range(sys.maxunicode + 1) if letters.fullmatch(chr(c))]
+    assert {c for c in like_letters if not c.isascii()} == {"\u0130", "\u0131", "\u017f", "\u212a"}
+    literals = [
+        "-----BEGIN ", "ghp_", "gho_", "github_pat_", "glpat-", "xoxb-", "AKIA", "ASIA", "asia", "hf_",
+        "sk-", "AIza", "eyJ", "://", "bearer", "pass", "secret", "token", "api-key", "api_key", "apikey",
+        "access-key", "private_key", "sessionkey", "signing-key", "credential", "signature",
+    ]  # fmt: skip
+    rng = random.Random(20261201)
+
+    def shuffled_case(text: str) -> str:
+        return "".join(rng.choice([c.lower(), c.upper(), c]) for c in text)
+
+    def spelled(text: str) -> str:  # letters replaced by what IGNORECASE takes for them
+        return "".join(
+            rng.choice([c, *(other for other in like_letters if re.fullmatch(f"(?i){c}", other))])
+            if c.isalpha()
+            else c
+            for c in text
+        )
+
+    texts = [*PATTERN_EXAMPLES, *literals, "İ", "ı", "credentİal", "paſſ", "to\u212aen"]
+    fragments = [*literals, "x", " ", "-", "_", "İ", "ı", "ſ", "\u212a", "ß", "é"]
+    for _ in range(4000):
+        parts = [rng.choice(fragments) for _ in range(rng.randint(1, 5))]
+        texts.append("".join(rng.choice([part, shuffled_case(part), spelled(part)]) for part in parts))
+    for text in texts:
+        assert _may_hold_secret(text) == (_MAYBE_SECRET.search(text) is not None), text
 
 
 def test_redact_text_equals_the_sequential_patterns_on_random_strings() -> None:
