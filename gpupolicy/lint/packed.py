@@ -17,7 +17,6 @@ one) are pickled instead.
 from __future__ import annotations
 
 import marshal
-import pickle
 from collections import OrderedDict
 from typing import Any
 
@@ -34,12 +33,18 @@ def pack(obj: Any) -> bytes:
     try:
         return _MARSHAL + marshal.dumps(obj)
     except ValueError:  # a subclass of dict, list or str
+        import pickle  # here: the default loader makes plain values only, which marshal writes
+
         return _PICKLE + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def unpack(packed: bytes) -> Any:
     body = memoryview(packed)[1:]
-    return marshal.loads(body) if packed[:1] == _MARSHAL else pickle.loads(body)
+    if packed[:1] == _MARSHAL:
+        return marshal.loads(body)
+    import pickle
+
+    return pickle.loads(body)
 
 
 class Unpacked:
