@@ -170,10 +170,18 @@ def hpa_targets(hpa: Resource, workload: Workload) -> bool:
 
 
 def hpa_for(workload: Workload, inventory: Inventory) -> Resource | None:
-    for hpa in inventory.list(HPA, namespace_of(workload.resource)):
-        if hpa_targets(hpa, workload):
-            return hpa
-    return None
+    """The HPA that scales the workload. Several rules ask, so the answer is kept on the view
+    (made per evaluation of the object) for this inventory."""
+    key = ("hpa", id(inventory))
+    cache = workload.cache
+    if key in cache:
+        found: Resource | None = cache[key]
+        return found
+    found = cache[key] = next(
+        (hpa for hpa in inventory.list(HPA, namespace_of(workload.resource)) if hpa_targets(hpa, workload)),
+        None,
+    )
+    return found
 
 
 def hpa_replicas(hpa: Resource) -> tuple[int, int | None]:

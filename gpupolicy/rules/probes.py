@@ -43,9 +43,19 @@ def server_containers(template: PodTemplate, ctx: Context) -> list[Container]:
     return holders or template.main_containers()
 
 
-def _gpu_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
+def _gpu_servers(workload: Workload, ctx: Context) -> tuple[tuple[PodTemplate, Container], ...]:
     """The GPU containers that hold a model. Of a server, only the templates that answer requests
-    (a LeaderWorkerSet's leader, a Ray cluster's head); probes its controller writes are not ours."""
+    (a LeaderWorkerSet's leader, a Ray cluster's head); probes its controller writes are not ours.
+    Seven rules ask, so the answer is kept on the view (made per evaluation of the object), for
+    this policy, as the role it depends on is (Context.role)."""
+    key = ("gpu-servers", id(ctx.policy))
+    found: tuple[tuple[PodTemplate, Container], ...] | None = workload.cache.get(key)
+    if found is None:
+        found = workload.cache[key] = tuple(_find_gpu_servers(workload, ctx))
+    return found
+
+
+def _find_gpu_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
     if injected(workload.kind, "probes"):
         return
     templates = serving_templates_of(workload) if ctx.is_serving(workload) else workload.templates
@@ -55,14 +65,19 @@ def _gpu_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate
                 yield template, container
 
 
-def _probed_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
+def _probed_servers(workload: Workload, ctx: Context) -> tuple[tuple[PodTemplate, Container], ...]:
     if ctx.is_serving(workload) and workload.kind not in ctx.policy.probes.controller_managed_kinds:
-        yield from _gpu_servers(workload, ctx)
+        return _gpu_servers(workload, ctx)
+    return ()
 
 
 def _load_seconds(workload: Workload, ctx: Context) -> tuple[int, str]:
-    budget = model_load_budget(workload, ctx.policy.probes.model_load_seconds)
-    return budget.seconds, budget.source
+    key = ("model-load-seconds", id(ctx.policy))
+    found: tuple[int, str] | None = workload.cache.get(key)
+    if found is None:
+        budget = model_load_budget(workload, ctx.policy.probes.model_load_seconds)
+        found = workload.cache[key] = (budget.seconds, budget.source)
+    return found
 
 
 @rule(
