@@ -19,6 +19,7 @@ from typing import Any
 
 import jsonschema_rs
 
+from gpupolicy.core.bounded_cache import bounded_memo
 from gpupolicy.core.findings import JsonPath
 
 _REF_PREFIX = "/api/_definitions.json#/$defs/"
@@ -117,6 +118,15 @@ def shipped_schemas(version: str) -> frozenset[str]:
 
 
 def _schema_file(version: str, api_version: str, kind: str) -> str | None:
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None  # not a key a memo can hold, and no schema's name either
+    return _shipped_schema_file(version, api_version, kind)
+
+
+# Asked twice per object (GP003, GP005), with the same few kinds over and over; keyed by the
+# object's apiVersion and kind, so bounded in bytes.
+@bounded_memo(max_bytes=1 << 18)
+def _shipped_schema_file(version: str, api_version: str, kind: str) -> str | None:
     name = schema_name(api_version, kind)
     return name if name is not None and name in shipped_schemas(version) else None
 

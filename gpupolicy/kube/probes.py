@@ -85,6 +85,19 @@ def probe_of(container: Container, name: str) -> dict[str, Any] | None:
     return probe if isinstance(probe, dict) else None
 
 
+def container_probe_budget(container: Container, name: str) -> ProbeBudget | None:
+    """The budget of the container's probe `name`, None when it has none; found once per
+    container (the probe rules read the liveness and startup budgets four times between them)."""
+    key = "probe-budget:" + name
+    cache = container.cache
+    if key in cache:
+        found: ProbeBudget | None = cache[key]
+        return found
+    probe = probe_of(container, name)
+    found = cache[key] = probe_budget(probe) if probe is not None else None
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class ModelLoadBudget:
     seconds: int

@@ -15,8 +15,8 @@ from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_mapping
 from gpupolicy.kube.probes import (
     PortStatus,
+    container_probe_budget,
     model_load_budget,
-    probe_budget,
     probe_hosts,
     probe_of,
     probe_ports,
@@ -116,10 +116,10 @@ def gpu_server_without_readiness_probe(workload: Workload, ctx: Context) -> Iter
 def gpu_server_without_startup_probe(workload: Workload, ctx: Context) -> Iterator[Violation]:
     needed, _ = _load_seconds(workload, ctx)
     for _, container in _probed_servers(workload, ctx):
-        liveness = probe_of(container, "livenessProbe")
+        liveness = container_probe_budget(container, "livenessProbe")
         # Without liveness nothing restarts a loading server: a startup probe would gate nothing.
         # A liveness window shorter than the load is GP403's finding, not also ours.
-        if liveness is None or probe_budget(liveness).seconds < needed:
+        if liveness is None or liveness.seconds < needed:
             continue
         if probe_of(container, "startupProbe") is None:
             yield Violation(
@@ -148,10 +148,9 @@ def gpu_server_without_startup_probe(workload: Workload, ctx: Context) -> Iterat
 def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Violation]:
     needed, source = _load_seconds(workload, ctx)
     for _, container in _gpu_servers(workload, ctx):
-        liveness = probe_of(container, "livenessProbe")
-        if liveness is None or probe_of(container, "startupProbe") is not None:
+        budget = container_probe_budget(container, "livenessProbe")
+        if budget is None or probe_of(container, "startupProbe") is not None:
             continue
-        budget = probe_budget(liveness)
         if budget.seconds < needed:
             yield Violation(
                 container.field("livenessProbe"),
@@ -180,10 +179,9 @@ def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Vio
 def startup_budget_too_short(workload: Workload, ctx: Context) -> Iterator[Violation]:
     needed, source = _load_seconds(workload, ctx)
     for _, container in _gpu_servers(workload, ctx):
-        startup = probe_of(container, "startupProbe")
-        if startup is None:
+        budget = container_probe_budget(container, "startupProbe")
+        if budget is None:
             continue
-        budget = probe_budget(startup)
         if budget.seconds < needed:
             yield Violation(
                 container.field("startupProbe"),
@@ -265,10 +263,9 @@ LIVENESS_MINIMUM_SECONDS = Parameter(
 def liveness_too_aggressive(workload: Workload, ctx: Context) -> Iterator[Violation]:
     minimum = ctx.policy.param(LIVENESS_MINIMUM_SECONDS)
     for _, container in _gpu_servers(workload, ctx):
-        liveness = probe_of(container, "livenessProbe")
-        if liveness is None:
+        budget = container_probe_budget(container, "livenessProbe")
+        if budget is None:
             continue
-        budget = probe_budget(liveness)
         if budget.failure_threshold <= 1 or budget.failure_window < minimum:
             yield Violation(
                 container.field("livenessProbe"),
@@ -295,10 +292,9 @@ def progress_deadline_before_ready(workload: Workload, ctx: Context) -> Iterator
         return
     deadline, given = progress_deadline(as_mapping(as_mapping(workload.resource.obj).get("spec")))
     for _, container in _gpu_servers(workload, ctx):
-        startup = probe_of(container, "startupProbe")
-        if startup is None:
+        budget = container_probe_budget(container, "startupProbe")
+        if budget is None:
             continue
-        budget = probe_budget(startup)
         if deadline < budget.seconds:
             shown = (
                 f"progressDeadlineSeconds {deadline}"
