@@ -9,6 +9,13 @@ parse-only and the speed-up of each -j over the first. --bundle: a PDB beside ev
 the PriorityClasses they name and experiments with two arms (generate_bundle).
 
     python bench/lint_throughput.py [--objects 10000] [--files 1000] [--runs 5] [--jobs 1 2] [--bundle]
+        [--against DIR ...]
+
+--against DIR (another checkout, e.g. `git worktree add /tmp/base COMMIT`): its in-process lint and
+its CLI are timed in the same rounds as this checkout's, for a before and after from one sitting.
+Then every in-process lint runs in a child process of its checkout (a warm-up lint, then the timed
+one), and CPU time (user + system) is printed beside the wall time: on a shared machine it is the
+steadier figure.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from __future__ import annotations
 import argparse
 import gc
 import io
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -309,13 +318,21 @@ def main() -> int:
     parser.add_argument(
         "--bundle", action="store_true", help="Deployments with PDBs, PriorityClasses and experiments"
     )
+    parser.add_argument(
+        "--against", type=Path, nargs="*", default=[], help="other checkouts, timed in the same rounds"
+    )
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # a timed in-process lint
     args = parser.parse_args()
+    if args.child is not None:
+        return _child(args.child)
     with tempfile.TemporaryDirectory(prefix="gpupolicy-bench-") as tmp:
         folder = Path(tmp)
         count = generate(folder, args.objects, args.files, bundle=args.bundle)
         size = sum(path.stat().st_size for path in folder.glob("*.yaml"))
         what = "objects (GPU Deployments, PDBs, experiments)" if args.bundle else "GPU Deployments"
         print(f"corpus: {count} {what} in {len(list(folder.glob('*.yaml')))} files, {size / 1e6:.1f} MB")
+        if args.against:
+            return _compare([REPO, *args.against], folder, count, args)
         lint_in_process(folder)  # warm-up: imports, schema compilation
         baseline = timed(parse_only, folder, args.runs)
         in_process = timed(lint_in_process, folder, args.runs)
@@ -336,6 +353,84 @@ def main() -> int:
             f"{name:<36} {median:>9.3f} {min(times):>8.3f} {count / median:>10.0f} {median / base:>13.2f} {speedup}"
         )
     print(f"runs: {args.runs} (CLI: {len(cli[args.jobs[0]])}, interleaved); target: lint <= 2.5x parse-only")
+    return 0
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _child(folder: Path) -> int:
+    """Run in a checkout's environment: a warm-up lint, then one timed; prints `wall cpu`."""
+    lint_in_process(folder)
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    lint_in_process(folder)
+    print(f"{time.perf_counter() - wall:.6f} {time.process_time() - cpu:.6f}")
+    return 0
+
+
+def _in_checkout(checkout: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(checkout.resolve())}
+
+
+def _timed_child(checkout: Path, folder: Path) -> tuple[float, float]:
+    completed = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", str(folder)],
+        cwd=checkout,
+        env=_in_checkout(checkout),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    wall, cpu = completed.stdout.split()[-2:]
+    return float(wall), float(cpu)
+
+
+def _timed_cli_in(checkout: Path, folder: Path, jobs: int) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpupolicy", "lint", f"-j{jobs}", str(folder), "--no-repo-policy"],
+        cwd=checkout,
+        env=_in_checkout(checkout),
+        capture_output=True,
+        check=False,
+    )
+    wall = time.perf_counter() - start
+    if completed.returncode not in (0, 1):
+        raise SystemExit(f"gpupolicy lint in {checkout} failed: {completed.stderr.decode()[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _compare(checkouts: list[Path], folder: Path, count: int, args: argparse.Namespace) -> int:
+    """Each checkout's in-process lint and CLI, round by round beside parse-only (wall, CPU)."""
+    parse_wall: list[float] = []
+    parse_cpu: list[float] = []
+    times: dict[tuple[Path, str], list[tuple[float, float]]] = {}
+    for _ in range(args.runs):
+        gc.collect()
+        wall, cpu = time.perf_counter(), time.process_time()
+        parse_only(folder)
+        parse_wall.append(time.perf_counter() - wall)
+        parse_cpu.append(time.process_time() - cpu)
+        for checkout in checkouts:
+            times.setdefault((checkout, "in-process"), []).append(_timed_child(checkout, folder))
+            for jobs in args.jobs:
+                times.setdefault((checkout, f"CLI -j {jobs}"), []).append(
+                    _timed_cli_in(checkout, folder, jobs)
+                )
+    base_wall, base_cpu = statistics.median(parse_wall), statistics.median(parse_cpu)
+    print(f"{'checkout':<28} {'what':<12} {'wall s':>8} {'x parse':>8} {'CPU s':>8} {'x parse CPU':>12}")
+    print(f"{'':<28} {'parse-only':<12} {base_wall:>8.3f} {1:>8.2f} {base_cpu:>8.3f} {1:>12.2f}")
+    for (checkout, what), pairs in times.items():
+        wall = statistics.median(pair[0] for pair in pairs)
+        cpu = statistics.median(pair[1] for pair in pairs)
+        name = str(checkout)[-28:]
+        print(
+            f"{name:<28} {what:<12} {wall:>8.3f} {wall / base_wall:>8.2f} {cpu:>8.3f} {cpu / base_cpu:>12.2f}"
+        )
+    print(f"medians of {args.runs} interleaved rounds; {count} objects")
     return 0
 
 
