@@ -112,12 +112,10 @@ def _parse(raw: str, masked: str, spans: tuple[tuple[int, int], ...]) -> ImageRe
     if not _REPOSITORY.fullmatch(masked_path):
         return None
 
-    def touched(start: int, end: int) -> bool:
-        return any(span_start < end and start < span_end for span_start, span_end in spans)
-
     # A placeholder in the first component may hold a registry host; one in the last component, a
     # tag or digest; one after `@`, the digest.
     first_end = slash if slash >= 0 else name_end
+    last_start = last_slash + 1 if last_slash >= 0 else path_start
     return ImageRef(
         raw=raw,
         registry=registry.lower(),
@@ -125,10 +123,15 @@ def _parse(raw: str, masked: str, spans: tuple[tuple[int, int], ...]) -> ImageRe
         tag=tag if tag else None,
         digest=raw[at + 1 :] if at >= 0 and at + 1 < len(raw) else None,
         registry_explicit=explicit,
-        placeholders=tuple(raw[start:end] for start, end in spans),
-        registry_known=not touched(0, first_end),
-        version_known=not touched(last_slash + 1 if last_slash >= 0 else path_start, len(raw)),
+        placeholders=tuple(raw[start:end] for start, end in spans) if spans else (),
+        registry_known=not spans or not _touched(spans, 0, first_end),
+        version_known=not spans or not _touched(spans, last_start, len(raw)),
     )
+
+
+def _touched(spans: tuple[tuple[int, int], ...], start: int, end: int) -> bool:
+    """Whether a placeholder span overlaps `start:end`."""
+    return any(span_start < end and start < span_end for span_start, span_end in spans)
 
 
 def tag_valid(tag: str) -> bool:
