@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import json
-from collections.abc import Callable, Iterator
-from typing import Any, cast
+from collections.abc import Iterator
+from typing import Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.json_text import json_bytes
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, input_rule, rule
 from gpupolicy.kube.images import parse_image
@@ -155,31 +154,10 @@ def _may_hold_placeholder(resource: Resource) -> bool:
         kept = {key: value for key, value in metadata.items() if key not in FREE_TEXT_KEYS}
         obj = {**obj, "metadata": kept}
     try:
-        text = _serialised(obj)
+        text = json_bytes(obj)
     except (TypeError, ValueError, RecursionError):  # not plain JSON values, or nested too deep
         return True
     return b"$" in text or b"<" in text or b"{{" in text or b"__" in text
-
-
-def _serialised(obj: Any) -> bytes:
-    """`obj` as JSON in UTF-8, each key and string as written. The webhook's objects come without
-    the loader's text marks; orjson (the webhook's extra) writes a 10 KB object in about a tenth of
-    the stdlib's time. Either raises TypeError or ValueError for what is not plain JSON."""
-    dumps = _orjson_dumps()
-    if dumps is not None:
-        return dumps(obj)
-    return json.dumps(obj, ensure_ascii=False, check_circular=False).encode()
-
-
-@functools.cache
-def _orjson_dumps() -> Callable[[Any], bytes] | None:
-    """orjson's `dumps` where it is installed (imported on first use: the lint's files carry text
-    marks and rarely need it)."""
-    try:
-        import orjson
-    except ImportError:  # pragma: no cover - depends on the install
-        return None
-    return cast("Callable[[Any], bytes]", orjson.dumps)
 
 
 def _braced(value: str) -> str | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.core.json_text import use_encoder
 from gpupolicy.engine.evaluation import RulePlan, evaluate
 from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.engine.report import Report
@@ -32,6 +33,13 @@ from gpupolicy.webhook.answers import audit_annotations, deny_message, shown_war
 from gpupolicy.webhook.decision_cache import DecisionCache, Outcome, ReadKinds, generations_of
 from gpupolicy.webhook.kinds import is_cross_object, names_gpus
 from gpupolicy.webhook.settings import Mode, OnRuleError, WebhookSettings
+
+try:  # the webhook's objects come without the loader's text marks: GP004 serialises them
+    import orjson
+except ImportError:  # pragma: no cover - depends on the install
+    pass
+else:
+    use_encoder(orjson.dumps)
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
