@@ -454,7 +454,7 @@ def _changed_since(args: argparse.Namespace, anchor: Path) -> Since | None:
 
 
 def _or_usage_error(call: Callable[[], T]) -> T:
-    from gpupolicy.lint.changes import ChangeError
+    from gpupolicy.lint.git_tree import ChangeError
 
     try:
         return call()
@@ -469,7 +469,8 @@ def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
         return Path(args.context_root)
     if not args.context_from_git:
         return None
-    from gpupolicy.lint.changes import git_toplevel
+    # lint.git_tree, not lint.changes: the pre-commit hook's run needs only the tree's top.
+    from gpupolicy.lint.git_tree import git_toplevel
 
     folder = anchor.resolve() if anchor.is_dir() else anchor.resolve().parent
     return _or_usage_error(lambda: git_toplevel(folder, what="--context-from-git"))
