@@ -3,7 +3,9 @@
 Times, interleaved round by round so that the load of a shared machine falls on all alike:
 (a) `python -c pass`, the interpreter alone; (b) a PyYAML parse of the same file (import yaml,
 `load_all` with the C loader); (c) `gpupolicy lint one.yaml` with no repository policy; (d) the
-same beside a `.gpupolicy.yaml`, which is validated too. Prints the median wall and CPU time of
+same beside a `.gpupolicy.yaml`, which is validated too; (e) the pre-commit hook's command,
+`gpupolicy lint --context-from-git one.yaml`, in a git repository holding that policy (git is
+asked for the top of the tree; the file is the repository's only manifest). Prints the median wall and CPU time of
 --runs runs of each and the ratios of the lint runs to (a) and (b); then, from one run of each lint
 case under `python -X importtime`, the total import time and the costliest imports.
 
@@ -11,7 +13,7 @@ The code timed is this checkout's (PYTHONPATH). Bytecode is written to a tempora
 PYTHONPYCACHEPREFIX and every command runs once before timing, as an installed package would
 run: with PYTHONDONTWRITEBYTECODE set, each run would compile every module again.
 
-With --against DIR (another checkout, such as the main branch's), its two lint cases are timed
+With --against DIR (another checkout, such as the main branch's), its lint cases are timed
 in the same rounds, for a before and after measured in one sitting.
 
     python bench/startup.py [--runs 7] [--top 12] [--against DIR]
@@ -116,25 +118,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="gpupolicy-startup-") as tmp:
         root = Path(tmp)
-        bare, with_policy = root / "bare", root / "with-policy"
-        for folder in (bare, with_policy):
+        bare, with_policy, hook = root / "bare", root / "with-policy", root / "hook"
+        for folder in (bare, with_policy, hook):
             folder.mkdir()
             (folder / "one.yaml").write_text(ONE, encoding="utf-8")
-        (with_policy / ".gpupolicy.yaml").write_text(REPO_POLICY, encoding="utf-8")
+        for folder in (with_policy, hook):
+            (folder / ".gpupolicy.yaml").write_text(REPO_POLICY, encoding="utf-8")
+        subprocess.run(["git", "init", "-q"], cwd=hook, check=True)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPATH=str(REPO), PYTHONPYCACHEPREFIX=str(root / "pycache"), NO_COLOR="1")
         python = sys.executable
         lint = [python, "-m", "gpupolicy", "lint", "one.yaml"]
+        hook_lint = [python, "-m", "gpupolicy", "lint", "--context-from-git", "one.yaml"]
         cases: dict[str, tuple[list[str], Path, dict[str, str]]] = {
             "python -c pass": ([python, "-c", "pass"], bare, env),
             "PyYAML parse of one.yaml": ([python, "-c", PARSE, "one.yaml"], bare, env),
             "gpupolicy lint one.yaml": (lint, bare, env),
             "... with a .gpupolicy.yaml": (lint, with_policy, env),
+            "... --context-from-git (hook)": (hook_lint, hook, env),
         }
         if args.against is not None:
             other = {**env, "PYTHONPATH": str(args.against.resolve())}
             cases[f"lint one.yaml, {args.against.name}"] = (lint, bare, other)
             cases[f"... .gpupolicy.yaml, {args.against.name}"] = (lint, with_policy, other)
+            cases[f"... (hook), {args.against.name}"] = (hook_lint, hook, other)
         for command, cwd, case_env in cases.values():  # bytecode written, caches warm
             timed(command, cwd, case_env)
         walls: dict[str, list[float]] = {name: [] for name in cases}

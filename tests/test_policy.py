@@ -12,9 +12,16 @@ import pytest
 from gpupolicy.core.findings import Severity
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.loading.inputs import load_text
-from gpupolicy.policy.loading import deep_merge, default_policy, load_policy, policy_from_mapping
+from gpupolicy.policy.loading import (
+    _load_layer,
+    deep_merge,
+    default_policy,
+    load_policy,
+    policies_dir,
+    policy_from_mapping,
+)
 from gpupolicy.policy.repo_policies import find_repo_policy
-from gpupolicy.policy.validation import PolicyError
+from gpupolicy.policy.validation import PolicyError, validate_layer
 from gpupolicy.rules.gpu_resources import SHM_MINIMUM_GPUS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,6 +42,20 @@ def test_default_policy() -> None:
     assert len(policy.digest) == 64
     assert policy.digest == load_policy().digest  # stable across loads
     assert policy.rule("GP102").enabled and policy.rule("GP102").severity is None
+
+
+def test_the_shipped_default_is_valid_so_a_run_need_not_validate_it() -> None:
+    """load_policy does not validate the shipped default (gpupolicy/policy/loading.py): this does,
+    as a policy file of the user's is validated, with its positions."""
+    default = policies_dir() / "default.yaml"
+    data, resource = _load_layer(default.read_text(encoding="utf-8"), str(default))
+    validate_layer(data, resource, str(default))  # raises PolicyError with file, line and key
+
+
+def test_a_policy_file_is_still_validated(tmp_path: Path) -> None:
+    repo_policy = write(tmp_path / ".gpupolicy.yaml", "failOn: sometimes\n")
+    with pytest.raises(PolicyError, match="failOn"):
+        load_policy(repo_policy=repo_policy)
 
 
 def test_repo_policy_found_walking_up(tmp_path: Path) -> None:

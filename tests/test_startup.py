@@ -41,8 +41,17 @@ UNNEEDED_PACKAGES = frozenset(
         "kubernetes_validate",
         # The JUnit format's: a run that prints text imports no other format.
         "xml",
+        # `git archive`'s reader, for --changed-since REF only.
+        "tarfile",
+        # The shipped policies folder is found from the package's path (gpupolicy/core/packaged.py).
+        "zipfile",
+        # For a rule that raised: the run's report says which (gpupolicy/engine/evaluation.py).
+        "traceback",
     }
 )
+# Modules for charts and overlays (renderers run in a temporary folder): a lint of plain files
+# imports neither. The pre-commit hook's run asks git for the top of the tree: subprocess.
+RENDERING_MODULES = ("subprocess", "tempfile")
 UNNEEDED_MODULES = (
     "gpupolicy.provenance",
     "gpupolicy.webhook",
@@ -62,6 +71,15 @@ UNNEEDED_MODULES = (
     "gpupolicy.custom.rules",
     # `lint -j N` (a tree large enough, or -j given): one file is linted in one process.
     "gpupolicy.lint.parallel",
+    # --changed-since REF (--context-from-git needs only gpupolicy.lint.git_tree), and a baseline
+    # file (--baseline, --write-baseline).
+    "gpupolicy.lint.changes",
+    "gpupolicy.engine.baseline",
+    # The fields that differ between the arms of an experiment: no experiment here.
+    "gpupolicy.kube.dimensions",
+    # The rule pages and examples of `gpupolicy rules` and `explain`.
+    "gpupolicy.rules.docs",
+    "gpupolicy.rules.example_files",
     "multiprocessing",
     "concurrent.futures",
 )
@@ -138,6 +156,7 @@ def test_lint_one_file_without_a_repository_policy_imports_only_the_linter(tmp_p
     assert code == 1 and "GP102" in out  # it did lint
     assert "gpupolicy.rules" in modules
     assert unneeded(modules) == []
+    assert [name for name in RENDERING_MODULES if name in modules] == []
 
 
 @pytest.mark.slow
@@ -149,6 +168,7 @@ def test_lint_one_file_with_a_repository_policy_imports_only_the_linter(tmp_path
     code, out, modules = run_listing_modules(work, "one.yaml")
     assert code == 1 and "GP102" in out and "GP701" not in out  # the repository policy applied
     assert unneeded(modules) == []
+    assert [name for name in RENDERING_MODULES if name in modules] == []
 
 
 @pytest.mark.slow

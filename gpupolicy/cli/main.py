@@ -242,8 +242,6 @@ def run_lint(args: argparse.Namespace) -> int:
 
 
 def _run_lint(args: argparse.Namespace, custom_rules: contextlib.ExitStack) -> int:
-    from gpupolicy.engine import baseline as baselines
-
     formatters, targets = _chosen_outputs(args)
     args.jobs = _processes(args.jobs)
     _check_paths(args)
@@ -256,10 +254,14 @@ def _run_lint(args: argparse.Namespace, custom_rules: contextlib.ExitStack) -> i
     accepted = _accepted_baseline(args)
     report = _lint(args, policies, policy, context_root, since, custom_rules)
     if args.write_baseline is not None:
+        from gpupolicy.engine import baseline as baselines  # here: most runs use no baseline
+
         count = baselines.write(args.write_baseline, report)
         print(f"gpupolicy: wrote {count} findings to the baseline {args.write_baseline}", file=sys.stderr)
         return EXIT_INTERNAL if report.errors else EXIT_CLEAN
     if accepted is not None:
+        from gpupolicy.engine import baseline as baselines
+
         baselines.apply(report, accepted)
     strict_or_policy = Severity.WARNING if args.strict else policy.fail_on
     threshold = Severity.parse(args.fail_on) if args.fail_on else strict_or_policy
@@ -326,10 +328,10 @@ def _policies(args: argparse.Namespace, root: Path) -> tuple[RepoPolicies, Polic
 
 
 def _accepted_baseline(args: argparse.Namespace) -> Baseline | None:
-    from gpupolicy.engine import baseline as baselines
-
     if args.baseline is None:
         return None
+    from gpupolicy.engine import baseline as baselines
+
     try:
         return baselines.load(args.baseline)
     except baselines.BaselineError as exc:
@@ -452,7 +454,7 @@ def _changed_since(args: argparse.Namespace, anchor: Path) -> Since | None:
 
 
 def _or_usage_error(call: Callable[[], T]) -> T:
-    from gpupolicy.lint.changes import ChangeError
+    from gpupolicy.lint.git_tree import ChangeError
 
     try:
         return call()
@@ -467,7 +469,8 @@ def _context_root(args: argparse.Namespace, anchor: Path) -> Path | None:
         return Path(args.context_root)
     if not args.context_from_git:
         return None
-    from gpupolicy.lint.changes import git_toplevel
+    # lint.git_tree, not lint.changes: the pre-commit hook's run needs only the tree's top.
+    from gpupolicy.lint.git_tree import git_toplevel
 
     folder = anchor.resolve() if anchor.is_dir() else anchor.resolve().parent
     return _or_usage_error(lambda: git_toplevel(folder, what="--context-from-git"))

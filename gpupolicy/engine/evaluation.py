@@ -10,7 +10,6 @@ report. Rules never set their own level and never know where objects came from.
 from __future__ import annotations
 
 import datetime
-import traceback
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -83,6 +82,8 @@ def _run(
 
 
 def _internal_error(rule: Rule, resource: Resource | None, exc: Exception, report: Report) -> None:
+    import traceback  # here: only a rule that raised needs it
+
     where = f"{resource.file}#{resource.doc_index} ({resource.ref})" if resource else "bundle"
     detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
     report.errors.append(InternalError(rule.id, where, detail))

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
-from gpupolicy.kube.dimensions import DimensionDiff, diff_workloads
 from gpupolicy.kube.gpu import GpuCatalog
 from gpupolicy.kube.pod_spec import Workload
+
+if TYPE_CHECKING:
+    from gpupolicy.kube.dimensions import DimensionDiff
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,4 +104,6 @@ def compare_arms(
     fixed: Iterable[str] = ("image", "model", "input"),
     declared: Iterable[str] = (),
 ) -> ArmComparison:
+    from gpupolicy.kube.dimensions import diff_workloads  # here: only experiments with arms compare them
+
     return ArmComparison(diff_workloads(control, treatment, gpu=gpu), tuple(fixed), tuple(declared))

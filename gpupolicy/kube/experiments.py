@@ -27,7 +27,6 @@ from typing import Any
 from gpupolicy.core.findings import EXCERPT_CHARS, JsonPath, excerpt
 from gpupolicy.core.packaged import policies_dir
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL
-from gpupolicy.kube.dimensions import DIMENSION_NAMES
 from gpupolicy.kube.pod_spec import as_mapping
 from gpupolicy.loading.documents import Resource
 
@@ -189,6 +188,8 @@ FIXED_ALIASES = {
 
 def normalise_dimension_word(word: str) -> str | None:
     """`fixed`/`variable` words to dimension names (None when unknown)."""
+    from gpupolicy.kube.dimensions import DIMENSION_NAMES  # here: only experiment configs need it
+
     text = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).casefold()
     key = " ".join(text.split())
     key = FIXED_ALIASES.get(key, key)
@@ -377,6 +378,8 @@ def parse_experiment(
     resource: Resource, vocabulary: MetricVocabulary = DEFAULT_VOCABULARY
 ) -> ExperimentConfig:
     """Read an experiment ConfigMap; `problems` holds every schema error and unknown word."""
+    from gpupolicy.kube.dimensions import DIMENSION_NAMES  # here: only experiment configs need it
+
     raw = resource.obj.get("data") if resource.is_mapping else None
     config = ExperimentConfig(resource, problems=_schema_problems(raw if raw is not None else {}))
     data = as_mapping(raw)

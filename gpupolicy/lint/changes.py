@@ -39,12 +39,12 @@ from typing import IO, Any
 from gpupolicy.core.findings import Finding, ObjectRef, Severity
 from gpupolicy.engine.baseline import fingerprint
 from gpupolicy.engine.report import Report
+from gpupolicy.lint.git_tree import GIT_TIMEOUT_SECONDS, ChangeError, git_toplevel, run_git
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, Resource
 from gpupolicy.loading.inputs import RenderSession, Source, display_path, sources_with_context
 from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.repo_policies import RepoPolicies
 
-GIT_TIMEOUT_SECONDS = 120
 # What a CI job must do for REF to exist in its clone (a shallow clone has no base commit).
 SHALLOW_HINT = (
     "fetch it first (a shallow clone lacks it: actions/checkout with fetch-depth: 0, "
@@ -52,27 +52,6 @@ SHALLOW_HINT = (
 )
 
 ObjectKey = tuple[str, str, str, str]  # (API group, kind, namespace, name)
-
-
-class ChangeError(Exception):
-    """REF or the repository cannot be used: one line, a usage error."""
-
-
-def _git(args: Sequence[str], cwd: Path, *, what: str) -> subprocess.CompletedProcess[bytes]:
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, timeout=GIT_TIMEOUT_SECONDS, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ChangeError(f"{what}: cannot run git: {exc}") from exc
-
-
-def git_toplevel(folder: Path, *, what: str) -> Path:
-    """The top of the git work tree `folder` is in (`git rev-parse --show-toplevel`)."""
-    completed = _git(["rev-parse", "--show-toplevel"], folder, what=what)
-    if completed.returncode != 0:
-        raise ChangeError(f"{what}: {folder} is not inside a git work tree")
-    return Path(completed.stdout.decode("utf-8", "surrogateescape").strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +71,7 @@ class Since:
             raise ChangeError(f"{what}: not a revision")
         folder = anchor.resolve() if anchor.is_dir() else anchor.resolve().parent
         root = git_toplevel(folder, what=what)
-        completed = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root, what=what)
+        completed = run_git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root, what=what)
         if completed.returncode != 0:
             raise ChangeError(f"{what}: no such commit in the repository at {root}; {SHALLOW_HINT}")
         return cls(ref, completed.stdout.decode("ascii").strip(), root)
@@ -101,8 +80,8 @@ class Since:
         """Files (relative to the top, '/'-separated) that differ between REF and the working tree,
         deleted and untracked ones included; a rename is its two names (--no-renames)."""
         what = f"--changed-since {self.ref}"
-        diff = _git(["diff", "--name-only", "--no-renames", "-z", self.commit, "--"], self.root, what=what)
-        others = _git(["ls-files", "--others", "--exclude-standard", "-z"], self.root, what=what)
+        diff = run_git(["diff", "--name-only", "--no-renames", "-z", self.commit, "--"], self.root, what=what)
+        others = run_git(["ls-files", "--others", "--exclude-standard", "-z"], self.root, what=what)
         for completed in (diff, others):
             if completed.returncode != 0:
                 detail = completed.stderr.decode("utf-8", "replace").strip().splitlines()

@@ -11,9 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -347,6 +345,8 @@ def load_kustomization(
     command = f"kubectl kustomize {shown}"
 
     def run() -> str | LoadProblem:
+        import tempfile  # here: only an overlay is rendered in a temporary folder
+
         with tempfile.TemporaryDirectory(prefix="gpupolicy-kustomize-") as wrapper:
             Path(wrapper, "kustomization.yaml").write_text(wrapper_kustomization(folder, Path(wrapper)))
             output = _run(["kubectl", "kustomize", wrapper], shown, command)
@@ -472,6 +472,8 @@ def chart_values_files(chart: Path, patterns: Sequence[str]) -> list[Path]:
 def _run(argv: list[str], shown: str, command: str) -> str | LoadProblem:
     """Run a renderer (kubectl kustomize, helm template): its output, or a GP004 problem that
     names the directory."""
+    import subprocess  # here: only a chart or an overlay runs a renderer
+
     tool = shutil.which(argv[0])
     if tool is None:
         message = f"{shown} must be rendered and {argv[0]} is not on PATH; render it with: {command} | gpupolicy lint -"
