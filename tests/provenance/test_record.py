@@ -448,6 +448,19 @@ def test_folded_prefilter_answers_as_the_prefilter() -> None:
         assert _may_hold_secret(text) == (_MAYBE_SECRET.search(text) is not None), text
 
 
+def test_only_strings_the_patterns_keep_are_remembered_as_clean() -> None:
+    """A string the prefilter lets through is remembered once the patterns leave it unchanged
+    (`HF_TOKEN`), and never when they redact it: a secret is never a key of the clean cache."""
+    from gpupolicy.provenance.redaction import _CLEAN
+
+    kept, secret = "HF_TOKEN_FOR_TEST", "export HF_TOKEN_FOR_TEST=abc123"
+    assert redact_text(kept) == kept
+    assert _CLEAN.get(kept) is True
+    assert redact_text(secret) != secret
+    assert redact_text(secret) != secret  # asked again: still redacted
+    assert _CLEAN.get(secret) is None
+
+
 def test_redact_text_equals_the_sequential_patterns_on_random_strings() -> None:
     """The prefilter, the length shortcut and the clean-string cache change no result."""
     import random
