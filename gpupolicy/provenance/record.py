@@ -9,8 +9,6 @@ findings, and a hash of the pod template. Everything passes through `redaction.r
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,7 +29,9 @@ from gpupolicy.kube.gpu import dra_gpu_claims
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
+from gpupolicy.provenance.canonical import canonical_json
 from gpupolicy.provenance.redaction import redact
+from gpupolicy.provenance.template_hash import template_hash
 
 # GitOps tracking metadata (read from labels and annotations of the admitted object).
 # Argo CD: annotation tracking (`<app>:<group>/<kind>:<namespace>/<name>`) or label tracking
@@ -134,18 +134,6 @@ _BODY_FIELDS = tuple(
 
 def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def template_hash(templates: list[PodTemplate]) -> str:
-    """sha256 of the redacted pod templates (metadata + spec) as canonical JSON."""
-    canonical = canonical_json(
-        [{"role": t.role, "metadata": redact(t.metadata), "spec": redact(t.spec)} for t in templates]
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def should_record(request: Mapping[str, Any], obj: Mapping[str, Any], policy: Policy) -> bool:
