@@ -17,7 +17,6 @@ content bytes is redacted and written each time. Nothing about the result change
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +35,7 @@ def template_hash(templates: Sequence[PodTemplate]) -> str:
         f'{{"metadata":{redacted_json(t.metadata)},"role":{canonical_json(t.role)},"spec":{redacted_json(t.spec)}}}'
         for t in templates
     )
-    return "sha256:" + hashlib.sha256(f"[{parts}]".encode()).hexdigest()
+    return "sha256:" + sha256(f"[{parts}]".encode()).hex()
 
 
 def redacted_json(part: Any) -> str:
