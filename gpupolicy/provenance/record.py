@@ -30,7 +30,7 @@ from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping, 
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 from gpupolicy.provenance.canonical import canonical_json
-from gpupolicy.provenance.redaction import redact
+from gpupolicy.provenance.redaction_memo import redacted_fields
 from gpupolicy.provenance.template_hash import template_hash
 
 # GitOps tracking metadata (read from labels and annotations of the admitted object).
@@ -224,8 +224,9 @@ def assemble_record(
         "template_hash": template_hash(workload.templates),
     }
     # One redaction pass over the whole record (finding messages included), one construction:
-    # `redact` returns fresh lists and dicts, so the record shares nothing with the request.
-    return ProvenanceRecord(**redact(fields))
+    # `redact` returns fresh lists and dicts, so the record shares nothing with the request (it
+    # may share them with other records: redaction_memo.py).
+    return ProvenanceRecord(**redacted_fields(fields))
 
 
 def _who_and_what(

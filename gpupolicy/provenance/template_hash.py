@@ -6,27 +6,18 @@ redact(t.spec)} for t in templates]))`, and computed in parts: canonical JSON of
 mapping is its items' canonical JSON joined (keys sorted: `metadata`, `role`, `spec`), so each
 template's metadata and spec can be redacted and written on their own, and remembered.
 
-Remembered because they come back: the Pods of one ReplicaSet or Job carry the spec of their
-template (the Deployment's, the ReplicaSet's and each Pod's admission: one spec, redacted and
-written once instead of five times), and a scale or a re-apply sends the same template again.
-The memo is keyed by a SHA-256 digest of the part's content (`canonical.content_bytes`: types
-included, so only an equal value shares an entry) and bounded in bytes; a part that has no
-content bytes is redacted and written each time. Nothing about the result changes:
-`tests/provenance/test_canonical.py` compares it with the definition.
+Each part is remembered (redaction_memo.py): the Pods of a ReplicaSet or Job share their
+template's spec. Nothing about the result changes: `tests/provenance/test_canonical.py`
+compares it with the definition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from gpupolicy.core.bounded_cache import BoundedCache
 from gpupolicy.kube.pod_spec import PodTemplate
-from gpupolicy.provenance.canonical import canonical_json, content_bytes, sha256
-from gpupolicy.provenance.redaction import redact
-
-# A 10 KB Deployment's spec writes about 2-6 KB: a few thousand templates' parts.
-_REDACTED_PARTS: BoundedCache[bytes, str] = BoundedCache(max_bytes=8 << 20)
+from gpupolicy.provenance.canonical import canonical_json, sha256
+from gpupolicy.provenance.redaction_memo import redacted_json
 
 
 def template_hash(templates: Sequence[PodTemplate]) -> str:
@@ -36,15 +27,3 @@ def template_hash(templates: Sequence[PodTemplate]) -> str:
         for t in templates
     )
     return "sha256:" + sha256(f"[{parts}]".encode()).hex()
-
-
-def redacted_json(part: Any) -> str:
-    """`canonical_json(redact(part))`, remembered by the digest of `part`'s content."""
-    content = content_bytes(part)
-    if content is None:
-        return canonical_json(redact(part))
-    key = sha256(content)
-    found = _REDACTED_PARTS.get(key)
-    if found is None:
-        found = _REDACTED_PARTS.put(key, canonical_json(redact(part)))
-    return found

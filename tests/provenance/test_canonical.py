@@ -18,6 +18,7 @@ from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.provenance.canonical import canonical_json, content_bytes, sha256, stdlib_canonical_json
 from gpupolicy.provenance.redaction import redact
+from gpupolicy.provenance.redaction_memo import redacted_fields
 from gpupolicy.provenance.template_hash import template_hash
 from tests.provenance.samples import DEPLOYMENT
 
@@ -121,3 +122,27 @@ def test_template_hash_tells_values_of_other_types_apart() -> None:
         assert template_hash(workload.templates) == _defined_template_hash(workload.templates)
         hashes.add(template_hash(workload.templates))
     assert len(hashes) == 4
+
+
+def test_redacted_fields_are_redact_of_the_record() -> None:
+    """Fields redacted one by one, lists and mappings remembered, are `redact` of the whole,
+    the first time and from the memo."""
+    from tests.provenance.test_record import PATTERN_EXAMPLES
+
+    rng = random.Random(1206)
+    leaves: list[Any] = [*PATTERN_EXAMPLES, "password", "hf-token", "", 7, 1.0, True, None]
+    names = ["placement", "gpu", "user", "findings", "token", "password", "env", "git", "images"]
+    keys = ["name", "key", "value", "values", "token", "env", "secretName", "password", "image"]
+
+    def make(depth: int) -> Any:
+        if depth > 3 or rng.random() < 0.3:
+            return rng.choice(leaves)
+        if rng.random() < 0.5:
+            return [make(depth + 1) for _ in range(rng.randrange(4))]
+        return {rng.choice(keys): make(depth + 1) for _ in range(rng.randrange(4))}
+
+    for _ in range(3000):
+        fields = {name: make(0) for name in rng.sample(names, 4)}
+        expected = redact(fields)
+        assert redacted_fields(fields) == expected
+        assert redacted_fields(fields) == expected
