@@ -9,7 +9,7 @@ every value a JSON or YAML loader makes, but for two things, and those are left 
 standard library:
 
 - floats below 1e-4 in magnitude: Python writes `1e-05`, orjson `0.00001` or `1e-5`. Every
-  such float comes out of orjson with a negative exponent or as `0.0000…`, so any output
+  such float comes out of orjson as a digit before `e-` or as `0.0000…`, so any output
   holding either goes to the standard library (a string holding them too, which costs its
   value the fast path, never its bytes: `tests/provenance/test_canonical.py` compares both on random floats);
 - types JSON does not have: orjson would write a datetime (PyYAML makes them of unquoted
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 try:
@@ -43,13 +42,6 @@ _PASSTHROUGH = (
     else orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
 _SORTED = _PASSTHROUGH if orjson is None else _PASSTHROUGH | orjson.OPT_SORT_KEYS
-
-# How orjson writes a float below 1e-4 in magnitude: a number (the whole text, or after `:`,
-# `,` or `[`) with a negative exponent (`1e-7`, `2.5e-7`) or four zeros after its point
-# (`0.00009`). A string may hold the same (`a:1e-5`), and then only sends its value to the
-# standard library; a uid's `…9e-4000-…` does not. (Linear: each run of digits follows one
-# separator and is tried once.)
-_SMALL_FLOAT = re.compile(rb"(?:^|[:,\[])-?(?:[0-9.]+e-|0\.0000)")
 
 # Below this, hashlib keeps the GIL (HASHLIB_GIL_MINSIZE is 2048 bytes).
 _GIL_KEEPING_CHUNK = 2047
@@ -68,9 +60,25 @@ def canonical_json(value: Any) -> str:
         except TypeError:  # orjson.JSONEncodeError: a type passed through, an integer past 64 bits
             pass
         else:
-            if _SMALL_FLOAT.search(encoded) is None:
+            if not _may_hold_small_float(encoded):
                 return encoded.decode()
     return stdlib_canonical_json(value)
+
+
+def _may_hold_small_float(encoded: bytes) -> bool:
+    """Whether orjson's text may hold a float below 1e-4 in magnitude: a digit before `e-`
+    (`1e-7`, `2.5e-7`) or `0.0000` (`0.00009`). A string may hold the same (`v1e-2`), and then
+    only sends its value to the standard library. (`e-` is rare in a record's text, and `find`
+    is a memory scan: a few µs for 10 KB, where a regular expression took 100.)"""
+    found = encoded.find(b"e-")
+    while found > 0:
+        if encoded[found - 1] in _DIGITS:
+            return True
+        found = encoded.find(b"e-", found + 2)
+    return b"0.0000" in encoded
+
+
+_DIGITS = frozenset(b"0123456789")
 
 
 def content_bytes(value: Any) -> bytes | None:
