@@ -9,7 +9,7 @@ every value a JSON or YAML loader makes, but for two things, and those are left 
 standard library:
 
 - floats below 1e-4 in magnitude: Python writes `1e-05`, orjson `0.00001` or `1e-5`. Every
-  such float comes out of orjson as a digit before `e-` or as `0.0000…`, so any output
+  such float comes out of orjson as a number with `e-` or as `0.0000…`, so any output
   holding either goes to the standard library (a string holding them too, which costs its
   value the fast path, never its bytes: `tests/provenance/test_canonical.py` compares both on random floats);
 - types JSON does not have: orjson would write a datetime (PyYAML makes them of unquoted
@@ -66,19 +66,31 @@ def canonical_json(value: Any) -> str:
 
 
 def _may_hold_small_float(encoded: bytes) -> bool:
-    """Whether orjson's text may hold a float below 1e-4 in magnitude: a digit before `e-`
-    (`1e-7`, `2.5e-7`) or `0.0000` (`0.00009`). A string may hold the same (`v1e-2`), and then
-    only sends its value to the standard library. (`e-` is rare in a record's text, and `find`
-    is a memory scan: a few µs for 10 KB, where a regular expression took 100.)"""
-    found = encoded.find(b"e-")
-    while found > 0:
-        if encoded[found - 1] in _DIGITS:
-            return True
-        found = encoded.find(b"e-", found + 2)
-    return b"0.0000" in encoded
+    """Whether orjson's text may hold a float below 1e-4 in magnitude: a number with a negative
+    exponent (`1e-7`, `2.5e-7`) or `0.0000…` (`0.00009`). A number follows `:`, `,` or `[` (or
+    is the whole text); a string may still hold the same (`"a:1e-5"`), which only sends its
+    value to the standard library, while a uid's `…-4e8a9e-…` does not. (`e-` is rare in a
+    record's text and `find` a memory scan: a few µs for 10 KB, where a regular expression
+    took 100.)"""
+    for mark in (b"e-", b"0.0000"):
+        found = encoded.find(mark)
+        while found != -1:
+            if _in_a_number(encoded, found):
+                return True
+            found = encoded.find(mark, found + len(mark))
+    return False
 
 
-_DIGITS = frozenset(b"0123456789")
+_NUMBER = frozenset(b"0123456789.-")
+_BEFORE_A_NUMBER = frozenset(b":,[")
+
+
+def _in_a_number(encoded: bytes, at: int) -> bool:
+    """Whether what precedes `at` (digits, `.`, `-`) starts after a separator or the text's start."""
+    start = at
+    while start > 0 and encoded[start - 1] in _NUMBER:
+        start -= 1
+    return start == 0 or encoded[start - 1] in _BEFORE_A_NUMBER
 
 
 def content_bytes(value: Any) -> bytes | None:

@@ -146,3 +146,22 @@ def test_redacted_fields_are_redact_of_the_record() -> None:
         expected = redact(fields)
         assert redacted_fields(fields) == expected
         assert redacted_fields(fields) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "small_float"),
+    [
+        (b'{"uid":"3f2a1b9e-0000-4000"}', False),  # a uid: orjson's text serves
+        (b'{"name":"image-not-pinned"}', False),
+        (b'{"a":"10.0000"}', False),
+        (b"[1e-5]", True),
+        (b"1e-5", True),
+        (b'{"a":0.00001}', True),
+        (b'{"a":-1.5e-7}', True),
+        (b'{"a":"x:1e-5"}', True),  # a string that looks like one: the standard library writes it
+    ],
+)
+def test_small_floats_are_told_from_strings(text: bytes, small_float: bool) -> None:
+    from gpupolicy.provenance.canonical import _may_hold_small_float
+
+    assert _may_hold_small_float(text) is small_float
