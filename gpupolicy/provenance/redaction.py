@@ -153,9 +153,17 @@ def is_secret_key(key: str) -> bool:
     return secret
 
 
+# Strings of hex digits, `-`, `.`, `:`, `+`, `T` and `Z` alone: uids, times, resource versions,
+# digests, what every admission brings new (so never remembered, only searched: 5 µs each).
+# Every pattern needs a letter outside them (`s`, `k`, `r`, `y`, `/`, `_` …: see _MAYBE_SECRET;
+# `test_harmless_alphabet_holds_no_secret` checks it), so such a string is kept as it is. (A
+# class repeated: linear.)
+_HARMLESS = re.compile(r"[0-9A-Fa-f.:+TZ-]*")
+
+
 def redact_text(text: str) -> str:
     """`text` with every credential-looking part replaced by `<redacted>`."""
-    if len(text) < _MIN_SECRET_LENGTH or _CLEAN.get(text):
+    if len(text) < _MIN_SECRET_LENGTH or _CLEAN.get(text) or _HARMLESS.fullmatch(text):
         return text
     if not _may_hold_secret(text):  # no pattern can match: none of their literals is there
         if len(text) <= _CLEAN_MAX_LENGTH:
