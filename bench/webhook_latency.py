@@ -244,7 +244,10 @@ def cpu_seconds(pid: int) -> float:
 def journal_counts(server: Server) -> dict[str, float]:
     """The provenance server's journal counters (frames appended, fsyncs, seconds in them)."""
     journal = (((readyz(server, wait=5) or {}).get("provenance") or {}).get("journal")) or {}
-    return {key: float(journal.get(key) or 0) for key in ("appended", "fsyncs", "fsync_seconds")}
+    return {
+        key: float(journal.get(key) or 0)
+        for key in ("appended", "fsyncs", "fsync_seconds", "fsync_longest_seconds")
+    }
 
 
 def measured(server: Server, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -258,6 +261,7 @@ def measured(server: Server, action: Callable[[], dict[str, Any]]) -> dict[str, 
     if journal is not None:  # the disk's share: how many frames each fsync took, and how long it took
         after = journal_counts(server)
         result["journal"] = {key: after[key] - journal[key] for key in after}
+        result["journal"]["fsync_longest_seconds"] = after["fsync_longest_seconds"]  # since start
     return result
 
 
@@ -494,7 +498,8 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
             print(
                 f"journal during {name}: {journal['appended']:.0f} frames in {journal['fsyncs']:.0f} fsyncs "
                 f"({journal['appended'] / journal['fsyncs']:.1f} a batch), fdatasync "
-                f"{journal['fsync_seconds'] / journal['fsyncs'] * 1000:.2f} ms on average"
+                f"{journal['fsync_seconds'] / journal['fsyncs'] * 1000:.2f} ms on average "
+                f"(the longest since the server started: {journal['fsync_longest_seconds'] * 1000:.1f} ms)"
             )
     for label, baseline in (
         ("/validate off", "/noop"),
@@ -523,6 +528,7 @@ def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
     journals = [result["journal"] for result in results if "journal" in result]
     if journals:  # summed over the rounds
         merged["journal"] = {key: sum(journal[key] for journal in journals) for key in journals[0]}
+        merged["journal"]["fsync_longest_seconds"] = max(j["fsync_longest_seconds"] for j in journals)
     return merged
 
 

@@ -126,6 +126,7 @@ class JournalAppender:
         self.failed = 0
         self.fsyncs = 0
         self.fsync_seconds = 0.0  # spent in the batches' fdatasync: the disk's share of an answer
+        self.fsync_longest = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> JournalAppender:
@@ -230,7 +231,9 @@ class JournalAppender:
                 written += os.pwrite(segment.fd, memoryview(data)[written:], segment.offset + written)
             synced = time.perf_counter()
             os.fdatasync(segment.fd)
-            self.fsync_seconds += time.perf_counter() - synced
+            took = time.perf_counter() - synced
+            self.fsync_seconds += took
+            self.fsync_longest = max(self.fsync_longest, took)
         except OSError as exc:
             self._abandon_segment(exc)
             self.failed += len(batch)
@@ -413,6 +416,7 @@ class JournalAppender:
             "appended": self.appended,
             "fsyncs": self.fsyncs,
             "fsync_seconds": round(self.fsync_seconds, 6),
+            "fsync_longest_seconds": round(self.fsync_longest, 6),
             "refused": self.refused,
             "failed": self.failed,
         }
