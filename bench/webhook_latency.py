@@ -30,7 +30,8 @@ request uids left in the store. The last column is the server's CPU time per req
 system of the server process and its children, read from /proc), which stays meaningful when
 other work shares the machine.
 `--server-arg=--review-in-threadpool` runs `review()` in the threadpool instead of the event loop;
-`BENCH_GC=trace` logs collector pauses over 2 ms to the server log, `BENCH_GC=off` disables it.
+`BENCH_GC=trace` logs collector pauses over 2 ms to the server log and prints each server's
+collections (count, total and longest pause per generation), `BENCH_GC=off` disables it.
 
 This is a benchmark, not a test: it prints figures and asserts nothing.
 """
@@ -89,20 +90,8 @@ def serve(argv: list[str]) -> None:
         import gc
 
         gc.disable()
-    if os.environ.get("BENCH_GC") == "trace":  # log collections that take over 2 ms
-        import gc
-
-        started: dict[str, float] = {}
-
-        def trace(phase: str, info: dict[str, int]) -> None:
-            if phase == "start":
-                started["t"] = time.perf_counter()
-                started["n"] = len(gc.get_objects(info["generation"]))
-            elif (pause := time.perf_counter() - started["t"]) > 0.002:
-                print(f"gc gen{info['generation']} {pause * 1000:.1f} ms, {started['n']} objects, "
-                      f"{info['collected']} collected", file=sys.stderr, flush=True)  # fmt: skip
-
-        gc.callbacks.append(trace)
+    if os.environ.get("BENCH_GC") == "trace":  # log collections over 2 ms, and every one's sum at exit
+        trace_collections()
 
     @server.config.app.post("/noop")
     async def noop(request: Request) -> Response:
@@ -125,6 +114,41 @@ def serve(argv: list[str]) -> None:
         server.run()
     finally:
         cleanup()
+
+
+GC_SUMMARY = "gc summary"
+
+
+def trace_collections() -> None:
+    """Log each collection that takes over 2 ms (generation, pause, objects walked), and at exit
+    the count, total and longest pause of each generation (`GC_SUMMARY`, read by `report`)."""
+    import atexit
+    import gc
+
+    started: dict[str, float] = {}
+    totals = {generation: [0, 0.0, 0.0] for generation in range(3)}  # count, seconds, longest
+
+    def trace(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started["t"] = time.perf_counter()
+            started["n"] = len(gc.get_objects(info["generation"]))
+            return
+        pause = time.perf_counter() - started["t"]
+        total = totals[info["generation"]]
+        total[0], total[1], total[2] = total[0] + 1, total[1] + pause, max(total[2], pause)
+        if pause > 0.002:
+            print(f"gc gen{info['generation']} {pause * 1000:.1f} ms, {started['n']} objects, "
+                  f"{info['collected']} collected", file=sys.stderr, flush=True)  # fmt: skip
+
+    def summary() -> None:
+        shown = ", ".join(
+            f"gen{generation} {count} x, {seconds * 1000:.0f} ms, longest {longest * 1000:.1f} ms"
+            for generation, (count, seconds, longest) in totals.items()
+        )
+        print(f"{GC_SUMMARY} (whole run, warm-up included): {shown}", file=sys.stderr, flush=True)
+
+    gc.callbacks.append(trace)
+    atexit.register(summary)
 
 
 # -- the servers ----------------------------------------------------------------------------------
@@ -217,13 +241,27 @@ def cpu_seconds(pid: int) -> float:
     return own + sum(cpu_seconds(child) for child in children)
 
 
+def journal_counts(server: Server) -> dict[str, float]:
+    """The provenance server's journal counters (frames appended, fsyncs, seconds in them)."""
+    journal = (((readyz(server, wait=5) or {}).get("provenance") or {}).get("journal")) or {}
+    return {
+        key: float(journal.get(key) or 0)
+        for key in ("appended", "fsyncs", "fsync_seconds", "fsync_longest_seconds")
+    }
+
+
 def measured(server: Server, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    journal = journal_counts(server) if server.name == "on" else None
     before = cpu_seconds(server.process.pid)
     result = action()
     used = cpu_seconds(server.process.pid) - before
     result["server_cpu_ms_per_request"] = (
         used / result["requests"] * 1000 if result["requests"] else float("nan")
     )
+    if journal is not None:  # the disk's share: how many frames each fsync took, and how long it took
+        after = journal_counts(server)
+        result["journal"] = {key: after[key] - journal[key] for key in after}
+        result["journal"]["fsync_longest_seconds"] = after["fsync_longest_seconds"]  # since start
     return result
 
 
@@ -432,6 +470,11 @@ def report(
         "measured /validate answers (and the warm-up's); one review in ten is a denial, never recorded"
     )
     print(f"(server logs: {provenance.folder.parent}/{{off,on}}/server.log; log level {options.log_level})")
+    for name in ("off", "on"):  # BENCH_GC=trace: what the collector cost each server
+        log = provenance.folder.parent / name / "server.log"
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith(GC_SUMMARY):
+                print(f"{name}: {line}")
 
 
 def row(name: str, result: dict[str, Any]) -> str:
@@ -449,6 +492,15 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
     )
     for name, result in results.items():
         print(row(name, result))
+    for name, result in results.items():
+        journal = result.get("journal") or {}
+        if journal.get("fsyncs"):
+            print(
+                f"journal during {name}: {journal['appended']:.0f} frames in {journal['fsyncs']:.0f} fsyncs "
+                f"({journal['appended'] / journal['fsyncs']:.1f} a batch), fdatasync "
+                f"{journal['fsync_seconds'] / journal['fsyncs'] * 1000:.2f} ms on average "
+                f"(the longest since the server started: {journal['fsync_longest_seconds'] * 1000:.1f} ms)"
+            )
     for label, baseline in (
         ("/validate off", "/noop"),
         ("/validate on", "/noop"),
@@ -473,6 +525,10 @@ def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
     merged["requests"] = sum(result["requests"] for result in results)
     merged["non_200"] = sum(result["non_200"] for result in results)
+    journals = [result["journal"] for result in results if "journal" in result]
+    if journals:  # summed over the rounds
+        merged["journal"] = {key: sum(journal[key] for journal in journals) for key in journals[0]}
+        merged["journal"]["fsync_longest_seconds"] = max(j["fsync_longest_seconds"] for j in journals)
     return merged
 
 

@@ -9,8 +9,6 @@ findings, and a hash of the pod template. Everything passes through `redaction.r
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,7 +29,9 @@ from gpupolicy.kube.gpu import dra_gpu_claims
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
-from gpupolicy.provenance.redaction import redact
+from gpupolicy.provenance.canonical import canonical_json
+from gpupolicy.provenance.redaction_memo import redacted_fields
+from gpupolicy.provenance.template_hash import template_hash
 
 # GitOps tracking metadata (read from labels and annotations of the admitted object).
 # Argo CD: annotation tracking (`<app>:<group>/<kind>:<namespace>/<name>`) or label tracking
@@ -136,18 +136,6 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def template_hash(templates: list[PodTemplate]) -> str:
-    """sha256 of the redacted pod templates (metadata + spec) as canonical JSON."""
-    canonical = canonical_json(
-        [{"role": t.role, "metadata": redact(t.metadata), "spec": redact(t.spec)} for t in templates]
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
 def should_record(request: Mapping[str, Any], obj: Mapping[str, Any], policy: Policy) -> bool:
     """True for a create/update of a GPU workload that is not a dry run."""
     return _not_recordable_reason(request, obj, policy) is None
@@ -236,8 +224,9 @@ def assemble_record(
         "template_hash": template_hash(workload.templates),
     }
     # One redaction pass over the whole record (finding messages included), one construction:
-    # `redact` returns fresh lists and dicts, so the record shares nothing with the request.
-    return ProvenanceRecord(**redact(fields))
+    # `redact` returns fresh lists and dicts, so the record shares nothing with the request (it
+    # may share them with other records: redaction_memo.py).
+    return ProvenanceRecord(**redacted_fields(fields))
 
 
 def _who_and_what(

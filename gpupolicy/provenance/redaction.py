@@ -134,9 +134,11 @@ def _may_hold_secret(text: str) -> bool:
     return _MAYBE_SECRET.search(text) is not None
 
 
-# Strings known to hold none of those literals (image names, label values, node selectors come
-# back with every admission): a lookup instead of a search. Only clean strings of at most
-# _CLEAN_MAX_LENGTH characters, never one that was (or might have been) redacted.
+# Strings known to need no redaction (image names, label values, node selectors come back with
+# every admission): a lookup instead of a search. Only clean strings of at most _CLEAN_MAX_LENGTH
+# characters, never one that was redacted: those the prefilter rejects, and those it let through
+# that the patterns then left as they were (`HF_TOKEN`, `hf-token`, `--max-tokens=512` in every
+# Pod of an inference server: each was two dozen RE2 calls per record, half its redaction).
 _CLEAN: BoundedCache[str, bool] = BoundedCache(max_bytes=2 << 20)
 _CLEAN_MAX_LENGTH = 256
 # is_secret_key's answers for the keys seen, so that redact's loop tests a key with one lookup.
@@ -151,15 +153,26 @@ def is_secret_key(key: str) -> bool:
     return secret
 
 
+# Strings of hex digits, `-`, `.`, `:`, `+`, `T` and `Z` alone: uids, times, resource versions,
+# digests, what every admission brings new (so never remembered, only searched: 5 µs each).
+# Every pattern needs a letter outside them (`s`, `k`, `r`, `y`, `/`, `_` …: see _MAYBE_SECRET;
+# `test_harmless_alphabet_holds_no_secret` checks it), so such a string is kept as it is. (A
+# class repeated: linear.)
+_HARMLESS = re.compile(r"[0-9A-Fa-f.:+TZ-]*")
+
+
 def redact_text(text: str) -> str:
     """`text` with every credential-looking part replaced by `<redacted>`."""
-    if len(text) < _MIN_SECRET_LENGTH or _CLEAN.get(text):
+    if len(text) < _MIN_SECRET_LENGTH or _CLEAN.get(text) or _HARMLESS.fullmatch(text):
         return text
     if not _may_hold_secret(text):  # no pattern can match: none of their literals is there
         if len(text) <= _CLEAN_MAX_LENGTH:
             _CLEAN.put(text, True)
         return text
-    return _redact_text_fully(text)
+    redacted = _redact_text_fully(text)
+    if redacted == text and len(text) <= _CLEAN_MAX_LENGTH:  # the patterns found nothing in it
+        _CLEAN.put(text, True)
+    return redacted
 
 
 def _redact_text_fully(text: str) -> str:

@@ -290,12 +290,11 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
     metrics = state.metrics
     mode = decision.mode.value if decision.mode is not None else "none"
     dry_run = "true" if decision.dry_run else "false"
-    metrics.requests.labels(decision.decision, mode, dry_run, metrics.kind_label(decision.kind)).inc()
+    metrics.count_request(decision.decision, mode, dry_run, decision.kind)
     metrics.duration.observe(elapsed)
     if decision.mode is not None:
         metrics.decision_cache.labels("hit" if decision.remembered else "miss").inc()
-    for finding in decision.findings:
-        metrics.findings.labels(finding.rule_id, finding.severity.label).inc()
+    metrics.count_findings(decision.findings)
     if decision.report is not None:
         for error in decision.report.errors:
             metrics.rule_errors.labels(error.rule_id, decision.decision).inc()

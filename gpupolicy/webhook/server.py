@@ -23,6 +23,7 @@ from fastapi import FastAPI
 
 from gpupolicy.webhook.app import WebhookState, create_app, create_provenance_app
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
+from gpupolicy.webhook.collector import fewer_collections
 from gpupolicy.webhook.live_facts import DEFAULT_MIN_INTERVAL_SECONDS, LiveFacts
 from gpupolicy.webhook.logs import LOGGER, configure_logging, log
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
@@ -287,7 +288,7 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
     # of milliseconds each and showed up as the p99 latency.
     gc.collect()
     gc.freeze()
-    _fewer_full_collections()
+    fewer_collections()
     config = _uvicorn_config(args, create_app(state), certificate)
     companions = provenance_api(api_socket, provenance, config)
     inventory.start()
@@ -303,21 +304,6 @@ def build_server(args: argparse.Namespace) -> tuple[uvicorn.Server, Callable[[],
         log(_log, logging.INFO, "gpupolicy webhook stopped")
 
     return WebhookServer(config, companions=companions), cleanup
-
-
-# Passes of the middle generation between two full collections (CPython's default: 10).
-FULL_COLLECTION_EVERY = 100
-
-
-def _fewer_full_collections() -> None:
-    """A full collection walks every object made since start-up (the remembered decisions, the
-    inventory's objects, the redaction's memo): under load, 30-90 ms each, one every 100 or so
-    admissions at CPython's default, a third of the collector's time and the worst pauses the
-    fixed-rate p99 saw. Almost everything an admission makes is freed by reference counting
-    (about 20 objects a review are cyclic garbage, collected by the young passes, which stay as
-    they were), so ten times fewer full passes leave little more garbage in memory."""
-    young, middle, _full = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
 
 def _review_engine(args: argparse.Namespace, mode: Mode | None) -> ReviewEngine:

@@ -448,6 +448,41 @@ def test_folded_prefilter_answers_as_the_prefilter() -> None:
         assert _may_hold_secret(text) == (_MAYBE_SECRET.search(text) is not None), text
 
 
+def test_harmless_alphabet_holds_no_secret() -> None:
+    """No pattern matches a string of uids' and times' characters alone, which redact_text keeps
+    without a search: every pattern example has a character outside them, and random strings of
+    them (in the patterns' own shapes too) come out of the patterns unchanged."""
+    import random
+
+    from gpupolicy.provenance.redaction import _HARMLESS, _redact_text_fully
+
+    for text in PATTERN_EXAMPLES:
+        assert _HARMLESS.fullmatch(text) is None, text
+    alphabet = "0123456789abcdefABCDEF.:+TZ-"
+    shapes = ["-----", "eA", "AA", "Ab", "://", "=", "e-", "aa:", "Bearer"]
+    rng = random.Random(1206)
+    for _ in range(5000):
+        text = "".join(
+            rng.choice([rng.choice(alphabet), rng.choice(shapes)]) for _ in range(rng.randint(6, 60))
+        )
+        if _HARMLESS.fullmatch(text):
+            assert _redact_text_fully(text) == text, text
+            assert redact_text(text) == text
+
+
+def test_only_strings_the_patterns_keep_are_remembered_as_clean() -> None:
+    """A string the prefilter lets through is remembered once the patterns leave it unchanged
+    (`HF_TOKEN`), and never when they redact it: a secret is never a key of the clean cache."""
+    from gpupolicy.provenance.redaction import _CLEAN
+
+    kept, secret = "HF_TOKEN_FOR_TEST", "export HF_TOKEN_FOR_TEST=abc123"
+    assert redact_text(kept) == kept
+    assert _CLEAN.get(kept) is True
+    assert redact_text(secret) != secret
+    assert redact_text(secret) != secret  # asked again: still redacted
+    assert _CLEAN.get(secret) is None
+
+
 def test_redact_text_equals_the_sequential_patterns_on_random_strings() -> None:
     """The prefilter, the length shortcut and the clean-string cache change no result."""
     import random

@@ -134,6 +134,7 @@ PYTHON_RE: list[Case] = [
     ("redaction prefilter", redaction._MAYBE_SECRET.search, lambda n: "pas" * (n // 3)),
     ("secret key names", redaction._SECRET_KEY.search, lambda n: "api-" * (n // 4)),
     ("reference key names", redaction._REFERENCE_KEY.search, lambda n: "key-" * (n // 4) + "x"),
+    ("harmless strings", redaction._HARMLESS.fullmatch, lambda n: "0-" * (n // 2) + "x"),
     ("helm actions", documents._HELM_ACTION.search, lambda n: "{{ " * (n // 3)),
     ("env placeholders", documents._ENV_PLACEHOLDER.search, lambda n: "${a" * (n // 3)),
     ("placeholders", placeholders.scan, lambda n: "<a" * (n // 2)),

@@ -125,6 +125,8 @@ class JournalAppender:
         self.refused = 0
         self.failed = 0
         self.fsyncs = 0
+        self.fsync_seconds = 0.0  # spent in the batches' fdatasync: the disk's share of an answer
+        self.fsync_longest = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> JournalAppender:
@@ -227,7 +229,11 @@ class JournalAppender:
             written = 0
             while written < len(data):  # a short write on a regular file is rare, not impossible
                 written += os.pwrite(segment.fd, memoryview(data)[written:], segment.offset + written)
+            synced = time.perf_counter()
             os.fdatasync(segment.fd)
+            took = time.perf_counter() - synced
+            self.fsync_seconds += took
+            self.fsync_longest = max(self.fsync_longest, took)
         except OSError as exc:
             self._abandon_segment(exc)
             self.failed += len(batch)
@@ -409,6 +415,8 @@ class JournalAppender:
             "queued": queued,
             "appended": self.appended,
             "fsyncs": self.fsyncs,
+            "fsync_seconds": round(self.fsync_seconds, 6),
+            "fsync_longest_seconds": round(self.fsync_longest, 6),
             "refused": self.refused,
             "failed": self.failed,
         }
