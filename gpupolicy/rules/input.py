@@ -118,14 +118,16 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
             budget -= 1
             found = whole(value) or _braced(value)
             if found is not None:
-                path = (*parent, step) if step is not None else parent
+                path = parent if step is None else (*parent, step)
                 field = ".".join(str(part) for part in path)
                 yield Violation(
                     path, f"{excerpt(field, 60)} holds the placeholder {excerpt(found)!r}: {RENDER}"
                 )
             continue
+        if not isinstance(value, dict | list):
+            continue
+        path = parent if step is None else (*parent, step)
         if isinstance(value, dict):
-            path = (*parent, step) if step is not None else parent
             skipped = handled if path in parents else None
             stack.extend(
                 (path, str(key), item)
@@ -133,8 +135,7 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
                 if (key not in FREE_TEXT_KEYS or (key == "data" and secret and not path))
                 and (skipped is None or (*path, str(key)) not in skipped)
             )
-        elif isinstance(value, list):
-            path = (*parent, step) if step is not None else parent
+        else:
             stack.extend((path, index, item) for index, item in enumerate(value))
 
 
