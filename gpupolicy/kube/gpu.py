@@ -31,6 +31,11 @@ class GpuKind(enum.Enum):
     UNKNOWN = "unknown"  # under a vendor domain, but not a name the policy knows
 
 
+# Kinds whose amount is a count of GPUs (a module constant: rules ask per demand, and each
+# `GpuKind.X` is an attribute lookup on the enum class).
+_COUNTED_KINDS = (GpuKind.DEVICE, GpuKind.SHARED, GpuKind.MIG)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuResource:
     name: str
@@ -39,7 +44,7 @@ class GpuResource:
 
     @property
     def counts_gpus(self) -> bool:
-        return self.kind in (GpuKind.DEVICE, GpuKind.SHARED, GpuKind.MIG)
+        return self.kind in _COUNTED_KINDS
 
 
 @dataclass(frozen=True, slots=True)

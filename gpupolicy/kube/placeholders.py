@@ -39,10 +39,15 @@ class Scan:
         return [text[start:end] for start, end in self.spans]
 
 
+NO_PLACEHOLDERS = Scan((), False)  # what most texts hold: one value, not one per scan
+
+
 def scan(text: str, *, strict: bool = True) -> Scan:
     """The placeholders and references in `text`. `strict` (for images, where `<` and `>` cannot
     occur) takes every `<name>`; otherwise a short lowercase `<pad>` or `<s>` (tokenizer special
     tokens in env values) is text, not a placeholder."""
+    if _CANDIDATE.search(text) is None:
+        return NO_PLACEHOLDERS
     spans: list[tuple[int, int]] = []
     references = False
     position = 0

@@ -12,14 +12,16 @@ from typing import Any
 from gpupolicy.kube.quantities import parse_int64
 
 
+# `(dict, Mapping)`: parsed manifests hold dicts, which the tuple's first type answers at once;
+# an ABC check alone goes through ABCMeta.__instancecheck__ in Python on every call.
 def _as_str_map(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
+    if not isinstance(value, (dict, Mapping)):
         return {}
     return {str(key): "" if item is None else str(item) for key, item in value.items()}
 
 
 def _expression_matches(expression: Any, labels: Mapping[str, str]) -> bool:
-    if not isinstance(expression, Mapping):
+    if not isinstance(expression, (dict, Mapping)):
         return False
     key = str(expression.get("key", ""))
     operator = expression.get("operator")
@@ -50,7 +52,7 @@ def _expression_matches(expression: Any, labels: Mapping[str, str]) -> bool:
 def selector_matches(selector: Any, labels: Mapping[str, Any]) -> bool:
     """A LabelSelector (matchLabels + matchExpressions, ANDed). An empty selector matches all;
     a null one matches nothing, as for PodDisruptionBudgets."""
-    if selector is None or not isinstance(selector, Mapping):
+    if selector is None or not isinstance(selector, (dict, Mapping)):
         return False
     label_map = _as_str_map(labels)
     for key, value in _as_str_map(selector.get("matchLabels")).items():
@@ -64,7 +66,7 @@ def selector_matches(selector: Any, labels: Mapping[str, Any]) -> bool:
 
 def selector_is_empty(selector: Any) -> bool:
     return (
-        isinstance(selector, Mapping)
+        isinstance(selector, (dict, Mapping))
         and not selector.get("matchLabels")
         and not selector.get("matchExpressions")
     )
@@ -73,7 +75,7 @@ def selector_is_empty(selector: Any) -> bool:
 def node_selector_term_matches(term: Any, node_labels: Mapping[str, Any]) -> bool:
     """One NodeSelectorTerm: its matchExpressions are ANDed. matchFields (metadata.name) are
     not label matches and are treated as satisfiable. An empty term matches no node."""
-    if not isinstance(term, Mapping):
+    if not isinstance(term, (dict, Mapping)):
         return False
     expressions = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []

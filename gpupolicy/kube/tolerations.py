@@ -17,10 +17,12 @@ class Taint:
     value: str = ""
 
 
+# `(dict, Mapping)`: parsed manifests hold dicts, which the tuple's first type answers at once;
+# an ABC check alone goes through ABCMeta.__instancecheck__ in Python on every call.
 def toleration_tolerates(toleration: Any, taint: Taint) -> bool:
     """An empty key with `Exists` tolerates everything; an empty effect matches every effect;
     `Equal` (the default operator) compares values, `Exists` ignores them."""
-    if not isinstance(toleration, Mapping):
+    if not isinstance(toleration, (dict, Mapping)):
         return False
     effect = toleration.get("effect") or ""
     if effect and effect != taint.effect:
@@ -54,7 +56,7 @@ def toleration_for(tolerations: Any, taint: Taint, *, match_value: bool) -> int 
             if toleration_tolerates(item, taint):
                 return index
             continue
-        if not isinstance(item, Mapping):
+        if not isinstance(item, (dict, Mapping)):
             continue
         effect = item.get("effect") or ""
         key = item.get("key") or ""

@@ -204,7 +204,9 @@ class HelmSettings:
         return cls(values_files=_strings(section.get("valuesFiles")))
 
 
+# `(dict, Mapping)`: a loaded policy holds dicts, which the tuple's first type answers at once;
+# an ABC check alone goes through ABCMeta.__instancecheck__ in Python on every call.
 def section_of(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     """A top-level section of the merged policy (every one is in the shipped default)."""
     found = data.get(name)
-    return found if isinstance(found, Mapping) else {}
+    return found if isinstance(found, (dict, Mapping)) else {}

@@ -106,9 +106,8 @@ def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violati
 def _most_serving_pods(workload: Workload, ctx: Context) -> int | None:
     """The most pods of one serving template at once: the HPA's maxReplicas, else the replicas of
     the serving templates (a LeaderWorkerSet's groups, not its workers; a Ray cluster's head)."""
-    most = max_pods(workload, ctx.inventory)
     if hpa_for(workload, ctx.inventory) is not None:
-        return most
+        return max_pods(workload, ctx.inventory)
     # Per template: a prefill and a decode pool of one pod each are two single points, not a pair.
     counts = [template.replicas for template in serving_templates_of(workload)]
     if any(count is None for count in counts):

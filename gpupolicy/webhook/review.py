@@ -16,7 +16,7 @@ be after the change, and only findings about the admitted object are reported.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, Severity
@@ -307,21 +307,16 @@ def read_admission(admission_review: Any) -> Admission:
     kind = str(as_mapping(request.get("kind")).get("kind") or "")
     namespace = request.get("namespace") if isinstance(request.get("namespace"), str) else None
     name = request.get("name") if isinstance(request.get("name"), str) else ""
-    asked = Admission(
-        request=request,
-        uid=request["uid"],
-        operation=operation,
-        dry_run=request.get("dryRun") is True,
-        kind=kind,
-        namespace=namespace or None,
-        name=name or "",
-    )
+    uid, dry_run = request["uid"], request.get("dryRun") is True
     if operation not in EVALUATED_OPERATIONS or request.get("subResource"):
-        return asked
+        return Admission(request, uid, operation, dry_run, kind, namespace or None, name or "")
     obj = _admitted_object(request, operation)
     resource = Resource(obj, file=f"admission:{kind or '?'}/{namespace or ''}/{name or ''}", doc_index=0)
-    return replace(
-        asked,
+    return Admission(
+        request,
+        uid,
+        operation,
+        dry_run,
         kind=resource.kind or kind,
         namespace=resource.namespace or namespace or None,
         name=resource.name or name or "",
