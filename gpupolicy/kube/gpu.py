@@ -9,7 +9,6 @@ The names come from the policy (`gpu.vendors`), so a cluster with other vendors 
 
 from __future__ import annotations
 
-import enum
 import functools
 import re
 from collections.abc import Mapping
@@ -18,12 +17,13 @@ from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.bounded_cache import BoundedCache
+from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.core.linear_regex import LinearPattern, compile_linear
 from gpupolicy.kube.pod_spec import Container, PodTemplate, as_list, as_mapping
 from gpupolicy.kube.quantities import quantity_or_none
 
 
-class GpuKind(enum.Enum):
+class GpuKind(IdentityEnum):
     DEVICE = "device"  # a whole GPU (nvidia.com/gpu, amd.com/gpu)
     SHARED = "shared"  # a time-sliced or MPS replica (nvidia.com/gpu.shared)
     MIG = "mig"  # a MIG slice under the mixed strategy (nvidia.com/mig-1g.10gb)

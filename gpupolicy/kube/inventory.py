@@ -7,18 +7,18 @@ and the webhook's cluster inventory (list+watch caches). A rule never knows whic
 from __future__ import annotations
 
 import bisect
-import enum
 import heapq
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
+from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.loading.documents import Resource
 
 DEFAULT_NAMESPACE = "default"
 
 
-class Coverage(enum.Enum):
+class Coverage(IdentityEnum):
     """How far an inventory's answer about one kind can be trusted."""
 
     COMPLETE = "complete"  # every object of the kind is known: absence means it does not exist

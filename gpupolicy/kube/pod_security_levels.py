@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.kube.pod_spec import PodTemplate, as_mapping
 
 PSS_URL = "https://kubernetes.io/docs/concepts/security/pod-security-standards/"
@@ -63,7 +64,7 @@ class Level(enum.IntEnum):
         return self.name.lower()
 
 
-class Behaviour(enum.Enum):
+class Behaviour(IdentityEnum):
     """A change a versioned check brings besides its allowed values."""
 
     WINDOWS_EXEMPT = "pods with spec.os.name: windows are exempt"

@@ -11,12 +11,12 @@ Probe ports are an IntOrString: a number, or the name of one of the container's 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.core.vocabulary import MODEL_LOAD_ANNOTATION
 from gpupolicy.kube.pod_spec import Container, Workload, as_list, as_mapping
 
@@ -128,7 +128,7 @@ def parse_seconds(raw: Any) -> int | None:
     return None
 
 
-class PortStatus(enum.Enum):
+class PortStatus(IdentityEnum):
     NAMED_DECLARED = "named-declared"
     NAMED_UNDECLARED = "named-undeclared"
     NUMBER_DECLARED = "number-declared"

@@ -26,16 +26,16 @@ Every test here is a substring or token comparison over bounded text: linear in 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
 from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 
 
-class Role(enum.Enum):
+class Role(IdentityEnum):
     SERVER = "server"
     BATCH = "batch"
     DEV = "dev"
