@@ -5,8 +5,11 @@ bundle of Deployments, PDBs, PriorityClasses and experiments), then times, in on
 cyclic collector paused as `gpupolicy lint` runs: (a) parse-only, PyYAML's `load_all` with
 `CSafeLoader`; (b) `load_paths` (values and position tables); (c) `evaluate` of every rule over the
 objects just loaded, whose views and memos are therefore made from nothing, as in a lint; (d) the
-text report. Each stage's CPU time (user + system) is printed with its ratio to (a), the medians of
---runs rounds.
+text report; (e) the release of the objects and the report (what reference counting frees: an
+in-process lint pays it when its caller drops them, a streaming one object by object; before
+6 December 2026 it was left out, and bench/lint_throughput.py's in-process lint was 0.05 x parse
+above the stages' sum for it). Each stage's CPU time (user + system) is printed with its ratio to
+(a), the medians of --runs rounds.
 
 With --against DIR (another checkout), each checkout runs in a child process of its own, round by
 round in turn, on the same files: a before and after from one sitting.
@@ -32,7 +35,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-STAGES = ("parse", "load", "evaluate", "render")
+STAGES = ("parse", "load", "evaluate", "render", "release")
 
 
 def measure(folder: Path, runs: int) -> dict[str, list[float]]:
@@ -66,13 +69,20 @@ def measure(folder: Path, runs: int) -> dict[str, list[float]]:
         rendered_at = time.process_time()
         io.StringIO().write(render(report, RenderOptions()))
         done = time.process_time()
+        del loaded, report  # what reference counting frees (the cycles wait for the collection below)
+        released = time.process_time()
         for stage, seconds in zip(
             STAGES,
-            (loaded_at - started, evaluated_at - loaded_at, rendered_at - evaluated_at, done - rendered_at),
+            (
+                loaded_at - started,
+                evaluated_at - loaded_at,
+                rendered_at - evaluated_at,
+                done - rendered_at,
+                released - done,
+            ),
             strict=True,
         ):
             times[stage].append(seconds)
-        del loaded, report
         gc.collect()  # untimed: the next round starts from a clean heap
     return times
 

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from gpupolicy.engine.evaluation import evaluate
-from gpupolicy.loading.inputs import iter_manifest_files, load_paths, load_text
+from gpupolicy.loading.inputs import (
+    display_path,
+    iter_manifest_files,
+    iter_sources,
+    load_paths,
+    load_text,
+    resolved_cwd,
+)
 from gpupolicy.policy.loading import default_policy
 
 GPU_DEPLOYMENT = """\
@@ -92,6 +99,16 @@ def test_exclude_globs_are_relative_to_the_given_directory(tree: Path) -> None:
     assert names(["repo"], ["apps/deep/*"]) == ["a", "b", "skipped"]
     assert names(["repo"], ["apps/deep"]) == ["a", "b", "skipped"]
     assert names(["repo"], ["apps/deep/generated.yaml"]) == ["a", "b", "c", "skipped"]
+
+
+def test_a_walk_names_files_as_display_path_does(tree: Path) -> None:
+    """A walk resolves the current directory once (`resolved_cwd`) for every file it names."""
+    walked = [source.name for source in iter_sources(["repo", str(tree.resolve())])]
+    expected = [display_path(path) for path in iter_manifest_files(Path("repo"))] * 2
+    assert walked == expected == ["repo/a.yaml", "repo/apps/b.yml", "repo/apps/deep/c.json",
+                                  "repo/apps/deep/generated.yaml", "repo/skip/f.yaml"] * 2  # fmt: skip
+    outside = Path("/")
+    assert display_path(outside, here=resolved_cwd()) == display_path(outside) == "/"
 
 
 def test_a_file_given_explicitly_is_loaded(tree: Path) -> None:

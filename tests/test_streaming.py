@@ -309,3 +309,17 @@ def test_a_kustomization_is_rendered_once(
 def test_stdin_text() -> None:
     text = (EXAMPLES_DIR / "GP503" / "fires.yaml").read_text(encoding="utf-8")
     assert_streams_the_same([Source("<stdin>", text=text)], default_policy())
+
+
+def test_documents_are_taken_in_batches_of_whole_documents() -> None:
+    """The stream reads a few objects before checking them (streaming.BATCH_OBJECTS): the documents
+    in order, none split, one without objects (comments, problems) kept with the next."""
+    text = "---\n".join(DEPLOYMENT.format(index=index) for index in range(5))
+    documents = list(Source("five.yaml", text=text).iter_load())
+    sizes = [len(document.resources) for document in documents]
+    assert sum(sizes) == 5
+    for objects in (1, 2, 5, 100):
+        batches = list(streaming.batches(documents, objects))
+        assert [document for batch in batches for document in batch] == documents
+        assert all(sum(len(d.resources) for d in batch) >= objects for batch in batches[:-1])
+        assert all(batch[-1].resources for batch in batches[:-1])

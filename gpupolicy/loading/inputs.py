@@ -79,15 +79,30 @@ class Loaded:
         self.files.append(file)
 
 
-def display_path(path: Path) -> str:
-    """Paths relative to the current directory where possible (what people click on)."""
+def display_path(path: Path, *, here: Path | None = None) -> str:
+    """Paths relative to the current directory where possible (what people click on). `here`: the
+    current directory resolved (`resolved_cwd`), for a caller that names many paths."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(here or Path.cwd().resolve()))
     except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
         return str(path)
 
 
+def resolved_cwd() -> Path | None:
+    """The current directory resolved once for a walk's many `display_path`s, which each resolved it
+    again (with `is_excluded` resolving two paths per entry to match no pattern, a walk of 1,000
+    files took 0.09 s of CPU, 0.04 s without both). None where it cannot be resolved: each path is
+    then shown as `display_path` alone shows it."""
+    try:
+        return Path.cwd().resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
 def is_excluded(path: Path, root: Path, patterns: Iterable[str]) -> bool:
+    patterns = list(patterns)
+    if not patterns:  # nothing to match: the two paths need not be resolved
+        return False
     try:
         relative = path.resolve().relative_to(root.resolve()).as_posix()
     except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
@@ -602,6 +617,7 @@ def iter_sources(
             continue
         unreadable: list[LoadProblem] = []
         items = list(iter_manifest_files(path, patterns, unreadable=unreadable))
+        here = resolved_cwd()
         tops = set(top_level([item for item in items if item.is_dir() and not is_chart(item)]))
         read = {file for top in tops for file in reach(top).files}
         for item in items:
@@ -610,7 +626,7 @@ def iter_sources(
                 continue  # a base of another kustomization here: linted through it
             if read and not item.is_dir() and resolved(item) in read:
                 continue  # a resource of a kustomization here: linted as it renders it
-            yield Source(display_path(item), path=item, allow_remote=allow_remote, session=session)
+            yield Source(display_path(item, here=here), path=item, allow_remote=allow_remote, session=session)
         yield from _problem_sources(unreadable)
     for folder, files in groups.items():
         # A chart or overlay given in part is named by its first file given: the in-memory path
