@@ -70,6 +70,8 @@ from admission_load import (  # noqa: E402  (bench/ is not a package: put on the
     wrk,
 )
 
+from gpupolicy.provenance.journal.ack_timings import BOUNDS_MS, PHASES, percentile  # noqa: E402
+
 NOOP_RESPONSE = (
     b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}'
 )
@@ -241,12 +243,24 @@ def cpu_seconds(pid: int) -> float:
     return own + sum(cpu_seconds(child) for child in children)
 
 
-def journal_counts(server: Server) -> dict[str, float]:
-    """The provenance server's journal counters (frames appended, fsyncs, seconds in them)."""
+def journal_counts(server: Server) -> dict[str, Any]:
+    """The provenance server's journal counters (frames appended, fsyncs, seconds in them) and
+    where each admission's wait for the journal went (`ack_split`, cumulative bucket counts)."""
     journal = (((readyz(server, wait=5) or {}).get("provenance") or {}).get("journal")) or {}
-    return {
+    counts: dict[str, Any] = {
         key: float(journal.get(key) or 0)
         for key in ("appended", "fsyncs", "fsync_seconds", "fsync_longest_seconds")
+    }
+    counts["ack_split"] = journal.get("ack_split") or {}
+    return counts
+
+
+def split_difference(after: dict[str, list[int]], before: dict[str, list[int]]) -> dict[str, list[int]]:
+    """What each phase of `ack_split` counted between two snapshots (an older server: none)."""
+    return {
+        phase: [now - then for now, then in zip(after[phase], before[phase], strict=True)]
+        for phase in PHASES
+        if phase in after and phase in before
     }
 
 
@@ -260,8 +274,9 @@ def measured(server: Server, action: Callable[[], dict[str, Any]]) -> dict[str, 
     )
     if journal is not None:  # the disk's share: how many frames each fsync took, and how long it took
         after = journal_counts(server)
-        result["journal"] = {key: after[key] - journal[key] for key in after}
+        result["journal"] = {key: after[key] - journal[key] for key in after if key != "ack_split"}
         result["journal"]["fsync_longest_seconds"] = after["fsync_longest_seconds"]  # since start
+        result["ack_split"] = split_difference(after["ack_split"], journal["ack_split"])
     return result
 
 
@@ -501,12 +516,31 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
                 f"{journal['fsync_seconds'] / journal['fsyncs'] * 1000:.2f} ms on average "
                 f"(the longest since the server started: {journal['fsync_longest_seconds'] * 1000:.1f} ms)"
             )
+        if any(result.get("ack_split") or {}):
+            print(f"journal wait during {name}, per admission: {describe_split(result['ack_split'])}")
     for label, baseline in (
         ("/validate off", "/noop"),
         ("/validate on", "/noop"),
         ("/validate on", "/validate off"),
     ):
         print(f"saturated throughput {label} : {baseline} = {saturated_ratio(results, label, baseline):.2f}")
+
+
+def describe_split(split: dict[str, list[int]]) -> str:
+    """Each phase of the wait for the journal as p50/p99/longest (ms, the upper bounds of the
+    buckets they fall in; `>1000` past the last)."""
+
+    def shown(value: float) -> str:
+        return f">{BOUNDS_MS[-1]:g}" if value == float("inf") else f"{value:g}"
+
+    return (
+        "; ".join(
+            f"{phase} {shown(percentile(counts, 0.5))}/{shown(percentile(counts, 0.99))}/"
+            f"{shown(percentile(counts, 1.0))}"
+            for phase, counts in split.items()
+        )
+        + " ms (p50/p99/longest)"
+    )
 
 
 def saturated_ratio(results: dict[str, dict[str, Any]], label: str, baseline: str) -> float:
@@ -525,6 +559,12 @@ def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
     merged["requests"] = sum(result["requests"] for result in results)
     merged["non_200"] = sum(result["non_200"] for result in results)
+    splits = [result["ack_split"] for result in results if result.get("ack_split")]
+    if splits:  # every round's admissions together
+        merged["ack_split"] = {
+            phase: [sum(counts) for counts in zip(*(split[phase] for split in splits), strict=True)]
+            for phase in splits[0]
+        }
     journals = [result["journal"] for result in results if "journal" in result]
     if journals:  # summed over the rounds
         merged["journal"] = {key: sum(journal[key] for journal in journals) for key in journals[0]}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpupolicy.policy.loading import Policy
-from gpupolicy.provenance.journal import entries, frames, segments
+from gpupolicy.provenance.journal import ack_timings, entries, frames, segments
 from gpupolicy.provenance.journal.appender import JournalAppender, JournalFull, JournalUnavailable
 from gpupolicy.provenance.journal.reader import JournalReader, scan_segment
 from gpupolicy.provenance.journal.segments import Position
@@ -82,11 +83,11 @@ def test_concurrent_appends_share_one_fsync(
     entered, opened = threading.Event(), threading.Event()
     real_write = journal._write
 
-    def gated(batch: list[Any]) -> BaseException | None:
+    def gated(batch: list[Any], taken: float) -> Any:
         if not entered.is_set():  # hold the first batch until the others are queued
             entered.set()
             assert opened.wait(WAIT)
-        return real_write(batch)
+        return real_write(batch, taken)
 
     monkeypatch.setattr(journal, "_write", gated)
     try:
@@ -240,3 +241,41 @@ def test_one_writer_per_journal(appender: JournalAppender, journal_dir: Path) ->
     with pytest.raises(JournalUnavailable, match="another process"):
         JournalAppender(journal_dir).open()
     assert segments.writer_running(journal_dir)
+
+
+def test_each_acknowledged_admission_is_counted_in_every_phase_of_its_wait(
+    appender: JournalAppender, gpu_policy: Policy
+) -> None:
+    append_all(appender, [admission_frame(f"uid-{i}", gpu_policy) for i in range(5)], gpu_policy)
+    split = appender.status()["ack_split"]
+    assert split["bounds_ms"] == list(ack_timings.BOUNDS_MS)
+    for phase in ack_timings.PHASES:
+        assert sum(split[phase]) == 5, phase
+
+
+def test_a_failed_batch_is_not_counted_as_acknowledged(
+    appender: JournalAppender, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr("gpupolicy.provenance.journal.appender.os.fdatasync", failing)
+    with pytest.raises(JournalUnavailable):
+        appender.submit(admission_frame("uid-lost", gpu_policy), gpu_policy).result(WAIT)
+    assert sum(appender.status()["ack_split"]["total"]) == 0
+
+
+def test_the_wait_is_split_by_phase_into_buckets_read_back_as_percentiles() -> None:
+    timings = ack_timings.AckTimings()
+    batch = ack_timings.BatchTimes(taken=0.0, written=0.00009, synced=0.00289)  # write 0.09 ms, fsync 2.8
+    timings.observe([-0.00035, -0.00085], batch, settled=0.00298)  # queued 0.35 and 0.85 ms
+    counts = timings.snapshot()
+    bucket = {ms: index for index, ms in enumerate(ack_timings.BOUNDS_MS)}
+    assert counts["fsync"][bucket[3.0]] == 2
+    assert counts["write"][bucket[0.1]] == 2 and counts["handback"][bucket[0.1]] == 2
+    assert counts["queue"][bucket[0.4]] == 1 and counts["queue"][bucket[0.9]] == 1
+    assert ack_timings.percentile(counts["total"], 0.5) == 3.5  # 3.33 ms
+    assert ack_timings.percentile(counts["total"], 0.99) == 4.0  # 3.83 ms
+    assert math.isnan(ack_timings.percentile([0] * (len(ack_timings.BOUNDS_MS) + 1), 0.99))
+    past = [0] * len(ack_timings.BOUNDS_MS) + [1]
+    assert ack_timings.percentile(past, 0.5) == float("inf")

@@ -31,7 +31,6 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any, Protocol
 
 from gpupolicy.provenance.errors import StoreUnavailable
 from gpupolicy.provenance.journal import entries, segments
+from gpupolicy.provenance.journal.ack_timings import AckTimings, BatchTimes
 from gpupolicy.provenance.journal.segments import DirectoryLock, Position
 from gpupolicy.provenance.journal.spares import SpareSegment, fill_with_zeros
 from gpupolicy.provenance.spool import fsync_directory
@@ -78,6 +78,7 @@ class _Item:
     policy: PolicySource
     waiter: Waiter
     loop: asyncio.AbstractEventLoop | None  # None: a concurrent.futures.Future
+    queued: float  # time.perf_counter() at append (ack_timings)
 
 
 @dataclass(slots=True)
@@ -127,6 +128,7 @@ class JournalAppender:
         self.fsyncs = 0
         self.fsync_seconds = 0.0  # spent in the batches' fdatasync: the disk's share of an answer
         self.fsync_longest = 0.0
+        self.ack_timings = AckTimings()
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> JournalAppender:
@@ -167,13 +169,13 @@ class JournalAppender:
         """Queue `frame` (on the running event loop); the future resolves once it is on disk."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._enqueue(_Item(frame, policy, future, loop))
+        self._enqueue(_Item(frame, policy, future, loop, time.perf_counter()))
         return future
 
     def submit(self, frame: bytes, policy: PolicySource) -> Future[None]:
         """`append` for a caller without an event loop."""
         future: Future[None] = Future()
-        self._enqueue(_Item(frame, policy, future, None))
+        self._enqueue(_Item(frame, policy, future, None, time.perf_counter()))
         return future
 
     def _enqueue(self, item: _Item) -> None:
@@ -200,7 +202,7 @@ class JournalAppender:
     def _run(self) -> None:
         while (batch := self._take()) is not None:
             if batch:
-                self._resolve(batch, self._write(batch))
+                self._resolve(batch, self._write(batch, time.perf_counter()))
             else:
                 self._finish_if_idle()
             if time.monotonic() - self._rescanned >= _RESCAN_SECONDS:
@@ -221,17 +223,18 @@ class JournalAppender:
             self._queued_bytes = 0
             return batch
 
-    def _write(self, batch: list[_Item]) -> BaseException | None:
-        """One write and one fdatasync for the whole batch; the error, if any."""
+    def _write(self, batch: list[_Item], taken: float) -> BatchTimes | JournalUnavailable:
+        """One write and one fdatasync for the whole batch: when each ended, or the error."""
         try:
             segment = self._current_segment(sum(len(item.frame) for item in batch))
             data = b"".join(self._frames(segment, batch))
             written = 0
             while written < len(data):  # a short write on a regular file is rare, not impossible
                 written += os.pwrite(segment.fd, memoryview(data)[written:], segment.offset + written)
-            synced = time.perf_counter()
+            written_at = time.perf_counter()
             os.fdatasync(segment.fd)
-            took = time.perf_counter() - synced
+            synced = time.perf_counter()
+            took = synced - written_at
             self.fsync_seconds += took
             self.fsync_longest = max(self.fsync_longest, took)
         except OSError as exc:
@@ -244,7 +247,7 @@ class JournalAppender:
         self._written_to = Position(segment.number, segment.offset)
         self.appended += len(batch)
         self.fsyncs += 1
-        return None
+        return BatchTimes(taken, written_at, synced)
 
     def _frames(self, segment: _Segment, batch: list[_Item]) -> list[bytes]:
         """The batch's frames, each policy's snapshot before the first admission under it."""
@@ -360,17 +363,27 @@ class JournalAppender:
             self._written.setdefault(number, size)  # left by an earlier run: its size, at most
         self._rescanned = time.monotonic()
 
-    def _resolve(self, batch: list[_Item], error: BaseException | None) -> None:
+    def _resolve(self, batch: list[_Item], outcome: BatchTimes | JournalUnavailable) -> None:
         """Settle the batch's futures: one call into each event loop."""
         by_loop: dict[asyncio.AbstractEventLoop, list[_Item]] = {}
+        direct: list[_Item] = []
         for item in batch:
             if item.loop is None:
-                _settle(item.waiter, error)
+                direct.append(item)
             else:
                 by_loop.setdefault(item.loop, []).append(item)
+        if direct:
+            self._settle_all(direct, outcome)
         for loop, items in by_loop.items():
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(_settle_all, [item.waiter for item in items], error)
+                loop.call_soon_threadsafe(self._settle_all, items, outcome)
+
+    def _settle_all(self, items: list[_Item], outcome: BatchTimes | JournalUnavailable) -> None:
+        error = outcome if isinstance(outcome, JournalUnavailable) else None
+        for item in items:
+            _settle(item.waiter, error)
+        if not isinstance(outcome, JournalUnavailable):
+            self.ack_timings.observe([item.queued for item in items], outcome, time.perf_counter())
 
     # -- state -------------------------------------------------------------------------------
     def backlog_bytes(self) -> int:
@@ -419,6 +432,7 @@ class JournalAppender:
             "fsync_longest_seconds": round(self.fsync_longest, 6),
             "refused": self.refused,
             "failed": self.failed,
+            "ack_split": self.ack_timings.snapshot(),
         }
 
 
@@ -429,8 +443,3 @@ def _settle(waiter: Waiter, error: BaseException | None) -> None:
         waiter.set_result(None)
     else:
         waiter.set_exception(error)
-
-
-def _settle_all(waiters: Sequence[Waiter], error: BaseException | None) -> None:
-    for waiter in waiters:
-        _settle(waiter, error)
