@@ -29,6 +29,11 @@ per admission, to the server log file). After the run the bench counts the recor
 request uids left in the store. The last column is the server's CPU time per request (user +
 system of the server process and its children, read from /proc), which stays meaningful when
 other work shares the machine.
+For each fixed-rate /validate measurement the bench also prints the admissions as the server
+timed them (its log's `duration_ms`), split by provenance outcome (recorded ones waited for the
+journal; denials did not), and with provenance, where each recorded admission's wait for the
+journal went (`ack_split` in /readyz: queued, written, fdatasync, handed back to the event loop,
+total; bucketed, so the figures are bucket bounds).
 `--server-arg=--review-in-threadpool` runs `review()` in the threadpool instead of the event loop;
 `BENCH_GC=trace` logs collector pauses over 2 ms to the server log and prints each server's
 collections (count, total and longest pause per generation), `BENCH_GC=off` disables it.
@@ -293,7 +298,7 @@ class Load:
 
     def fixed(self, server: Server, path: str, uid: int) -> dict[str, Any]:
         options = self.options
-        return measured(
+        result = measured(
             server,
             lambda: run(
                 fixed_rate(
@@ -301,6 +306,9 @@ class Load:
                 )
             ),
         )
+        result["server"] = server.name
+        result["uid_range"] = (uid, uid + int(options.rate * options.duration))  # read in the log later
+        return result
 
     def saturated(self, server: Server, path: str, uid: int) -> dict[str, Any]:
         if self.wrk_files is not None:
@@ -438,7 +446,40 @@ def main() -> None:
         for server in servers.values():
             stop(server)
         fake.stop()
+    for results, _ in rounds:
+        add_durations_inside(results, folder)
     report(options, bodies, rounds, servers["on"], load_before)
+
+
+def add_durations_inside(results: dict[str, dict[str, Any]], folder: Path) -> None:
+    """Each fixed-rate /validate measurement's admissions as the server timed them (its log's
+    `duration_ms`, from the body read to the answer), by provenance outcome: recorded ones
+    waited for the journal, the others (denials, one in ten) did not."""
+    logged = {name: logged_durations(folder / name / "server.log") for name in ("off", "on")}
+    for result in results.values():
+        if "uid_range" not in result:
+            continue
+        first, end = result["uid_range"]
+        inside: dict[str, list[float]] = {}
+        for number in range(first, end):
+            entry = logged[result["server"]].get(number)
+            if entry is not None:
+                inside.setdefault(entry[1], []).append(entry[0])
+        result["inside"] = inside
+
+
+def logged_durations(log: Path) -> dict[int, tuple[float, str]]:
+    """Request number -> (duration_ms, provenance outcome) of this run's admissions in a log."""
+    import json
+
+    found: dict[int, tuple[float, str]] = {}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if '"admission reviewed"' not in line or RUN not in line:
+            continue
+        entry = json.loads(line)
+        number = int(str(entry["uid"]).rsplit("-", 1)[1])
+        found[number] = (float(entry["duration_ms"]), str(entry.get("provenance") or "none"))
+    return found
 
 
 def report(
@@ -518,6 +559,8 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
             )
         if any(result.get("ack_split") or {}):
             print(f"journal wait during {name}, per admission: {describe_split(result['ack_split'])}")
+        if result.get("inside"):
+            print(f"inside the server during {name}: {describe_inside(result['inside'])}")
     for label, baseline in (
         ("/validate off", "/noop"),
         ("/validate on", "/noop"),
@@ -543,6 +586,18 @@ def describe_split(split: dict[str, list[int]]) -> str:
     )
 
 
+def describe_inside(inside: dict[str, list[float]]) -> str:
+    def quantile(values: list[float], fraction: float) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+    return "; ".join(
+        f"provenance {outcome}: {len(values)}, p50 {quantile(values, 0.5):.2f} p99 "
+        f"{quantile(values, 0.99):.2f} max {max(values):.2f} ms"
+        for outcome, values in sorted(inside.items())
+    )
+
+
 def saturated_ratio(results: dict[str, dict[str, Any]], label: str, baseline: str) -> float:
     """Saturated throughput of one endpoint over another's."""
     saturated = {
@@ -559,6 +614,12 @@ def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
     merged["requests"] = sum(result["requests"] for result in results)
     merged["non_200"] = sum(result["non_200"] for result in results)
+    insides = [result["inside"] for result in results if result.get("inside")]
+    if insides:  # every round's admissions together
+        merged["inside"] = {
+            outcome: [value for inside in insides for value in inside.get(outcome, [])]
+            for outcome in {outcome for inside in insides for outcome in inside}
+        }
     splits = [result["ack_split"] for result in results if result.get("ack_split")]
     if splits:  # every round's admissions together
         merged["ack_split"] = {
