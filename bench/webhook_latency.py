@@ -557,7 +557,7 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
                 f"{journal['fsync_seconds'] / journal['fsyncs'] * 1000:.2f} ms on average "
                 f"(the longest since the server started: {journal['fsync_longest_seconds'] * 1000:.1f} ms)"
             )
-        if any(result.get("ack_split") or {}):
+        if sum((result.get("ack_split") or {}).get("total", [])):  # admissions that waited for it
             print(f"journal wait during {name}, per admission: {describe_split(result['ack_split'])}")
         if result.get("inside"):
             print(f"inside the server during {name}: {describe_inside(result['inside'])}")
