@@ -29,6 +29,11 @@ per admission, to the server log file). After the run the bench counts the recor
 request uids left in the store. The last column is the server's CPU time per request (user +
 system of the server process and its children, read from /proc), which stays meaningful when
 other work shares the machine.
+For each fixed-rate /validate measurement the bench also prints the admissions as the server
+timed them (its log's `duration_ms`), split by provenance outcome (recorded ones waited for the
+journal; denials did not), and with provenance, where each recorded admission's wait for the
+journal went (`ack_split` in /readyz: queued, written, fdatasync, handed back to the event loop,
+total; bucketed, so the figures are bucket bounds).
 `--server-arg=--review-in-threadpool` runs `review()` in the threadpool instead of the event loop;
 `BENCH_GC=trace` logs collector pauses over 2 ms to the server log and prints each server's
 collections (count, total and longest pause per generation), `BENCH_GC=off` disables it.
@@ -69,6 +74,8 @@ from admission_load import (  # noqa: E402  (bench/ is not a package: put on the
     run,
     wrk,
 )
+
+from gpupolicy.provenance.journal.ack_timings import BOUNDS_MS, PHASES, percentile  # noqa: E402
 
 NOOP_RESPONSE = (
     b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}'
@@ -241,12 +248,24 @@ def cpu_seconds(pid: int) -> float:
     return own + sum(cpu_seconds(child) for child in children)
 
 
-def journal_counts(server: Server) -> dict[str, float]:
-    """The provenance server's journal counters (frames appended, fsyncs, seconds in them)."""
+def journal_counts(server: Server) -> dict[str, Any]:
+    """The provenance server's journal counters (frames appended, fsyncs, seconds in them) and
+    where each admission's wait for the journal went (`ack_split`, cumulative bucket counts)."""
     journal = (((readyz(server, wait=5) or {}).get("provenance") or {}).get("journal")) or {}
-    return {
+    counts: dict[str, Any] = {
         key: float(journal.get(key) or 0)
         for key in ("appended", "fsyncs", "fsync_seconds", "fsync_longest_seconds")
+    }
+    counts["ack_split"] = journal.get("ack_split") or {}
+    return counts
+
+
+def split_difference(after: dict[str, list[int]], before: dict[str, list[int]]) -> dict[str, list[int]]:
+    """What each phase of `ack_split` counted between two snapshots (an older server: none)."""
+    return {
+        phase: [now - then for now, then in zip(after[phase], before[phase], strict=True)]
+        for phase in PHASES
+        if phase in after and phase in before
     }
 
 
@@ -260,8 +279,9 @@ def measured(server: Server, action: Callable[[], dict[str, Any]]) -> dict[str, 
     )
     if journal is not None:  # the disk's share: how many frames each fsync took, and how long it took
         after = journal_counts(server)
-        result["journal"] = {key: after[key] - journal[key] for key in after}
+        result["journal"] = {key: after[key] - journal[key] for key in after if key != "ack_split"}
         result["journal"]["fsync_longest_seconds"] = after["fsync_longest_seconds"]  # since start
+        result["ack_split"] = split_difference(after["ack_split"], journal["ack_split"])
     return result
 
 
@@ -278,7 +298,7 @@ class Load:
 
     def fixed(self, server: Server, path: str, uid: int) -> dict[str, Any]:
         options = self.options
-        return measured(
+        result = measured(
             server,
             lambda: run(
                 fixed_rate(
@@ -286,6 +306,9 @@ class Load:
                 )
             ),
         )
+        result["server"] = server.name
+        result["uid_range"] = (uid, uid + int(options.rate * options.duration))  # read in the log later
+        return result
 
     def saturated(self, server: Server, path: str, uid: int) -> dict[str, Any]:
         if self.wrk_files is not None:
@@ -423,7 +446,40 @@ def main() -> None:
         for server in servers.values():
             stop(server)
         fake.stop()
+    for results, _ in rounds:
+        add_durations_inside(results, folder)
     report(options, bodies, rounds, servers["on"], load_before)
+
+
+def add_durations_inside(results: dict[str, dict[str, Any]], folder: Path) -> None:
+    """Each fixed-rate /validate measurement's admissions as the server timed them (its log's
+    `duration_ms`, from the body read to the answer), by provenance outcome: recorded ones
+    waited for the journal, the others (denials, one in ten) did not."""
+    logged = {name: logged_durations(folder / name / "server.log") for name in ("off", "on")}
+    for result in results.values():
+        if "uid_range" not in result:
+            continue
+        first, end = result["uid_range"]
+        inside: dict[str, list[float]] = {}
+        for number in range(first, end):
+            entry = logged[result["server"]].get(number)
+            if entry is not None:
+                inside.setdefault(entry[1], []).append(entry[0])
+        result["inside"] = inside
+
+
+def logged_durations(log: Path) -> dict[int, tuple[float, str]]:
+    """Request number -> (duration_ms, provenance outcome) of this run's admissions in a log."""
+    import json
+
+    found: dict[int, tuple[float, str]] = {}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if '"admission reviewed"' not in line or RUN not in line:
+            continue
+        entry = json.loads(line)
+        number = int(str(entry["uid"]).rsplit("-", 1)[1])
+        found[number] = (float(entry["duration_ms"]), str(entry.get("provenance") or "none"))
+    return found
 
 
 def report(
@@ -501,12 +557,45 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
                 f"{journal['fsync_seconds'] / journal['fsyncs'] * 1000:.2f} ms on average "
                 f"(the longest since the server started: {journal['fsync_longest_seconds'] * 1000:.1f} ms)"
             )
+        if sum((result.get("ack_split") or {}).get("total", [])):  # admissions that waited for it
+            print(f"journal wait during {name}, per admission: {describe_split(result['ack_split'])}")
+        if result.get("inside"):
+            print(f"inside the server during {name}: {describe_inside(result['inside'])}")
     for label, baseline in (
         ("/validate off", "/noop"),
         ("/validate on", "/noop"),
         ("/validate on", "/validate off"),
     ):
         print(f"saturated throughput {label} : {baseline} = {saturated_ratio(results, label, baseline):.2f}")
+
+
+def describe_split(split: dict[str, list[int]]) -> str:
+    """Each phase of the wait for the journal as p50/p99/longest (ms, the upper bounds of the
+    buckets they fall in; `>1000` past the last)."""
+
+    def shown(value: float) -> str:
+        return f">{BOUNDS_MS[-1]:g}" if value == float("inf") else f"{value:g}"
+
+    return (
+        "; ".join(
+            f"{phase} {shown(percentile(counts, 0.5))}/{shown(percentile(counts, 0.99))}/"
+            f"{shown(percentile(counts, 1.0))}"
+            for phase, counts in split.items()
+        )
+        + " ms (p50/p99/longest)"
+    )
+
+
+def describe_inside(inside: dict[str, list[float]]) -> str:
+    def quantile(values: list[float], fraction: float) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+    return "; ".join(
+        f"provenance {outcome}: {len(values)}, p50 {quantile(values, 0.5):.2f} p99 "
+        f"{quantile(values, 0.99):.2f} max {max(values):.2f} ms"
+        for outcome, values in sorted(inside.items())
+    )
 
 
 def saturated_ratio(results: dict[str, dict[str, Any]], label: str, baseline: str) -> float:
@@ -525,6 +614,18 @@ def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
     merged["requests"] = sum(result["requests"] for result in results)
     merged["non_200"] = sum(result["non_200"] for result in results)
+    insides = [result["inside"] for result in results if result.get("inside")]
+    if insides:  # every round's admissions together
+        merged["inside"] = {
+            outcome: [value for inside in insides for value in inside.get(outcome, [])]
+            for outcome in {outcome for inside in insides for outcome in inside}
+        }
+    splits = [result["ack_split"] for result in results if result.get("ack_split")]
+    if splits:  # every round's admissions together
+        merged["ack_split"] = {
+            phase: [sum(counts) for counts in zip(*(split[phase] for split in splits), strict=True)]
+            for phase in splits[0]
+        }
     journals = [result["journal"] for result in results if "journal" in result]
     if journals:  # summed over the rounds
         merged["journal"] = {key: sum(journal[key] for journal in journals) for key in journals[0]}

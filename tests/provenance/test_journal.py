@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gpupolicy.policy.loading import Policy
-from gpupolicy.provenance.journal import entries, frames, segments
-from gpupolicy.provenance.journal.appender import JournalAppender, JournalFull, JournalUnavailable
+from gpupolicy.provenance.journal import ack_timings, entries, frames, segments
+from gpupolicy.provenance.journal.appender import WRITERS, JournalAppender, JournalFull, JournalUnavailable
 from gpupolicy.provenance.journal.reader import JournalReader, scan_segment
 from gpupolicy.provenance.journal.segments import Position
 from tests.provenance.journal_samples import admission_frame
@@ -75,32 +75,141 @@ def test_appends_are_read_back_in_order_after_the_policy_they_were_decided_under
     assert read.torn == 0 and read.malformed == 0
 
 
+WRITER_THREADS = frozenset(f"provenance-journal-{writer}" for writer in range(WRITERS))
+
+
+class ScriptedFlushes:
+    """`os.fdatasync` as the journal's writer threads see it: the first `scripted` flushes each
+    wait until the test lets them go, then return or raise what the test says (later ones, and
+    every other thread's, are the real call). Flushes are numbered from 0 in the order begun."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, scripted: int) -> None:
+        self.began = [threading.Event() for _ in range(scripted)]
+        self._outcome: list[Future[None]] = [Future() for _ in range(scripted)]
+        self._count = 0
+        self._lock = threading.Lock()
+        self._real = os.fdatasync
+        monkeypatch.setattr("gpupolicy.provenance.journal.appender.os.fdatasync", self)
+
+    def __call__(self, fd: int) -> None:
+        if threading.current_thread().name not in WRITER_THREADS:
+            return self._real(fd)  # the spare segment's thread
+        with self._lock:
+            number, self._count = self._count, self._count + 1
+        self._real(fd)
+        if number < len(self.began):
+            self.began[number].set()
+            self._outcome[number].result(WAIT)  # raises what `fail` set
+
+    def wait_began(self, number: int) -> None:
+        assert self.began[number].wait(WAIT), f"flush {number} never began"
+
+    def succeed(self, number: int) -> None:
+        self._outcome[number].set_result(None)
+
+    def fail(self, number: int) -> None:
+        self._outcome[number].set_exception(OSError(errno.EIO, "Input/output error"))
+
+    def release_all(self) -> None:
+        for outcome in self._outcome:
+            if not outcome.done():
+                outcome.set_result(None)
+
+
 def test_concurrent_appends_share_one_fsync(
     journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
-    entered, opened = threading.Event(), threading.Event()
-    real_write = journal._write
-
-    def gated(batch: list[Any]) -> BaseException | None:
-        if not entered.is_set():  # hold the first batch until the others are queued
-            entered.set()
-            assert opened.wait(WAIT)
-        return real_write(batch)
-
-    monkeypatch.setattr(journal, "_write", gated)
+    flushes = ScriptedFlushes(monkeypatch, scripted=2)
     try:
         first = journal.submit(admission_frame("uid-first", gpu_policy), gpu_policy)
-        assert entered.wait(WAIT)
+        flushes.wait_began(0)
+        second = journal.submit(admission_frame("uid-second", gpu_policy), gpu_policy)
+        flushes.wait_began(1)  # both writer threads flushing: what comes now waits in the queue
         rest = [journal.submit(admission_frame(f"uid-{i:02d}", gpu_policy), gpu_policy) for i in range(30)]
-        assert not any(future.done() for future in [first, *rest])  # nothing is durable yet
-        opened.set()
-        for future in [first, *rest]:
+        assert not any(future.done() for future in [first, second, *rest])  # nothing is durable yet
+        flushes.release_all()
+        for future in [first, second, *rest]:
             future.result(WAIT)
-        assert journal.fsyncs == 2  # the first batch, then the thirty together
+        assert journal.fsyncs == 3  # the first batch, the second, then the thirty together
     finally:
+        flushes.release_all()
         journal.close()
-    assert read_uids(journal_dir) == ["uid-first", *[f"uid-{i:02d}" for i in range(30)]]
+    assert read_uids(journal_dir) == ["uid-first", "uid-second", *[f"uid-{i:02d}" for i in range(30)]]
+
+
+def test_a_later_flush_acknowledges_an_earlier_batch_whose_flush_is_slow(
+    journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
+    flushes = ScriptedFlushes(monkeypatch, scripted=1)
+    try:
+        slow = journal.submit(admission_frame("uid-slow", gpu_policy), gpu_policy)
+        flushes.wait_began(0)  # and held there
+        later = journal.submit(admission_frame("uid-later", gpu_policy), gpu_policy)
+        # The second flush began after both writes: both are on disk once it returns.
+        later.result(WAIT)
+        assert slow.done() and slow.exception() is None
+    finally:
+        flushes.release_all()
+        journal.close()
+    assert read_uids(journal_dir) == ["uid-slow", "uid-later"]
+
+
+def test_acknowledgements_follow_the_order_written(
+    journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
+    flushes = ScriptedFlushes(monkeypatch, scripted=2)
+    order: list[str] = []
+    try:
+        first = journal.submit(admission_frame("uid-first", gpu_policy), gpu_policy)
+        first.add_done_callback(lambda _: order.append("uid-first"))
+        flushes.wait_began(0)
+        second = journal.submit(admission_frame("uid-second", gpu_policy), gpu_policy)
+        second.add_done_callback(lambda _: order.append("uid-second"))
+        flushes.wait_began(1)
+        flushes.succeed(1)  # the later flush returns first: it covers both, the first settled first
+        second.result(WAIT)
+        assert first.done() and order == ["uid-first", "uid-second"]
+        flushes.succeed(0)
+    finally:
+        flushes.release_all()
+        journal.close()
+
+
+def test_a_failing_second_flush_fails_every_batch_of_its_segment_not_yet_acknowledged(
+    journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
+    flushes = ScriptedFlushes(monkeypatch, scripted=3)
+    try:
+        a = journal.submit(admission_frame("uid-a", gpu_policy), gpu_policy)
+        flushes.wait_began(0)
+        b = journal.submit(admission_frame("uid-b", gpu_policy), gpu_policy)
+        flushes.wait_began(1)
+        flushes.succeed(0)  # covers a alone: b was written after it began
+        a.result(WAIT)
+        assert not b.done()
+        c = journal.submit(admission_frame("uid-c", gpu_policy), gpu_policy)  # after b, same segment
+        flushes.wait_began(2)
+        assert not c.done()
+        flushes.fail(1)  # b's flush: the disk lost pages of the segment
+        for lost in (b, c):
+            with pytest.raises(JournalUnavailable, match="Input/output error"):
+                lost.result(WAIT)
+        flushes.succeed(2)  # c's own flush returns without error, too late: c stays failed
+        after = journal.submit(admission_frame("uid-after", gpu_policy), gpu_policy)
+        after.result(WAIT)
+        status = journal.status()
+        assert status["failed"] == 2 and status["appended"] == 2
+        assert sum(status["ack_split"]["total"]) == 2
+        assert len(segments.segment_numbers(journal_dir)) == 2  # uid-after in a segment of its own
+    finally:
+        flushes.release_all()
+        journal.close()
+    uids = read_uids(journal_dir)  # b and c were written: a replay may record them (counted failed)
+    assert uids[0] == "uid-a" and uids[-1] == "uid-after"
 
 
 def test_segments_roll_over_and_a_closed_journal_is_finished(journal_dir: Path, gpu_policy: Policy) -> None:
@@ -240,3 +349,41 @@ def test_one_writer_per_journal(appender: JournalAppender, journal_dir: Path) ->
     with pytest.raises(JournalUnavailable, match="another process"):
         JournalAppender(journal_dir).open()
     assert segments.writer_running(journal_dir)
+
+
+def test_each_acknowledged_admission_is_counted_in_every_phase_of_its_wait(
+    appender: JournalAppender, gpu_policy: Policy
+) -> None:
+    append_all(appender, [admission_frame(f"uid-{i}", gpu_policy) for i in range(5)], gpu_policy)
+    split = appender.status()["ack_split"]
+    assert split["bounds_ms"] == list(ack_timings.BOUNDS_MS)
+    for phase in ack_timings.PHASES:
+        assert sum(split[phase]) == 5, phase
+
+
+def test_a_failed_batch_is_not_counted_as_acknowledged(
+    appender: JournalAppender, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr("gpupolicy.provenance.journal.appender.os.fdatasync", failing)
+    with pytest.raises(JournalUnavailable):
+        appender.submit(admission_frame("uid-lost", gpu_policy), gpu_policy).result(WAIT)
+    assert sum(appender.status()["ack_split"]["total"]) == 0
+
+
+def test_the_wait_is_split_by_phase_into_buckets_read_back_as_percentiles() -> None:
+    timings = ack_timings.AckTimings()
+    batch = ack_timings.BatchTimes(taken=0.0, written=0.00009, synced=0.00289)  # write 0.09 ms, fsync 2.8
+    timings.observe([-0.00035, -0.00085], batch, settled=0.00298)  # queued 0.35 and 0.85 ms
+    counts = timings.snapshot()
+    bucket = {ms: index for index, ms in enumerate(ack_timings.BOUNDS_MS)}
+    assert counts["fsync"][bucket[3.0]] == 2
+    assert counts["write"][bucket[0.1]] == 2 and counts["handback"][bucket[0.1]] == 2
+    assert counts["queue"][bucket[0.4]] == 1 and counts["queue"][bucket[0.9]] == 1
+    assert ack_timings.percentile(counts["total"], 0.5) == 3.5  # 3.33 ms
+    assert ack_timings.percentile(counts["total"], 0.99) == 4.0  # 3.83 ms
+    assert math.isnan(ack_timings.percentile([0] * (len(ack_timings.BOUNDS_MS) + 1), 0.99))
+    past = [0] * len(ack_timings.BOUNDS_MS) + [1]
+    assert ack_timings.percentile(past, 0.5) == float("inf")
