@@ -4,6 +4,7 @@ failing disk is an fsync that raises, never a timing."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -116,12 +117,25 @@ class ScriptedFlushes:
                 outcome.set_result(None)
 
 
+@contextlib.contextmanager
+def scripted_journal(
+    journal_dir: Path, monkeypatch: pytest.MonkeyPatch, *, scripted: int
+) -> Iterator[tuple[JournalAppender, ScriptedFlushes]]:
+    """An open journal whose next `scripted` fdatasyncs wait for the test (opened first: its
+    spare segment's flush is not one of them); every flush released and the journal closed after."""
+    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
+    flushes = ScriptedFlushes(monkeypatch, scripted=scripted)
+    try:
+        yield journal, flushes
+    finally:
+        flushes.release_all()
+        journal.close()
+
+
 def test_concurrent_appends_share_one_fsync(
     journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
-    flushes = ScriptedFlushes(monkeypatch, scripted=2)
-    try:
+    with scripted_journal(journal_dir, monkeypatch, scripted=2) as (journal, flushes):
         first = journal.submit(admission_frame("uid-first", gpu_policy), gpu_policy)
         flushes.wait_began(0)
         second = journal.submit(admission_frame("uid-second", gpu_policy), gpu_policy)
@@ -132,37 +146,27 @@ def test_concurrent_appends_share_one_fsync(
         for future in [first, second, *rest]:
             future.result(WAIT)
         assert journal.fsyncs == 3  # the first batch, the second, then the thirty together
-    finally:
-        flushes.release_all()
-        journal.close()
     assert read_uids(journal_dir) == ["uid-first", "uid-second", *[f"uid-{i:02d}" for i in range(30)]]
 
 
 def test_a_later_flush_acknowledges_an_earlier_batch_whose_flush_is_slow(
     journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
-    flushes = ScriptedFlushes(monkeypatch, scripted=1)
-    try:
+    with scripted_journal(journal_dir, monkeypatch, scripted=1) as (journal, flushes):
         slow = journal.submit(admission_frame("uid-slow", gpu_policy), gpu_policy)
         flushes.wait_began(0)  # and held there
         later = journal.submit(admission_frame("uid-later", gpu_policy), gpu_policy)
         # The second flush began after both writes: both are on disk once it returns.
         later.result(WAIT)
         assert slow.done() and slow.exception() is None
-    finally:
-        flushes.release_all()
-        journal.close()
     assert read_uids(journal_dir) == ["uid-slow", "uid-later"]
 
 
 def test_acknowledgements_follow_the_order_written(
     journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
-    flushes = ScriptedFlushes(monkeypatch, scripted=2)
     order: list[str] = []
-    try:
+    with scripted_journal(journal_dir, monkeypatch, scripted=2) as (journal, flushes):
         first = journal.submit(admission_frame("uid-first", gpu_policy), gpu_policy)
         first.add_done_callback(lambda _: order.append("uid-first"))
         flushes.wait_began(0)
@@ -173,17 +177,12 @@ def test_acknowledgements_follow_the_order_written(
         second.result(WAIT)
         assert first.done() and order == ["uid-first", "uid-second"]
         flushes.succeed(0)
-    finally:
-        flushes.release_all()
-        journal.close()
 
 
 def test_a_failing_second_flush_fails_every_batch_of_its_segment_not_yet_acknowledged(
     journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    journal = JournalAppender(journal_dir, segment_bytes=1024 * 1024, max_bytes=8 * 1024 * 1024).open()
-    flushes = ScriptedFlushes(monkeypatch, scripted=3)
-    try:
+    with scripted_journal(journal_dir, monkeypatch, scripted=3) as (journal, flushes):
         a = journal.submit(admission_frame("uid-a", gpu_policy), gpu_policy)
         flushes.wait_began(0)
         b = journal.submit(admission_frame("uid-b", gpu_policy), gpu_policy)
@@ -205,9 +204,6 @@ def test_a_failing_second_flush_fails_every_batch_of_its_segment_not_yet_acknowl
         assert status["failed"] == 2 and status["appended"] == 2
         assert sum(status["ack_split"]["total"]) == 2
         assert len(segments.segment_numbers(journal_dir)) == 2  # uid-after in a segment of its own
-    finally:
-        flushes.release_all()
-        journal.close()
     uids = read_uids(journal_dir)  # b and c were written: a replay may record them (counted failed)
     assert uids[0] == "uid-a" and uids[-1] == "uid-after"
 
