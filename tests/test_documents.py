@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.loading.documents import DEFAULT_LIMITS, Resource, parse_text
 from gpupolicy.loading.inputs import load_file, load_text
+from gpupolicy.loading.positions import child_of, line_and_column, place, span, span_end, span_start
 from gpupolicy.policy.loading import default_policy
 
 DEPLOYMENT = """\
@@ -79,6 +80,31 @@ def test_missing_field_points_at_nearest_existing_ancestor() -> None:
     assert resource.position((*CONTAINERS, 5, "image")) == (10, 7)
     assert resource.has_path((*CONTAINERS, 0, "image"))
     assert not resource.has_path((*CONTAINERS, 1, "resources"))
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        ((0, 0), (0, 0)),
+        ((2**32 - 1, 2**32 - 1), (0, 0)),
+        ((0, 0), (2**32 - 1, 2**32 - 1)),
+        ((7, 2**31), (2**31, 5)),
+    ],
+)
+def test_a_span_keeps_both_places_whole(start: tuple[int, int], end: tuple[int, int]) -> None:
+    """An entry packs where its key or item starts and ends in one int: neither spills into the other."""
+    where = span(place(*start), place(*end))
+    assert (line_and_column(span_start(where)), line_and_column(span_end(where))) == (start, end)
+
+
+def test_positions_around_a_block_scalar() -> None:
+    """A block scalar's entry also holds where its text starts (kube/rollback.py reads it)."""
+    resource = only("a:\n  b: |\n    one\n    two\n  c: 1\n")
+    assert resource.position(("a", "b")) == (2, 3)
+    assert resource.last_line(("a", "b")) == 2  # the key's own line: the key is what a finding points at
+    assert resource.line_span() == (1, 6)
+    written = resource.positions.written(("a", "b")) if resource.positions is not None else None
+    assert written is not None and line_and_column(child_of(written)) == (1, 5)  # type: ignore[arg-type]
 
 
 def test_identity_fields() -> None:

@@ -39,7 +39,7 @@ from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping, int_or_default
 from gpupolicy.loading.composer import compose_document
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, Resource, UnreadableValue, construct
-from gpupolicy.loading.positions import line_and_column
+from gpupolicy.loading.positions import child_of, line_and_column
 
 if TYPE_CHECKING:
     import jsonschema
@@ -197,7 +197,7 @@ def annotation_line(resource: Resource, inner: int) -> int | None:
     """The file line of line `inner` of the criteria annotation when it is written as a block
     scalar (`|`, text from the next line on); None for other styles (the annotation's own line)."""
     written = resource.positions.written(ANNOTATION_KEYS) if resource.positions is not None else None
-    block = written[2] if written is not None else None  # where a block scalar's text starts
+    block = child_of(written) if written is not None else None  # where a block scalar's text starts
     if isinstance(block, int):
         line, _ = line_and_column(block)
         return line + 1 + inner + resource.line_offset

@@ -27,9 +27,14 @@ from gpupolicy.loading.positions import (
     MergedMapping,
     Place,
     PositionTable,
+    child_of,
     line_and_column,
     mark_place,
     mark_position,
+    span,
+    span_end,
+    span_of,
+    span_start,
 )
 
 try:  # pragma: no cover - depends on how PyYAML was built
@@ -198,17 +203,17 @@ class Resource:
         """1-based (line, column) of the field at `path`, or of its nearest existing ancestor."""
         if self.positions is None:
             return None
-        entry, _ = self.positions.pointer(path)
-        return self.position_of(entry[0])
+        where, _ = self.positions.pointer(path)
+        return self.position_of(span_start(where))
 
     def last_line(self, path: JsonPath) -> int | None:
         """1-based last line of the scalar at `path` (a quoted or block scalar may span several)."""
         if self.positions is None:
             return None
-        entry, scalar = self.positions.pointer(path)
+        where, scalar = self.positions.pointer(path)
         if not scalar:
             return None
-        line, column = self._editor(entry[1])
+        line, column = self._editor(span_end(where))
         # A block scalar ends at the start of the next line.
         return line + (1 if column > 0 else 0) + self.line_offset
 
@@ -216,8 +221,8 @@ class Resource:
         """1-based first and last line of the object's text (None without positions)."""
         if self.positions is None:
             return None
-        start, end, _ = self.positions.root
-        return self.position_of(start)[0], self.position_of(end)[0]
+        where = span_of(self.positions.root)
+        return self.position_of(span_start(where))[0], self.position_of(span_end(where))[0]
 
     def position_of(self, place: Place) -> tuple[int, int]:
         """1-based (line, column) in the file of a place the loader noted in this object."""
@@ -444,7 +449,8 @@ def construct_with_positions(
     max_depth, max_expansion = limits.max_depth, limits.max_alias_expansion
     scalar_node, mapping_node, tag_str, tag_merge = yaml.ScalarNode, yaml.MappingNode, _TAG_STR, _TAG_MERGE
     scalar_value, block_styles = _scalar_value, _BLOCK_STYLES
-    bits = COLUMN_BITS  # a place is line << bits | column (positions.py)
+    # A span is (start line, start column, end line, end column), COLUMN_BITS each (positions.py).
+    end_line_bits, start_column_bits, start_line_bits = COLUMN_BITS, 2 * COLUMN_BITS, 3 * COLUMN_BITS
 
     def charge_alias(node: yaml.Node, depth: int) -> None:
         nonlocal expanded
@@ -510,9 +516,15 @@ def construct_with_positions(
             else:
                 collection = mapping_of if type(value_node) is mapping_node else sequence_of
                 result[key], child = collection(value_node, depth + 1)
-            if written is not None:  # places computed inline: a call per place cost a fifth of the walk
+            if written is not None:  # spans computed inline: a call per span cost a fifth of the walk
                 start, end = key_node.start_mark, key_node.end_mark
-                table[written] = (start.line << bits | start.column, end.line << bits | end.column, child)
+                where = (
+                    start.line << start_line_bits
+                    | start.column << start_column_bits
+                    | end.line << end_line_bits
+                    | end.column
+                )
+                table[written] = where if child is None else (where, child)  # a plain scalar: its span alone
         if sources:
             memo[id(node)] = result, (table := MergedMapping(table, sources))
         return result, table
@@ -532,7 +544,13 @@ def construct_with_positions(
                 value, child = (mapping_of if type(item) is mapping_node else sequence_of)(item, depth + 1)
                 items.append(value)
             start, end = item.start_mark, item.end_mark
-            table.append((start.line << bits | start.column, end.line << bits | end.column, child))
+            where = (
+                start.line << start_line_bits
+                | start.column << start_column_bits
+                | end.line << end_line_bits
+                | end.column
+            )
+            table.append(where if child is None else (where, child))
         return items, table
 
     try:
@@ -544,7 +562,8 @@ def construct_with_positions(
         memo.clear()
         extents.clear()
         charge_alias = built = value_of = mapping_of = sequence_of = None  # type: ignore[assignment]
-    return value, (mark_place(root.start_mark), mark_place(root.end_mark), child), repeated
+    where = span(mark_place(root.start_mark), mark_place(root.end_mark))
+    return value, (where if child is None else (where, child)), repeated
 
 
 def _merge_sources(merged: Child) -> list[dict[str, Entry]]:
@@ -552,7 +571,7 @@ def _merge_sources(merged: Child) -> list[dict[str, Entry]]:
     if isinstance(merged, dict):
         return [merged]
     if isinstance(merged, list):
-        return [item[2] for item in merged if isinstance(item[2], dict)]
+        return [table for table in map(child_of, merged) if isinstance(table, dict)]
     return []
 
 
@@ -744,8 +763,9 @@ def _expand_lists(obj: Any, node: yaml.Node, entry: Entry) -> Iterator[tuple[Any
     items = obj.get("items") if isinstance(obj, dict) else None
     if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
         value_node = _mapping_value(node, "items")
-        written = entry[2].get("items") if isinstance(entry[2], dict) else None
-        item_entries = written[2] if written is not None else None
+        table = child_of(entry)
+        written = table.get("items") if isinstance(table, dict) else None
+        item_entries = child_of(written) if written is not None else None
         for index, item in enumerate(items):
             if isinstance(value_node, yaml.SequenceNode) and isinstance(item_entries, list):
                 yield item, value_node.value[index], item_entries[index]
@@ -983,7 +1003,7 @@ def _duplicates_in(
 ) -> list[DuplicateKey]:
     """The keys repeated in the object at `root` (all of the document's when it is `whole`), each
     with its path there, found while the node graph is at hand."""
-    start, end = entry[0], entry[1]
+    start, end = span_start(span_of(entry)), span_end(span_of(entry))
     found = []
     for key in repeated:
         place = mark_place(key.node.start_mark)

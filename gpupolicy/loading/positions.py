@@ -3,7 +3,10 @@
 A finding points at the key of the field it is about (or the list item), and at the nearest
 existing ancestor when the field is absent. The loader used to keep each document's node graph
 to answer that; the graph weighs about four times the values. The table keeps, of each node, only
-what an answer reads: where it starts and ends, packed in an int each, and what is below it.
+what an answer reads: where it starts and ends, packed in one int (a span), and what is below it.
+An entry is that span alone for a scalar that is not a block scalar (most entries), else a pair of
+the span and what is below: a third less memory than a tuple of two places and what is below
+(docs/performance.md, "Loader").
 
 - a mapping's table is a dict from each key as written (a scalar key's text) to the entry of its
   value, placed at the key; the last of repeated keys wins, as in kubectl. A mapping with `<<`
@@ -33,8 +36,14 @@ Place: TypeAlias = int
 COLUMN_BITS = 32
 _COLUMN_MASK = (1 << COLUMN_BITS) - 1
 
+# Where a key or item starts and ends: start << 64 | end, each a Place (64 bits), so both are kept whole.
+Span: TypeAlias = int
+SPAN_BITS = 2 * COLUMN_BITS
+_PLACE_MASK = (1 << SPAN_BITS) - 1
+
 Child: TypeAlias = "MappingTable | list[Entry] | Place | None"
-Entry: TypeAlias = tuple[Place, Place, Child]  # where the key or item starts and ends; what is below
+# A plain scalar's span alone, or (span, what is below: a table, or where a block scalar starts).
+Entry: TypeAlias = "Span | tuple[Span, Child]"
 MappingTable: TypeAlias = "dict[str, Entry]"
 
 
@@ -114,6 +123,27 @@ def mark_place(mark: yaml.Mark) -> Place:
     return mark.line << COLUMN_BITS | mark.column
 
 
+def span(start: Place, end: Place) -> Span:
+    return start << SPAN_BITS | end
+
+
+def span_start(where: Span) -> Place:
+    return where >> SPAN_BITS
+
+
+def span_end(where: Span) -> Place:
+    return where & _PLACE_MASK
+
+
+def span_of(entry: Entry) -> Span:
+    return entry if isinstance(entry, int) else entry[0]
+
+
+def child_of(entry: Entry) -> Child:
+    """What is below an entry: a collection's table, a block scalar's start, else None."""
+    return None if isinstance(entry, int) else entry[1]
+
+
 def entry_of(table: MappingTable, key: str) -> Entry | None:
     """The entry of `key` in a mapping's table: written there, or else merged into it."""
     found = table.get(key)
@@ -141,14 +171,14 @@ class PositionTable:
 
     def start(self) -> tuple[int, int]:
         """0-based (line, column) where the object starts, as libyaml counts them."""
-        return line_and_column(self.root[0])
+        return line_and_column(span_start(span_of(self.root)))
 
-    def pointer(self, path: JsonPath) -> tuple[Entry, bool]:
-        """The entry a finding about `path` points at (the key of a mapping entry, the item of a
-        list; the nearest existing ancestor when the field is absent), and whether that entry's
-        start and end are a scalar's (a key, or a scalar item)."""
+    def pointer(self, path: JsonPath) -> tuple[Span, bool]:
+        """The span of what a finding about `path` points at (the key of a mapping entry, the item
+        of a list; the nearest existing ancestor when the field is absent), and whether that span
+        is a scalar's (a key, or a scalar item)."""
         pointer, is_key = self.root, False
-        child = pointer[2]
+        child = child_of(pointer)
         for step in path:
             if isinstance(child, dict) and isinstance(step, str):
                 found = entry_of(child, step)
@@ -159,14 +189,14 @@ class PositionTable:
                 pointer, is_key = child[step], False
             else:
                 break
-            child = pointer[2]
-        return pointer, is_key or not is_table(pointer[2])
+            child = child_of(pointer)
+        return span_of(pointer), is_key or not is_table(child)
 
     def written(self, keys: tuple[str, ...]) -> Entry | None:
         """The entry at `keys` through mapping keys written in the text (not merged), if any."""
         entry: Entry | None = self.root
         for key in keys:
-            child = entry[2] if entry is not None else None
+            child = child_of(entry) if entry is not None else None
             if not isinstance(child, dict):
                 return None
             entry = child.get(key)
