@@ -12,7 +12,8 @@ above the stages' sum for it). Each stage's CPU time (user + system) is printed 
 (a), the medians of --runs rounds.
 
 With --against DIR (another checkout), each checkout runs in a child process of its own, round by
-round in turn, on the same files: a before and after from one sitting.
+round in turn (each round starting with the next checkout), on the same files: a before and after
+from one sitting.
 
     python bench/lint_stages.py [--objects 2000] [--files 200] [--runs 5] [--bundle] [--against DIR ...]
 
@@ -149,13 +150,19 @@ def main() -> int:
             return 0
         checkouts = [REPO, *options.against]
         rounds: dict[Path, dict[str, list[float]]] = {checkout: {} for checkout in checkouts}
-        for _ in range(options.runs):
-            for checkout in checkouts:
+        for index in range(options.runs):
+            # Each round starts with another checkout: the first child of a round ran slower on
+            # this machine, which a fixed order charged to the same checkout every time.
+            turn = index % len(checkouts)
+            for checkout in [*checkouts[turn:], *checkouts[:turn]]:
                 for stage, values in _in_checkout(checkout, folder).items():
                     rounds[checkout].setdefault(stage, []).extend(values)
         for checkout in checkouts:
             _print(str(checkout), rounds[checkout])
-        print(f"{options.runs} rounds, the checkouts in turn, each in a child process of its own")
+        print(
+            f"{options.runs} rounds, the checkouts in turn (a different one first each round), "
+            "each in a child process of its own"
+        )
     return 0
 
 

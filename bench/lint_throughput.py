@@ -419,13 +419,14 @@ def _compare(checkouts: list[Path], folder: Path, count: int, args: argparse.Nam
     parse_wall: list[float] = []
     parse_cpu: list[float] = []
     times: dict[tuple[Path, str], list[tuple[float, float]]] = {}
-    for _ in range(args.runs):
+    for index in range(args.runs):
         gc.collect()
         wall, cpu = time.perf_counter(), time.process_time()
         parse_only(folder)
         parse_wall.append(time.perf_counter() - wall)
         parse_cpu.append(time.process_time() - cpu)
-        for checkout in checkouts:
+        turn = index % len(checkouts)  # each round starts with another checkout (bench/lint_stages.py)
+        for checkout in [*checkouts[turn:], *checkouts[:turn]]:
             times.setdefault((checkout, "in-process"), []).append(_timed_child(checkout, folder))
             for jobs in args.jobs:
                 times.setdefault((checkout, f"CLI -j {jobs}"), []).append(
@@ -441,7 +442,9 @@ def _compare(checkouts: list[Path], folder: Path, count: int, args: argparse.Nam
         print(
             f"{name:<28} {what:<12} {wall:>8.3f} {wall / base_wall:>8.2f} {cpu:>8.3f} {cpu / base_cpu:>12.2f}"
         )
-    print(f"medians of {args.runs} interleaved rounds; {count} objects")
+    print(
+        f"medians of {args.runs} interleaved rounds (a different checkout first each round); {count} objects"
+    )
     return 0
 
 
