@@ -38,6 +38,7 @@ from gpupolicy.provenance.journal.segments import REPLAYER_LOCK, DirectoryLock
 from gpupolicy.provenance.locations import DB_ENV
 from gpupolicy.webhook.collector import fewer_collections
 from gpupolicy.webhook.logs import configure_logging, log
+from gpupolicy.webhook.signals import stop_on_signals
 
 _log = logging.getLogger("gpupolicy.provenance")
 
@@ -227,8 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda _sig, _frame: stop.set())
+    # Not `stop.set()` in the handler: it deadlocks when the signal lands inside `stop.wait()`.
+    stop_on_signals(stop, (signal.SIGTERM, signal.SIGINT))
     _die_with(args.parent)
     with contextlib.suppress(OSError):
         os.nice(NICE)

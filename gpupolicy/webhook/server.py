@@ -31,6 +31,7 @@ from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlinePr
 from gpupolicy.webhook.recording import Provenance
 from gpupolicy.webhook.review import Decision, ReviewEngine, review
 from gpupolicy.webhook.settings import Mode
+from gpupolicy.webhook.signals import SignalPipe
 from gpupolicy.webhook.tls import ReloadingCertificate
 
 _log = logging.getLogger(LOGGER)
@@ -186,7 +187,7 @@ class WebhookServer(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self.companions = companions
-        self._stopping = threading.Event()
+        self._signalled = SignalPipe()  # not an Event: see webhook/signals.py
         self.shutdown_deadline = float(config.timeout_graceful_shutdown or 0) + SHUTDOWN_MARGIN_SECONDS
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
@@ -212,11 +213,12 @@ class WebhookServer(uvicorn.Server):
                 signal.signal(sig, handler)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self._stopping.set()  # nothing else here: it interrupts whatever the main thread was doing
+        self._signalled.notify()  # nothing else here: it interrupts whatever the main thread was doing
         super().handle_exit(sig, frame)
 
     def _end_after_deadline(self) -> None:
-        self._stopping.wait()
+        if not self._signalled.wait():
+            return
         time.sleep(self.shutdown_deadline)
         # Still running (a daemon thread does not outlive a finished process): the event loop
         # never came back to shut the server down, or the clean-up after it hangs.

@@ -133,16 +133,24 @@ def start_server(
     raise RuntimeError(f"gpupolicy serve did not answer within {wait_seconds} s:\n{server.logs()}")
 
 
-def wait_for_replayer(data_dir: Path, seconds: float = 60.0) -> None:
+def wait_for_replayer(server: ServerProcess, seconds: float = 60.0) -> None:
     """Until no provenance replayer holds the server's journal: one whose webhook was killed
     replays what the journal holds, then exits."""
     from gpupolicy.provenance.journal.segments import REPLAYER_LOCK, DirectoryLock
 
-    lock = DirectoryLock(data_dir / "journal", REPLAYER_LOCK)
+    journal = server.data_dir / "journal"
+    lock = DirectoryLock(journal, REPLAYER_LOCK)
     deadline = time.monotonic() + seconds
     while not lock.acquire(blocking=False):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"a provenance replayer still holds {data_dir / 'journal'} after {seconds} s")
+            try:
+                status = (journal / "replayer.json").read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                status = f"none ({exc})"
+            raise RuntimeError(
+                f"a provenance replayer still holds {journal} after {seconds} s; its last status: "
+                f"{status}\nthe server's and the replayer's log:\n{server.logs()[-20_000:]}"
+            )
         time.sleep(0.1)
     lock.release()
 

@@ -111,7 +111,7 @@ def test_every_acknowledged_admission_survives_sigkill(tmp_path: Path, database:
     assert len(sent) >= KILL_AFTER
     # The webhook answered once the admissions were in its journal; its replayer, left alone,
     # stores what the journal holds before it exits.
-    wait_for_replayer(server.data_dir)
+    wait_for_replayer(server)
 
     spool_dir = server.data_dir / "spool"
     if database.reachable:

@@ -126,7 +126,7 @@ def test_every_answered_admission_is_stored_once_after_kill_9(
             if victims == "both":
                 kill(pid)
             server.kill()
-            wait_for_replayer(server.data_dir)  # "webhook": the orphan replays what it can, then exits
+            wait_for_replayer(server)  # "webhook": the orphan replays what it can, then exits
     finally:
         stream.stop()
         server.stop()
