@@ -287,6 +287,23 @@ def test_the_writers_segment_is_read_as_far_as_it_is_written(
     assert [entry.uid for entry, _ in reader.read(first.end).admissions] == ["uid-b"]
 
 
+def test_a_read_waits_until_the_replayer_passes_what_was_answered(
+    appender: JournalAppender, journal_dir: Path, gpu_policy: Policy
+) -> None:
+    """GET /provenance waits (`wait_replayed`) for the replayer's checkpoint to pass every
+    admission answered before it: at most its timeout, then it says it did not."""
+    assert appender.wait_replayed(0.0)  # nothing written: nothing to wait for
+    append_all(appender, [admission_frame(f"uid-{index}", gpu_policy) for index in range(3)], gpu_policy)
+    assert not appender.wait_replayed(0.05)  # no replayer: the checkpoint stays behind
+    read = JournalReader(journal_dir).read(segments.START, limit=100)
+    replayed = threading.Timer(0.2, segments.write_checkpoint, (journal_dir, read.end))
+    replayed.start()
+    try:
+        assert appender.wait_replayed(WAIT)
+    finally:
+        replayed.join()
+
+
 def test_a_full_journal_refuses_at_once_and_takes_again_once_replayed(
     journal_dir: Path, gpu_policy: Policy
 ) -> None:

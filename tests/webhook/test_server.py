@@ -25,6 +25,7 @@ from tests.webhook.server_process import (
     client_context,
     free_port,
     start_server,
+    wait_for_replay,
     write_certificate,
     write_kubeconfig,
 )
@@ -109,6 +110,10 @@ def test_admits_creates_updates_and_dry_runs_over_tls(server: ServerProcess, cli
     assert isinstance(status, dict) and status["code"] == 403
     assert "GP102" in status["message"] and "GP601" in status["message"]
 
+    # The replayer's process runs at a lower priority and starts beside the server: on a busy
+    # machine its first replay may come later than a read waits for it (2 s; that wait is
+    # tests/provenance/test_journal.py's). Here the records themselves are under test.
+    wait_for_replay(server, seconds=60)
     with httpx.Client(
         base_url=f"https://127.0.0.1:{PROVENANCE_API_PORT}", verify=client_context(server.ca), timeout=10
     ) as provenance_api:
