@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from gpupolicy.core.immutable import immutable
 
 JsonPath = tuple[str | int, ...]
 
@@ -30,7 +32,7 @@ class Severity(enum.IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ObjectRef:
     kind: str
     namespace: str | None
@@ -55,7 +57,7 @@ def format_path(path: JsonPath) -> str:
     return "".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Finding:
     rule_id: str
     rule_name: str

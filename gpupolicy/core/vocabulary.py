@@ -54,6 +54,7 @@ def format_help() -> str:
 # -- the cluster kinds the rules read ---------------------------------------------------------------
 
 
+# A frozen dataclass, not @immutable: this module imports nothing from gpupolicy (few are made).
 @dataclass(frozen=True, slots=True)
 class ClusterKind:
     """A Kubernetes kind the rules read beyond the object they judge.

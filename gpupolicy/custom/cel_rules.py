@@ -31,10 +31,10 @@ A native CEL rule is the same with gpupolicy's metadata, in a document of its ow
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import POLICY_API_VERSION, REMEDIATION_ANNOTATION, RULE_ID_ANNOTATION
 from gpupolicy.custom.cel import Activation, CelExpression, compile_expression
 from gpupolicy.custom.definitions import (
@@ -68,7 +68,7 @@ def is_cel_definition(resource: Resource) -> bool:
     return resource.kind == NATIVE_KIND and as_mapping(resource.obj).get("apiVersion") == POLICY_API_VERSION
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Validation:
     expression: CelExpression
     message: str
@@ -76,7 +76,7 @@ class Validation:
     path: tuple[str | int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CelProgram:
     """A policy's compiled expressions: what one binding or native rule evaluates."""
 
@@ -158,7 +158,7 @@ def _origin(resource: Resource) -> Origin:
 # -- evaluation ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ParamSource:
     """Where a binding's params come from: `paramKind` and `paramRef`."""
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from gpupolicy.core.findings import JsonPath, Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.custom.errors import CustomRuleError
 
 # Custom ids share the suppression syntax of built-in ones (`gpupolicy.io/ignore: ORG001`):
@@ -22,7 +23,7 @@ CUSTOM_ID = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)*$")
 KEBAB_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Origin:
     """Where a custom rule is written: its error messages and `gpupolicy explain` name it."""
 
@@ -33,7 +34,7 @@ class Origin:
         return CustomRuleError(self.file, line if line is not None else self.line, message, column)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Metadata:
     id: str
     name: str
@@ -46,14 +47,14 @@ class Metadata:
     parameters: Mapping[str, Any] = field(default_factory=dict)  # name -> default value
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CustomViolation:
     message: str
     path: JsonPath = ()
     severity: Severity | None = None  # a VAP binding's Warn/Audit, a constraint's enforcementAction
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Review:
     """What one evaluation of a custom rule reads besides its code."""
 
@@ -72,7 +73,7 @@ class Check(Protocol):
     def __call__(self, review: Review, parameters: Mapping[str, Any]) -> Sequence[CustomViolation]: ...
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CustomRule:
     metadata: Metadata
     matches: Callable[[Mapping[str, Any], Mapping[str, Any] | None], bool]
@@ -86,7 +87,7 @@ class CustomRule:
     lookups: tuple[tuple[str, str | None], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class InventoryDocument:
     """`Review.inventory` as a value (what a worker process receives)."""
 
@@ -96,7 +97,7 @@ class InventoryDocument:
         return self.document
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LookupTable:
     """`Review.lookup` answered from what was fetched beforehand (what a worker process receives)."""
 

@@ -16,10 +16,10 @@ remediation the constraint's (or template's) `gpupolicy.io/remediation` annotati
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import REMEDIATION_ANNOTATION, RULE_ID_ANNOTATION
 from gpupolicy.custom.definitions import CustomRule, CustomViolation, Metadata, Origin, Review, check_metadata
 from gpupolicy.custom.matching import group_of, rule_matching
@@ -52,7 +52,7 @@ def _origin(resource: Resource, path: tuple[str | int, ...] = ()) -> Origin:
     return Origin(resource.file, position[0] if position else 1)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Template:
     kind: str
     program: RegoProgram

@@ -12,9 +12,9 @@ by the usual plural of the kind (`deployments` is Deployment; `*` any).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.custom.definitions import Check, CustomRule, Metadata
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.kube.selectors import selector_matches
@@ -44,7 +44,7 @@ def _glob_matches(pattern: str, value: str) -> bool:
     return pattern == value
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ObjectMatch:
     # (api group, kind or plural resource) pairs; None matches every object. `by_resource`: the
     # second item is a plural resource name (VAP) rather than a kind (Gatekeeper).

@@ -27,13 +27,13 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.custom.errors import CustomRuleError
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RegoSource:
     """One module: its text, the file it is written in, and the line of that file where the text
     starts (a ConstraintTemplate's Rego starts below its `rego: |` line)."""

@@ -11,12 +11,12 @@ alone, with the example file's objects as its inventory.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.custom.definitions import CustomRule
 from gpupolicy.custom.loading import EXAMPLES_FOLDER, compile_rules, definitions_in, rule_files
 from gpupolicy.custom.rules import installed
@@ -29,7 +29,7 @@ from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 EXPECT_MARKER = "# expect:"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RuleOutcome:
     rule_id: str
     name: str

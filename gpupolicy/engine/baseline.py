@@ -17,11 +17,12 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpupolicy.core.findings import Finding
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import BASELINE_SCHEMA
 from gpupolicy.engine.report import Report
 
@@ -39,7 +40,7 @@ def fingerprint(finding: Finding) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Baseline:
     counts: Counter[str]
     source: str

@@ -7,10 +7,10 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath, Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.roles import Role
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.parameters import DECLARED, RuleCatalog, RuleDeclaration
@@ -24,7 +24,7 @@ class Scope(enum.Enum):
     BUNDLE = "bundle"  # called once per evaluation, for checks across objects
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Setting:
     """A policy setting a rule reads that is not its own: a fact of the cluster or a section
     several rules share (`nodePools`, `gpu.vendors`), named for the docs and `cluster snapshot`.
@@ -34,7 +34,7 @@ class Setting:
     description: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Violation:
     """What a rule yields. `target` defaults to the object being checked; a cross-object rule
     names the object to change (the PDB for GP502) and mentions the other in the message.
@@ -56,7 +56,7 @@ class Violation:
     once: Hashable | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Rule:
     id: str
     name: str

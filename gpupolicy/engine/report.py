@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, JsonPath, ObjectRef, Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.engine import suppressions
 from gpupolicy.engine.registry import REGISTRY, Rule, Violation
 from gpupolicy.kube.roles import RoleDecision
@@ -15,7 +16,7 @@ from gpupolicy.loading.documents import LoadProblem, Resource, Skipped
 from gpupolicy.policy.loading import Policy
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class InternalError:
     """A rule that raised: a bug in gpupolicy, reported without hiding the other findings."""
 
@@ -24,7 +25,7 @@ class InternalError:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class WorkloadRole:
     """What the workload model decided an object is, and why (shown by --format json). It names
     the object rather than holding it: a streaming run releases each object after its findings."""

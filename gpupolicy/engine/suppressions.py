@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, JsonPath, ObjectRef
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import IGNORE_ANNOTATION
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import Resource
@@ -51,7 +52,7 @@ _ENTRY_HEAD = re.compile(r"^\s*(?P<rules>[A-Za-z][A-Za-z0-9\-\[\]\s,.]*+):(?P<re
 _LOOKS_LIKE_ID = re.compile(r"^(?:[Gg][Pp]\d{3}|[A-Z][A-Z0-9]*[0-9])$")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Target:
     """One rule a suppression names, optionally in one container."""
 
@@ -59,7 +60,7 @@ class Target:
     container: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Place:
     """Where a problem with a suppression points: the annotation, the comment, the finding."""
 
@@ -71,7 +72,7 @@ class Place:
     path: JsonPath = ()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Problem:
     """A problem with a suppression (GP010 `INVALID`, GP011 `UNUSED`), for the engine to make a
     finding of. `unknown`: it comes of a finding that says a fact could not be verified (an expired

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.engine.report import Report
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RenderOptions:
     color: bool = False
     show_suppressed: bool = False

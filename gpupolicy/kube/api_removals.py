@@ -7,15 +7,15 @@ The table is `policies/api-removals.yaml`, transcribed from the Deprecated API M
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.packaged import policies_dir
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Removal:
     api_version: str
     kind: str

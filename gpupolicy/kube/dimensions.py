@@ -20,12 +20,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from gpupolicy.core.findings import JsonPath, format_path
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.packaged import policies_dir
 from gpupolicy.core.vocabulary import INPUT_ANNOTATION, MODEL_ANNOTATION
 from gpupolicy.kube import models
@@ -84,7 +84,7 @@ KEYED_LISTS = frozenset(
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Dimension:
     name: str
     description: str
@@ -186,7 +186,7 @@ DIMENSION_NAMES: tuple[str, ...] = tuple(dimension.name for dimension in DIMENSI
 IGNORED = "metadata"  # labels and annotations not claimed by a dimension: object identity
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class DimensionDiff:
     """One path where two pod templates differ, and the dimension it belongs to. `path` is where
     it sits in the second (treatment) object, `a_path` in the first; a value absent on one side is None."""
@@ -278,7 +278,7 @@ Logical = tuple[str | int, ...]
 Leaves = dict[Logical, tuple[JsonPath, Any]]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Identity:
     """Model or input named in a container's command line."""
 

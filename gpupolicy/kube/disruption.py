@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_mapping, int_or_default, workload_of
 from gpupolicy.kube.selectors import selector_matches
@@ -33,7 +33,7 @@ HPA = "HorizontalPodAutoscaler"
 _PERCENT = re.compile(r"^([0-9]+)%$")  # ASCII digits, as strconv.Atoi reads them (\d takes "١")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class IntOrPercent:
     value: int
     percent: bool
@@ -62,7 +62,7 @@ def parse_int_or_percent(raw: Any) -> IntOrPercent | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Budget:
     """A PDB's spec: one of minAvailable / maxUnavailable."""
 
@@ -191,7 +191,7 @@ def hpa_replicas(hpa: Resource) -> tuple[int, int | None]:
     return minimum, int_or_default(spec.get("maxReplicas"), None)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ExpectedPods:
     count: int
     source: str  # "replicas 2 of Deployment ns/x" or "minReplicas 2 of HorizontalPodAutoscaler ns/h"

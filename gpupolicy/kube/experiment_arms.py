@@ -6,10 +6,10 @@ its pod template), and how two arms differ, dimension by dimension and in their 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
 from gpupolicy.kube.gpu import GpuCatalog
 from gpupolicy.kube.pod_spec import Workload
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from gpupolicy.kube.dimensions import DimensionDiff
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ArmLink:
     """How a workload names its experiment and arm, with the paths of the labels."""
 
@@ -45,7 +45,7 @@ def arm_link(workload: Workload) -> ArmLink | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ArmComparison:
     """A treatment arm against the control arm under an experiment's rules."""
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.core.findings import EXCERPT_CHARS, JsonPath, excerpt
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.packaged import policies_dir
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL
 from gpupolicy.kube.pod_spec import as_mapping
@@ -121,7 +122,7 @@ def metric_key(word: str) -> str:
 _KEY_PUNCTUATION = re.compile(r"[\s_\-./]+")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class MetricTerm:
     raw: str  # as written
     canonical: str | None  # the vocabulary word, None when unknown
@@ -213,7 +214,7 @@ def is_experiment_config(obj: Any) -> bool:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ConfigProblem:
     """One thing wrong with an experiment ConfigMap: the key it is about, where, and why."""
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.bounded_cache import BoundedCache
 from gpupolicy.core.identity_enum import IdentityEnum
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.linear_regex import LinearPattern, compile_linear
 from gpupolicy.kube.pod_spec import Container, PodTemplate, as_list, as_mapping
 from gpupolicy.kube.quantities import quantity_or_none
@@ -36,7 +37,7 @@ class GpuKind(IdentityEnum):
 _COUNTED_KINDS = (GpuKind.DEVICE, GpuKind.SHARED, GpuKind.MIG)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class GpuResource:
     name: str
     vendor: str
@@ -47,7 +48,7 @@ class GpuResource:
         return self.kind in _COUNTED_KINDS
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class GpuDemand:
     """One GPU resource named by one container: the amount Kubernetes will allocate."""
 

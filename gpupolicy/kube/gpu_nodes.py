@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.gpu import GpuCatalog, GpuKind
 from gpupolicy.kube.pod_spec import as_mapping
 from gpupolicy.kube.quantities import quantity_or_none
@@ -99,7 +99,7 @@ def base_product(product: str) -> str:
     return product.split("-MIG-", 1)[0].removesuffix("-SHARED")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class GpuResource:
     """One GPU resource a node advertises, with its count in `status.capacity`."""
 
@@ -108,7 +108,7 @@ class GpuResource:
     kind: GpuKind
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class GpuNode:
     name: str
     labels: Mapping[str, str]

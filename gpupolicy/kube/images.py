@@ -13,8 +13,8 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.placeholders import scan
 
 DOCKER_HUB = "docker.io"
@@ -30,7 +30,7 @@ _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _REPOSITORY = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ImageRef:
     raw: str
     registry: str  # normalised: docker.io for Docker Hub

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +20,13 @@ import jsonschema_rs
 
 from gpupolicy.core.bounded_cache import bounded_memo
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import immutable
 
 _REF_PREFIX = "/api/_definitions.json#/$defs/"
 _REF = re.compile(r'"\$ref": "(?:/api/_definitions\.json)?#/\$defs/([^"]+)"')
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SchemaError:
     path: JsonPath
     message: str

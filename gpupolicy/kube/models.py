@@ -29,12 +29,12 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.images import parse_image
 from gpupolicy.kube.pod_spec import Container, as_list, as_mapping
 from gpupolicy.loading.composer import compose_document
@@ -57,7 +57,7 @@ NIM_IMAGE = re.compile(r"^nvcr\.io/nim/")
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ModelRef:
     name: str  # as resolved: "meta-llama/Llama-3.1-8B-Instruct", "gs://bucket/repo", "/models/x"
     revision: str | None

@@ -18,7 +18,8 @@ bounded (`MAX_PLACEHOLDER`), and the few regular expressions match one character
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from gpupolicy.core.immutable import immutable
 
 MAX_PLACEHOLDER = 128  # longest placeholder recognised (a longer `{{ ... }}` is a reference)
 EXCERPT = 80  # longest text echoed in a message
@@ -30,7 +31,7 @@ _ANGLE_NAME = re.compile(r"[A-Za-z0-9 _.-]+")
 _SHELL_OPERATORS = frozenset(":-=?+")  # ${VAR:-default}, ${VAR-default}, ${VAR:=x}, ${VAR:?msg}, ${VAR:+x}
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Scan:
     spans: tuple[tuple[int, int], ...]  # the placeholders, as (start, end) offsets
     references: bool  # holds a reference the cluster fills in (`$(VAR)`, `${a.b}`, `{{a.b}}`)

@@ -19,10 +19,10 @@ which rule reports what, where two checks see one defect, is the rules' choice.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.pod_security_levels import (
     SECCOMP_ALLOWED,
     Behaviour,
@@ -51,7 +51,7 @@ HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
 VOLUME_NON_SOURCE_KEYS = frozenset({"name"})
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Problem:
     """One offending field: where it is, what is wrong, and the container it concerns (None for
     a pod-level field or one naming several containers)."""

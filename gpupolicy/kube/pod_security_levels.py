@@ -21,10 +21,10 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.identity_enum import IdentityEnum
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.pod_spec import PodTemplate, as_mapping
 
 PSS_URL = "https://kubernetes.io/docs/concepts/security/pod-security-standards/"
@@ -73,7 +73,7 @@ class Behaviour(IdentityEnum):
     APPARMOR_FIELD = "checks securityContext.appArmorProfile besides the annotations"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class VersionedCheck:
     """One row: an admission check as it behaves from `since` on (its `MinimumVersion`)."""
 
@@ -258,7 +258,7 @@ CHECKS: tuple[VersionedCheck, ...] = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Standard:
     """The checks in force at one level and Kubernetes version."""
 

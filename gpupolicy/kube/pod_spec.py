@@ -7,10 +7,11 @@ kind is walked for `containers` lists, so a CRD that carries pods is never silen
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.documents import Resource
 
 CONTAINER_LISTS = (
@@ -43,7 +44,7 @@ def int_or_default(value: Any, default: int | None) -> int | None:
     return default
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Container:
     """One container of a pod template. What rules read of it again and again (name, image, its
     resources, its security context) is read once, when the view is made."""

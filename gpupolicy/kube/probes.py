@@ -12,11 +12,11 @@ Probe ports are an IntOrString: a number, or the name of one of the container's 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.core.identity_enum import IdentityEnum
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import MODEL_LOAD_ANNOTATION
 from gpupolicy.kube.pod_spec import Container, Workload, as_list, as_mapping
 
@@ -47,7 +47,7 @@ def _int_field(probe: Mapping[str, Any], key: str, default: int) -> int:
     return value
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ProbeBudget:
     initial_delay: int
     period: int
@@ -98,7 +98,7 @@ def container_probe_budget(container: Container, name: str) -> ProbeBudget | Non
     return found
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ModelLoadBudget:
     seconds: int
     source: str  # "annotation gpupolicy.io/model-load-seconds" or "policy probes.modelLoadSeconds"
@@ -136,7 +136,7 @@ class PortStatus(IdentityEnum):
     INVALID = "invalid"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ProbePort:
     probe: str  # livenessProbe, readinessProbe, startupProbe
     handler: str  # httpGet, tcpSocket, grpc

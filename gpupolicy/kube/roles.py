@@ -27,10 +27,10 @@ Every test here is a substring or token comparison over bounded text: linear in 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.identity_enum import IdentityEnum
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
 from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 
@@ -49,7 +49,7 @@ SERVERS = frozenset({Role.SERVER})
 RESOURCED = frozenset({Role.SERVER, Role.BATCH, Role.WORKLOAD})
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RoleDecision:
     role: Role
     evidence: str  # one sentence: why this role

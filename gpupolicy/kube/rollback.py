@@ -32,6 +32,7 @@ import yaml
 
 from gpupolicy.core.bounded_cache import bounded_memo
 from gpupolicy.core.findings import JsonPath, excerpt
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.packaged import policies_dir
 from gpupolicy.core.schema_precheck import schema_precheck
 from gpupolicy.core.vocabulary import ROLLBACK_ANNOTATION
@@ -52,7 +53,7 @@ ARG_PLACEHOLDER = re.compile(r"\{\{\s*args\.([A-Za-z0-9_.\-]+?)\s*\}\}")
 # -- form 1: the annotation ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Criterion:
     metric: str
     window: str
@@ -207,7 +208,7 @@ def annotation_line(resource: Resource, inner: int) -> int | None:
 # -- form 2: Argo Rollouts -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class TemplateRef:
     name: str
     cluster_scope: bool
@@ -218,14 +219,14 @@ class TemplateRef:
         return "ClusterAnalysisTemplate" if self.cluster_scope else "AnalysisTemplate"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PassedArg:
     name: str
     path: JsonPath
     has_value: bool  # `value` or `valueFrom`
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class AnalysisUse:
     """One place a Rollout runs analysis: which templates, with which args."""
 
@@ -305,7 +306,7 @@ def find_template(ref: TemplateRef, namespace: str, inventory: Inventory) -> Res
     return inventory.get("AnalysisTemplate", ref.name, namespace)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class AnalysisMetric:
     name: str
     path: JsonPath
@@ -345,7 +346,7 @@ def template_metrics(template: Resource) -> list[AnalysisMetric]:
     return metrics
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class DeclaredArg:
     name: str
     path: JsonPath
@@ -386,7 +387,7 @@ def is_flagger_canary(resource: Resource) -> bool:
     return resource.kind == "Canary" and resource.group.startswith(FLAGGER_GROUP)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CanaryMetric:
     name: str
     path: JsonPath

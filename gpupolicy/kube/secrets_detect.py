@@ -18,14 +18,14 @@ https://api.slack.com/authentication/token-types, https://datatracker.ietf.org/d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from gpupolicy.core.bounded_cache import bounded_memo
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.linear_regex import LinearPattern, compile_linear
 from gpupolicy.kube.placeholders import whole
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Credential:
     kind: str  # what it looks like: "Hugging Face token", "password"…
     evidence: str  # "value" (its shape), "name" (a credential-named variable) or "placeholder"

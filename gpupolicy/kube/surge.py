@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.pod_spec import as_list, as_mapping, int_or_default
 from gpupolicy.kube.rollback import is_argo_rollout
 from gpupolicy.loading.documents import Resource
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Surge:
     """Extra pods a rollout runs beside the current ones, and the field that decides it."""
 

@@ -6,11 +6,12 @@ https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 
-@dataclass(frozen=True, slots=True)
+
+@immutable
 class Taint:
     key: str
     effect: str

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gpupolicy.core.findings import Finding, ObjectRef, Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.engine.baseline import fingerprint
 from gpupolicy.engine.report import Report
 from gpupolicy.lint.git_tree import GIT_TIMEOUT_SECONDS, ChangeError, git_toplevel, run_git
@@ -54,7 +55,7 @@ SHALLOW_HINT = (
 ObjectKey = tuple[str, str, str, str]  # (API group, kind, namespace, name)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Since:
     """The commit a lint compares the working tree with, and the repository it belongs to."""
 
@@ -198,7 +199,7 @@ def _changed_objects(
     return refs, count
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LintRun:
     """How the working tree was linted, to lint REF's tree the same way."""
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
 from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.engine.report import Report
 from gpupolicy.loading.inputs import load_file
@@ -67,7 +68,7 @@ def parse_labels(text: str) -> Labels:
     return labels
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Mismatch:
     kind: str  # "unexpected", "missing" or "forbidden"
     rule_id: str

@@ -34,9 +34,9 @@ import sys
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
 from typing import TypeVar
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.engine.report import Report
 from gpupolicy.lint.streaming import (
     Key,
@@ -72,7 +72,7 @@ def in_processes(jobs: int) -> StreamRunner | None:
     return lambda run, units: run_in_processes(run, units, jobs)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class _Work:
     """What forked workers work on: the run as the parent had it at the fork."""
 

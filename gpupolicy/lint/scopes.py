@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpupolicy.core.findings import Finding
+from gpupolicy.core.immutable import immutable
 from gpupolicy.engine.report import Report
 from gpupolicy.lint.streaming import lint, processes_for
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits
@@ -28,7 +28,7 @@ from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.repo_policies import RepoPolicies
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PolicyScope:
     """The inputs of a run (their indices, in the run's order) that one policy governs."""
 

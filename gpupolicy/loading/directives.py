@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.documents import comment_starts
 
 # `# gpupolicy: ignore GP102, GP104[worker] -- reason` (the body runs to the end of the line)
 _DIRECTIVE = re.compile(r"#[ \t]*gpupolicy:[ \t]*ignore\b")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class InlineDirective:
     """A `# gpupolicy: ignore` comment found in a file (by `scan_comments`)."""
 

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from gpupolicy.core.findings import JsonPath, ObjectRef, excerpt
+from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.composer import compose_documents
 from gpupolicy.loading.positions import (
     COLUMN_BITS,
@@ -51,7 +52,7 @@ _TAG_NULL = "tag:yaml.org,2002:null"
 _TAG_MERGE = "tag:yaml.org,2002:merge"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LoadProblem:
     """A problem found while reading input; the engine turns it into a GP0xx finding."""
 
@@ -65,7 +66,7 @@ class LoadProblem:
     severity: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Skipped:
     """A document that is not a Kubernetes object (gpupolicy/loading/object_evidence.py), or a whole file
     that holds none (`doc_index` None): not linted, counted in the report's summary."""
@@ -75,7 +76,7 @@ class Skipped:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class DuplicateKey:
     """A mapping key written again: `first_line` is the line of its last earlier occurrence (as
     libyaml counts), `place` where it is written again, `path` the mapping's path in the object."""
@@ -349,7 +350,7 @@ def _scalar_value(node: yaml.ScalarNode) -> Any:
         raise UnreadableValue(message, node) from None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LoadLimits:
     """What one YAML document may cost, from the policy's `limits` section, the same in the
     linter and the webhook.
@@ -413,7 +414,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RepeatedKey:
     """A mapping key written again, as construction meets it (`first_line`: 1-based, of its last
     earlier occurrence); documents turn it into a DuplicateKey."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
@@ -257,7 +258,7 @@ def is_chart(folder: Path) -> bool:
     return (folder / CHART_FILE).is_file() and (folder / "templates").is_dir()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Part:
     """Which objects of a rendered chart or overlay an input stands for, by the file they are traced
     to: those of the files in `only` (pre-commit passed them), or those not in `without` (the rest
@@ -506,7 +507,7 @@ def _run(argv: list[str], shown: str, command: str) -> str | LoadProblem:
     return completed.stdout.decode("utf-8", "replace")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Source:
     """One input of a lint run, named as its findings name it: a manifest file, a directory rendered
     as one unit (kustomize, Helm), stdin's text (read once), or only a problem met while walking

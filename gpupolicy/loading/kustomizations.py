@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath, excerpt
+from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, LoadProblem, Resource, parse_text
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -49,7 +50,7 @@ _REMOTE = re.compile(
 MAX_KUSTOMIZATIONS = 1000  # local kustomizations read for one directory (a guard, not a rule)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class _Entry:
     value: str
     path: JsonPath
@@ -192,7 +193,7 @@ def _strings(value: Any, path: JsonPath, *, target: bool) -> Iterator[_Entry]:
 PATCH_FIELDS = ("patches", "patchesJson6902")  # [{path: …, target: {kind, name, …}}]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Patch:
     file: Path  # resolved
     kustomization: Path  # the kustomization file that applies it, resolved

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from gpupolicy.core.findings import Finding, JsonPath
+from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import LoadedText, Resource
 from gpupolicy.loading.positions import Place
@@ -346,7 +347,7 @@ def _annotation_list(value: Any) -> list[dict[str, Any]]:
     return [item for item in parsed if isinstance(item, dict)] if isinstance(parsed, list) else []
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class BuildMetadata:
     """What kustomize's build annotations said of one object (they are removed from it)."""
 

@@ -24,9 +24,10 @@ heartbeat, an annotation, or anything a Secret could hold. Everything is sorted.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.gpu_nodes import GpuNode, gpu_node, node_labels, pools_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.policy.loading import Policy, default_policy
@@ -82,7 +83,7 @@ GKE_POOL = "cloud.google.com/gke-nodepool"
 VOLATILE_NODE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ClusterFacts:
     fragment: dict[str, Any]  # the policy fragment: what the snapshot holds for certain
     unconfirmed: dict[str, Any]  # facts from kinds held only in part: seen, not claimed

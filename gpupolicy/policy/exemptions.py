@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime
 import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import Finding
+from gpupolicy.core.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Exemption:
     index: int
     rules: tuple[str, ...]

@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping
 from gpupolicy.kube.quantities import parse_int64
 from gpupolicy.kube.scheduling import REQUIRED_TERMS_PATH, node_selector, required_terms, required_values
@@ -35,7 +36,7 @@ class _KeyState:
     said: list[tuple[str, JsonPath]] = field(default_factory=list)  # (how it reads, where)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Contradiction:
     key: str | None  # the label key that made a term impossible (None: an empty term, or every term)
     path: JsonPath  # the expression that made the term impossible, or the list of terms
@@ -214,7 +215,7 @@ def _base_product(value: str) -> str:
     return value.split("-MIG-", 1)[0].removesuffix("-SHARED")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PoolConflict:
     path: JsonPath
     reason: str

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping
 from gpupolicy.kube.scheduling import REQUIRED_TERMS_PATH
 from gpupolicy.policy.node_pools import NodePool
@@ -24,7 +24,7 @@ REQUIREMENT = "requirement"
 PREFERENCE = "preference"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LabelInfo:
     key: str  # as registered (a prefix ends in "*")
     source: str
@@ -85,7 +85,7 @@ class LabelRegistry:
         return info is not None and info.gpu
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class LabelUse:
     """One place a pod template names a node label key."""
 

@@ -9,9 +9,10 @@ without `resource` advertises `nvidia.com/gpu`, without `sharing` shares nothing
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.pod_spec import as_mapping
 
 DEFAULT_RESOURCE = "nvidia.com/gpu"
@@ -27,7 +28,7 @@ def _price(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class NodePool:
     name: str
     resource: str = DEFAULT_RESOURCE

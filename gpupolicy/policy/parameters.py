@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from gpupolicy.core.findings import Severity
+from gpupolicy.core.immutable import immutable
 
 T = TypeVar("T")
 
@@ -70,7 +71,7 @@ class Parameter(Generic[T]):
         return converted  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RuleDeclaration:
     """What the policy needs to know of a rule: how it may be named and the parameters it owns."""
 
@@ -120,7 +121,7 @@ class RuleCatalog:
 DECLARED = RuleCatalog()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RuleSettings:
     """One rule's settings in one policy: the values of all its parameters, defaults included."""
 
@@ -132,7 +133,7 @@ class RuleSettings:
 DEFAULT_RULE_SETTINGS = RuleSettings()
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RuleEntryProblem:
     """Something wrong in one `rules` entry: the path under the layer, and the message."""
 

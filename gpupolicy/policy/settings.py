@@ -10,9 +10,9 @@ The gpu section is `GpuCatalog` (gpupolicy/kube/gpu.py), node pools are `NodePoo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.experiments import MetricVocabulary, vocabulary_for
 from gpupolicy.kube.tolerations import Taint
@@ -22,7 +22,7 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(str(item) for item in value or ())
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class GpuTaint:
     """An entry of placement.gpuTaints: its value is matched only when an entry of its key gives
     one, and a `vendor` (of the first entry of its key and effect that names one) limits the taint
@@ -53,7 +53,7 @@ class GpuTaint:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PlacementSettings:
     # None: the cluster's GPU taints are unknown (placement.gpuTaints: null); (): untainted.
     gpu_taints: tuple[GpuTaint, ...] | None
@@ -70,7 +70,7 @@ class PlacementSettings:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PrioritySettings:
     cluster_classes: frozenset[str]
     global_default: str | None
@@ -95,7 +95,7 @@ class PrioritySettings:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ProbeSettings:
     model_load_seconds: int
     controller_managed_kinds: frozenset[str]
@@ -108,7 +108,7 @@ class ProbeSettings:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class WorkloadSettings:
     serving_kinds: tuple[str, ...]
     serving_classes: tuple[str, ...]
@@ -125,7 +125,7 @@ class WorkloadSettings:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SuppressionSettings:
     annotations: bool
     comments: bool
@@ -140,7 +140,7 @@ class SuppressionSettings:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SecuritySettings:
     level: levels.Level  # the Pod Security Standards level: baseline or restricted
     # The Pod Security checks in force for that level at the policy's kubernetesVersion.
@@ -152,7 +152,7 @@ class SecuritySettings:
         return cls(level=level, standard=levels.standard_for(level, levels.parse_version(kubernetes_version)))
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SupplyChainSettings:
     allowed_registries: tuple[str, ...]
 
@@ -161,7 +161,7 @@ class SupplyChainSettings:
         return cls(allowed_registries=_strings(section.get("allowedRegistries")))
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ExperimentSettings:
     metric_words: Mapping[str, str]  # extra metric word -> its category
     vocabulary: MetricVocabulary  # the built-in words and these
@@ -172,7 +172,7 @@ class ExperimentSettings:
         return cls(metric_words=words, vocabulary=vocabulary_for(words))
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class InventorySettings:
     complete_kinds: tuple[str, ...]  # kinds the repository holds in full
 
@@ -181,7 +181,7 @@ class InventorySettings:
         return cls(complete_kinds=_strings(section.get("completeKinds")))
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CustomRuleSettings:
     time_budget_ms: int  # the webhook's budget per custom rule and object (0: none)
     inventory_kinds: tuple[str, ...]  # the kinds `data.inventory` holds (Gatekeeper's syncOnly)
@@ -195,7 +195,7 @@ class CustomRuleSettings:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class HelmSettings:
     values_files: tuple[str, ...]
 

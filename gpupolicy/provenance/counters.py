@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from dataclasses import dataclass
+
+from gpupolicy.core.immutable import immutable
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class CounterValues:
     writes: int = 0  # committed straight to the database
     spooled: int = 0  # appended to the spool instead

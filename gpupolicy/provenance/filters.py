@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.provenance.record import STATUSES, format_time
 
 _RELATIVE = re.compile(r"^(?P<amount>\d+)(?P<unit>[smhdw])$")
@@ -37,7 +37,7 @@ def parse_time(text: str, *, now: datetime | None = None) -> str:
     return format_time(moment)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RecordFilter:
     experiment: str | None = None
     namespace: str | None = None
@@ -73,7 +73,7 @@ class RecordFilter:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Cursor:
     """Keyset position: records are ordered by (time, uid); a page starts after this pair."""
 

@@ -7,8 +7,8 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.provenance.counters import Counters
 from gpupolicy.provenance.errors import StoreUnavailable
 from gpupolicy.provenance.record import ProvenanceRecord
@@ -17,7 +17,7 @@ from gpupolicy.provenance.spool import Spool
 log = logging.getLogger("gpupolicy.provenance")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Pending:
     record: ProvenanceRecord
     future: Future[str]

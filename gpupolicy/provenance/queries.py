@@ -4,11 +4,11 @@ the CLI and `GET /provenance` ask; pagination by cursor (keyset on time and uid,
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.sql import ColumnElement
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.provenance.database import Database, record_of
 from gpupolicy.provenance.filters import Cursor, RecordFilter
 from gpupolicy.provenance.record import STATUS_ADMITTED, ProvenanceRecord
@@ -17,7 +17,7 @@ from gpupolicy.provenance.schema import records
 MAX_PAGE = 1000
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Page:
     items: list[ProvenanceRecord]
     next_cursor: str | None

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.provenance.record import (
     STATUS_CONFIRMED,
     STATUS_NEVER_PERSISTED,
@@ -36,7 +36,7 @@ LiveObject = tuple[str | None, int | None]  # (metadata.uid, metadata.generation
 Lookup = Callable[[str, str | None, str], LiveObject | None]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ReconcileResult:
     confirmed: list[str]
     never_persisted: list[str]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
 from gpupolicy.core.findings import Finding
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import (
     ARM_LABEL,
     EXPERIMENT_LABEL,
@@ -62,7 +63,7 @@ class NotRecordable(ValueError):
     """The request must not be recorded (dry run, not a create/update, not a GPU workload)."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ProvenanceRecord:
     """One admitted create/update of a GPU workload. `uid` is the admission request's uid: it
     is the record id and what makes writes idempotent."""

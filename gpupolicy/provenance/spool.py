@@ -31,16 +31,17 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpupolicy.core.immutable import immutable
 
 PENDING = "pending.jsonl"
 REJECTED = "rejected.jsonl"
 BATCH_GLOB = "replay-*.jsonl"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class SpoolBatch:
     path: Path
     records: list[dict[str, Any]]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.results.readers import RequestSample
 from gpupolicy.results.slo import Slo
 from gpupolicy.results.stats import percentile
@@ -23,7 +23,7 @@ class Kind(enum.Enum):
     INFO = "info"  # shown, not compared (counts, the run's GPU-hours)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Metric:
     name: str
     label: str

@@ -18,10 +18,11 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from gpupolicy.core.immutable import immutable
 
 FORMATS = ("auto", "vllm", "genai-perf", "k6", "jsonl", "csv")
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a benchmark of millions of requests; more is not a result file
@@ -31,7 +32,7 @@ class ResultsInputError(ValueError):
     """A results file that cannot be read: one line naming the file and the line or JSON path."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RequestSample:
     """One request. Times in milliseconds; `start` in seconds on the file's own clock."""
 
@@ -59,7 +60,7 @@ class RequestSample:
         return cls(bool(row[0]), row[1], row[2], row[3], row[4], row[5], row[6])
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RunData:
     """What one results file says about one run."""
 

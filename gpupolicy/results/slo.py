@@ -16,8 +16,8 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.experiments import split_words
 
 REQUEST_FIELDS = {
@@ -42,7 +42,7 @@ class SloError(ValueError):
     """An objective that cannot be read."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Objective:
     name: str  # as written, lower case: ttft_ms, p95_latency_ms, error_rate
     op: str
@@ -57,7 +57,7 @@ class Objective:
         return f"{self.name}{self.op}{self.threshold:g}"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Slo:
     objectives: tuple[Objective, ...] = ()
     source: str = "none"  # "config", "--slo" or "none"

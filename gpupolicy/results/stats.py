@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from gpupolicy.core.immutable import immutable
 
 DEFAULT_SEED = 20261129
 DEFAULT_RESAMPLES = 2000
@@ -37,7 +38,7 @@ def mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Interval:
     low: float
     high: float

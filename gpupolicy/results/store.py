@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.provenance.errors import StoreUnavailable
 from gpupolicy.provenance.filters import RecordFilter
 from gpupolicy.provenance.record import STATUS_NEVER_PERSISTED, ProvenanceRecord, format_time
@@ -98,7 +99,7 @@ class StoredRun:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class StoredConfig:
     name: str
     source: str

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.experiments import CONTROL_ARM
 from gpupolicy.results.metrics import METRICS, Kind, Metric
 from gpupolicy.results.stats import Interval, bootstrap_mean_interval, mean
@@ -48,7 +49,7 @@ FIXED_FIELDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class MetricSummary:
     values: list[float]
     mean: float | None

@@ -8,12 +8,12 @@ every example in the docs is run by the tests.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.engine.registry import Rule
 from gpupolicy.engine.report import Report
@@ -24,7 +24,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 _EXPECT = re.compile(r"#\s*expect:\s*(GP\d{3}(?:\s*,\s*GP\d{3})*)")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RuleExamples:
     rule_id: str
     fires: Path

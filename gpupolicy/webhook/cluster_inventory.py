@@ -38,6 +38,7 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import CLUSTER_KIND_BY_NAME
 from gpupolicy.kube.experiments import is_experiment_config
 from gpupolicy.kube.inventory import Coverage
@@ -62,7 +63,7 @@ NO_CLIENT = "no-client"  # no Kubernetes configuration at all (a laptop, a test)
 ListCall = Callable[..., Any]
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class KindSpec:
     kind: str
     api_version: str
@@ -176,7 +177,7 @@ class _KindCache:
         return listing
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class _Listing:
     generation: int
     source: dict[tuple[str, str], Resource]  # the `objects` it was made of (a re-list replaces it)

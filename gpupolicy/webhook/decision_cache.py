@@ -27,11 +27,11 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpupolicy.core.bounded_cache import BoundedCache
 from gpupolicy.core.findings import Finding
+from gpupolicy.core.immutable import immutable
 from gpupolicy.engine.report import Report
 from gpupolicy.kube.inventory import Coverage, Inventory
 from gpupolicy.loading.documents import Resource
@@ -68,7 +68,7 @@ class Generations(Inventory, Protocol):
     def generations(self, kinds: Sequence[str]) -> tuple[tuple[str, int, bool], ...]: ...
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Outcome:
     """A decision without the admission it answered."""
 
@@ -82,7 +82,7 @@ class Outcome:
     gpu_workload: bool
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class _Entry:
     outcome: Outcome
     cluster: tuple[tuple[str, int, bool], ...]  # the generations of the kinds its evaluation read

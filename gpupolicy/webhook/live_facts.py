@@ -34,10 +34,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.loading.documents import Resource
@@ -77,7 +78,7 @@ class FactSource(Protocol):
     def coverage(self, kind: str) -> Coverage: ...
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Learned:
     """One computation of the facts."""
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.policy.loading import Policy, load_policy
 from gpupolicy.policy.validation import PolicyError
 from gpupolicy.webhook.logs import LOGGER, excerpt, log
@@ -57,7 +57,7 @@ def _watched(files: Sequence[Path], policy: Policy) -> tuple[str, ...]:
     return tuple(names)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Refusal:
     reason: str
     at: str  # RFC 3339 UTC

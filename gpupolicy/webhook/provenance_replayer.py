@@ -30,10 +30,10 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.provenance.journal.segments import REPLAYER_LOCK, DirectoryLock
 from gpupolicy.provenance.locations import DB_ENV
 from gpupolicy.webhook.collector import fewer_collections
@@ -51,7 +51,7 @@ HEALTHY_SECONDS = 30.0  # a replayer that ran this long starts its restart delay
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ReplayerSettings:
     journal_dir: Path
     spool_dir: Path

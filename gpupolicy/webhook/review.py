@@ -16,10 +16,11 @@ be after the change, and only findings about the admitted object are reported.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.json_text import use_encoder
 from gpupolicy.engine.evaluation import RulePlan, evaluate
 from gpupolicy.engine.registry import REGISTRY, Rule
@@ -51,7 +52,7 @@ class MalformedReview(ValueError):
     """The body is not an AdmissionReview admission.k8s.io/v1 request (HTTP 400)."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ReviewEngine:
     """What `review` decides with: the loaded policy, its webhook settings and the rules (all
     registered ones unless given)."""
@@ -122,7 +123,7 @@ def custom_rules(policy: Policy) -> tuple[Rule, ...]:
         raise PolicyError(str(exc)) from exc
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Admission:
     """What an AdmissionReview asks (`read_admission`). `object` and `resource` are read only for
     what may be evaluated: a CREATE or UPDATE of a resource, not of a subresource. Kind,
@@ -139,7 +140,7 @@ class Admission:
     resource: Resource | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Decision:
     """What was decided of one admission: the answer, and what it rests on."""
 

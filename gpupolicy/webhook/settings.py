@@ -10,9 +10,9 @@ from __future__ import annotations
 import enum
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gpupolicy.core import vocabulary
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.policy.loading import Policy
 
@@ -47,7 +47,7 @@ class OnRuleError(enum.StrEnum):
     ALLOW = "allow"
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class WebhookSettings:
     default_mode: Mode = Mode.ENFORCE
     namespace_modes: tuple[tuple[tuple[str, ...], Mode], ...] = ()

@@ -29,7 +29,6 @@ import os
 import sys
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from typing import Any
 import yaml
 
 from gpupolicy.core.exit_codes import EXIT_CLEAN, UsageError
+from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import POLICY_API_VERSION
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.cluster_facts import ClusterFacts, read_cluster
@@ -97,7 +97,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 # -- snapshot --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Read:
     """What a snapshot read: the objects, the kinds held whole, and where they came from."""
 
@@ -179,7 +179,7 @@ def _listed_whole(resources: Sequence[Resource]) -> set[str]:
     return {kind for kind, seen in namespaces.items() if kind in CLUSTER_SCOPED or len(seen) > 1}
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Listing:
     """How to list one kind: a typed API method, or (custom and optional API groups) the versions to
     try with CustomObjectsApi; a group none of them serves has no such objects."""

@@ -15,12 +15,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpupolicy.core.exit_codes import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from gpupolicy.core.findings import format_path
+from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.experiment_arms import ArmComparison, arm_link, compare_arms
 from gpupolicy.kube.experiments import (
     CONTROL_ARM,
@@ -53,7 +53,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     diff.set_defaults(handler=run)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class ArmReport:
     control: Workload
     treatment: Workload

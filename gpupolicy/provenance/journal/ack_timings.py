@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import bisect
 import threading
-from dataclasses import dataclass
 from typing import Any
+
+from gpupolicy.core.immutable import immutable
 
 PHASES = ("queue", "write", "fsync", "handback", "total")
 
@@ -32,7 +33,7 @@ BOUNDS_MS = (
 _BOUNDS_S = tuple(bound / 1000 for bound in BOUNDS_MS)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class BatchTimes:
     """`time.perf_counter()` readings of one batch on the writer thread."""
 

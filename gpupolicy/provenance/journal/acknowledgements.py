@@ -23,13 +23,14 @@ Pure bookkeeping: the appender calls it under its lock, and settles what it retu
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from gpupolicy.core.immutable import immutable
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Written(Generic[T]):
     """A batch written at the end of segment `segment`, its last frame ending at `end`."""
 
@@ -38,7 +39,7 @@ class Written(Generic[T]):
     batch: T
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Settled(Generic[T]):
     written: Written[T]
     durable: bool  # False: failed with its segment

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from gpupolicy.core.immutable import immutable
 from gpupolicy.provenance.journal import frames
 
 ADMISSION = 1
@@ -47,7 +47,7 @@ class MalformedEntry(ValueError):
     """A whole frame (its CRC agrees) whose payload is not an entry of this version."""
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Admission:
     uid: str
     time_ns: int  # when it was admitted: the record's time
@@ -57,13 +57,13 @@ class Admission:
     body: bytes  # the AdmissionReview as the API server sent it
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class PolicySnapshot:
     digest: str
     data: bytes  # the policy's data as JSON
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class End:
     pass
 

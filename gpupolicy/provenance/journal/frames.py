@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+
+from gpupolicy.core.immutable import immutable
 
 MAGIC = b"GPJ1"
 _HEAD = struct.Struct("<4sB3xII")  # magic, kind, spare, length, crc
@@ -28,7 +29,7 @@ HEADER_BYTES = _HEAD.size
 MAX_PAYLOAD = 64 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Frame:
     kind: int
     payload: bytes
