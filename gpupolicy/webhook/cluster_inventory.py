@@ -256,8 +256,8 @@ class ClusterInventory:
         with self._lock:
             listing = cache.listed()
         if namespace is None or not cache.spec.namespaced:
-            return list(listing.items)
-        return list(listing.by_namespace.get(namespace, ()))
+            return listing.items  # tuples: what a caller is given, it cannot change
+        return listing.by_namespace.get(namespace, ())
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Resource | None:
         cache = self._caches.get(kind)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -123,7 +124,7 @@ class DecisionCache:
         """The digest of what the decision rests on, or None for content that cannot be keyed."""
         content = obj if self._whole_objects else _without_server_metadata(obj)
         try:
-            text = _serialised([operation, kind, namespace, datetime.date.today().isoformat(), content])
+            text = _serialised([operation, kind, namespace, _TODAY.text(), content])
         except (TypeError, ValueError, RecursionError):  # nested too deep, or not JSON values
             return None
         # Held under the GIL: a released one is taken back behind the journal's writer thread
@@ -163,6 +164,29 @@ def _without_server_metadata(obj: dict[str, Any]) -> dict[str, Any]:
             key: value for key, value in annotations.items() if key not in UNREAD_ANNOTATIONS
         }
     return {**obj, "metadata": kept}
+
+
+class Today:
+    """Today's local date as text, asked per admission: `date.today()` costs a microsecond (a
+    `localtime` call), a look at the clock against the day's bounds a twentieth of that."""
+
+    __slots__ = ("_from", "_text", "_until")
+
+    def __init__(self) -> None:
+        self._text, self._from, self._until = "", 0.0, 0.0
+
+    def text(self) -> str:
+        now = time.time()
+        if not self._from <= now < self._until:  # a new day, or the clock was set back
+            day = datetime.date.fromtimestamp(now)
+            start = datetime.datetime.combine(day, datetime.time.min)
+            self._text = day.isoformat()
+            self._from = start.timestamp()
+            self._until = (start + datetime.timedelta(days=1)).timestamp()
+        return self._text
+
+
+_TODAY = Today()
 
 
 # What a finding holds besides its message and path: its fields, the object reference, the

@@ -84,7 +84,7 @@ def test_answers_the_inventory_protocol_from_the_recorded_lists(inventory: Clust
     assert pdb.obj["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     assert inventory.get("PodDisruptionBudget", "llm-server", "other") is None
     assert [item.name for item in inventory.list("PodDisruptionBudget", "ai-lab")] == ["llm-server"]
-    assert inventory.list("PodDisruptionBudget", "elsewhere") == []
+    assert not inventory.list("PodDisruptionBudget", "elsewhere")
     hpa = inventory.get("HorizontalPodAutoscaler", "llm-server", "ai-lab")
     assert hpa is not None and hpa.obj["spec"]["minReplicas"] == 2
     template = inventory.get("AnalysisTemplate", "llm-slo", "ai-lab")
@@ -197,7 +197,7 @@ def test_relists_when_the_watch_expires(fake: FakeApiServer, inventory: ClusterI
 def test_an_absent_crd_is_skipped_not_fatal(inventory: ClusterInventory) -> None:
     status = inventory.status()["Canary"]
     assert status["state"] == ABSENT and "flagger.app/v1beta1" in status["reason"]
-    assert inventory.list("Canary") == []
+    assert not inventory.list("Canary")
     # no Canary can exist without its CRD: absence is a complete answer
     assert inventory.coverage("Canary") is Coverage.COMPLETE
     assert inventory.synced()
@@ -212,7 +212,7 @@ def test_forbidden_kind_is_unavailable_and_blocks_readiness(fake: FakeApiServer)
         assert wait_for(lambda: cache.status()["PodDisruptionBudget"]["state"] == SYNCED)
         assert "403" in cache.status()["PriorityClass"]["reason"]
         assert cache.coverage("PriorityClass") is Coverage.UNAVAILABLE
-        assert cache.list("PriorityClass") == []
+        assert not cache.list("PriorityClass")
         assert not cache.synced()
     finally:
         cache.stop()
@@ -237,11 +237,11 @@ def test_no_configuration_means_unavailable_not_empty() -> None:
     cache.start()  # nothing to start
     assert {item["state"] for item in cache.status().values()} == {NO_CLIENT}
     assert cache.coverage("PriorityClass") is Coverage.UNAVAILABLE
-    assert cache.list("PriorityClass") == [] and cache.get("Namespace", "default") is None
+    assert not cache.list("PriorityClass") and cache.get("Namespace", "default") is None
     assert not cache.synced()
     cache.stop()
 
 
 def test_kinds_it_does_not_cache_are_unavailable(inventory: ClusterInventory) -> None:
     assert inventory.coverage("Deployment") is Coverage.UNAVAILABLE
-    assert inventory.list("Deployment") == []
+    assert not inventory.list("Deployment")

@@ -19,6 +19,7 @@ from gpupolicy.kube.inventory import Bundle, Coverage
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import default_policy, policy_from_mapping
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
+from gpupolicy.webhook.decision_cache import Today
 from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import ReviewEngine, review
 from tests.webhook.fake_apiserver import FakeApiServer
@@ -216,14 +217,24 @@ def test_an_exemption_that_expires_overnight_is_evaluated_again(
     engine = ReviewEngine.from_policy(default_policy())
     review(admission_review(gpu_deployment(), uid="1"), engine, cluster)
 
-    class Tomorrow(datetime.date):
-        @classmethod
-        def today(cls) -> Tomorrow:
-            return cls(2099, 1, 1)
-
-    monkeypatch.setattr("gpupolicy.webhook.decision_cache.datetime.date", Tomorrow)
+    tomorrow = time.time() + 86_400
+    monkeypatch.setattr("gpupolicy.webhook.decision_cache.time.time", lambda: tomorrow)
     review(admission_review(gpu_deployment(), uid="2"), engine, cluster)
     assert engine.decisions is not None and engine.decisions.hits == 0
+
+
+def test_the_date_of_the_key_follows_the_clock_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    today = Today()
+    noon = datetime.datetime(2026, 12, 6, 12, 0).timestamp()
+    clock = [noon]
+    monkeypatch.setattr("gpupolicy.webhook.decision_cache.time.time", lambda: clock[0])
+    assert today.text() == "2026-12-06"
+    clock[0] = datetime.datetime(2026, 12, 6, 23, 59, 59).timestamp()
+    assert today.text() == "2026-12-06"
+    clock[0] = datetime.datetime(2026, 12, 7, 0, 0, 0).timestamp()
+    assert today.text() == "2026-12-07"
+    clock[0] = noon  # set back past midnight
+    assert today.text() == "2026-12-06"
 
 
 def test_an_inventory_without_generations_is_never_answered_from_memory() -> None:
