@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from gpupolicy.core.findings import JsonPath
 from gpupolicy.loading.composer import LIBYAML, compose_documents
-from gpupolicy.loading.documents import parse_text
+from gpupolicy.loading.documents import Resource, parse_text
 from gpupolicy.loading.positions import LineIndex, LineStarts, mark_position, span_of
 
 EDGE_TEXTS = {
@@ -136,3 +137,39 @@ def test_line_starts_weigh_4_bytes_a_line() -> None:
     text = "a: b\n" * 10_000
     lines = LineStarts(text, skips_bom=True, editor=None)
     assert lines._starts.itemsize == 4 and len(lines._starts) == 10_001
+
+
+@pytest.mark.parametrize("name", EDGE_TEXTS)
+def test_an_object_kept_with_its_own_lines_reads_the_same(name: str) -> None:
+    """`keep_own_lines` (an object kept after its text is read) changes no position."""
+    text = "kind: PodDisruptionBudget\nspec: {a: &x [1, 2], b: *x}\n---\n" + EDGE_TEXTS[name]
+    for resource in parse_text(text, "kept.yaml").resources:
+        before = described(resource)
+        resource.keep_own_lines()
+        assert described(resource) == before
+
+
+def described(resource: Resource) -> list[object]:
+    found: list[object] = [resource.line_span()]
+    found.extend((resource.position(path), resource.last_line(path)) for path in paths(resource.obj))
+    found.extend(resource.position_of(duplicate.place) for duplicate in resource.duplicates)
+    return found
+
+
+def paths(value: object, path: JsonPath = ()) -> Iterator[JsonPath]:
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from paths(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from paths(item, (*path, index))
+
+
+def test_an_object_kept_with_its_own_lines_keeps_a_few() -> None:
+    text = "".join(f"---\nkind: PodDisruptionBudget\nmetadata:\n  name: p{index}\n" for index in range(100))
+    resource = parse_text(text, "pdbs.yaml").resources[50]
+    assert resource.lines is not None and len(resource.lines._starts) == 401
+    resource.keep_own_lines()
+    assert len(resource.lines._starts) == 4
+    assert resource.position(("metadata", "name")) == (204, 3)

@@ -702,6 +702,7 @@ class StreamRun:
         if IGNORE_ANNOTATION in resource.annotations or resource.file in directive_files:
             self.subjects.append((key, SuppressionSubject(resource)))
         if resource.kind in READER_KINDS:
+            resource.keep_own_lines()
             self.deferred.append((key, resource))  # checked once the stream has passed every workload
             return
         self._check(key, resource, watch=not indexed or not _is_arm(resource))

@@ -231,6 +231,14 @@ class Resource:
         line, column = self.lines.position(place)
         return line + 1 + self.line_offset, column + 1
 
+    def keep_own_lines(self) -> None:
+        """Keep only its own lines of its text's line starts: an object kept after the text is read
+        (a PDB, checked once every workload has been read) would keep the whole text's otherwise. An
+        item of a List may point at anchors elsewhere in its document: it keeps them all."""
+        if self.positions is not None and self.lines is not None and not self.in_list:
+            where = span_of(self.positions.root)
+            self.lines = self.lines.around(self.lines.span_start(where), self.lines.span_end(where))
+
     def has_path(self, path: JsonPath) -> bool:
         value: Any = self.obj
         for step in path:

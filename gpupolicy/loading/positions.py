@@ -25,6 +25,7 @@ where the anchor wrote it.
 from __future__ import annotations
 
 import bisect
+import copy
 import re
 from array import array
 from itertools import accumulate
@@ -120,7 +121,7 @@ class LineStarts:
     libyaml puts the end of a block collection on a line of its own, one past the text's last: the
     walk marks such an end as `end + 1` (`moved_end`)."""
 
-    __slots__ = ("_bom", "_starts", "bits", "editor", "end", "last_line")
+    __slots__ = ("_bom", "_first", "_starts", "bits", "editor", "end", "last_line")
 
     def __init__(self, text: str, *, skips_bom: bool, editor: LineIndex | None) -> None:
         lines = text.splitlines(keepends=True)
@@ -135,6 +136,7 @@ class LineStarts:
         if lines and lines[-1][-1:] not in _BREAKS:
             self._starts.pop()  # no line starts at the end of a text that does not end in a break
         self.last_line = len(self._starts) - 1
+        self._first = 0  # the line of `_starts[0]` (`around` keeps a few lines)
         self._bom = skipped  # what to add to a place for an index into the text
         self.editor = editor  # where libyaml's lines and columns are not an editor's (None: they are)
 
@@ -156,7 +158,19 @@ class LineStarts:
             return self.last_line + 1, 0
         starts = self._starts
         line = bisect.bisect_right(starts, where) - 1
-        return line, where - starts[line]
+        return self._first + line, where - starts[line]
+
+    def around(self, start: Place, end: Place) -> LineStarts:
+        """These line starts, for places from `start` to `end` only (one object's): what an object
+        kept after its text is read keeps, rather than the whole text's. (Where an editor counts
+        lines differently, a rare text, its index is the whole text's: kept whole.)"""
+        if self.editor is not None:
+            return self
+        first, last = self.parsed(start)[0], self.parsed(min(end, self.end))[0]
+        narrowed = copy.copy(self)
+        narrowed._starts = self._starts[first - self._first : last - self._first + 1]
+        narrowed._first = first
+        return narrowed
 
     def position(self, where: Place) -> tuple[int, int]:
         """0-based editor (line, column) of a place."""
