@@ -121,7 +121,7 @@ def test_a_bom_moves_columns_of_its_line_only_for_editors() -> None:
 
 
 def test_the_documents_of_a_text_share_its_line_starts() -> None:
-    """One table per text, shared by its objects, and pickled once with them (`lint -j`)."""
+    """One table per text, shared by its objects, and pickled once with them."""
     text = "".join(f"---\nkind: Pod\nmetadata:\n  name: p{index}\n" for index in range(50))
     resources = parse_text(text, "pods.yaml").resources
     assert len({id(resource.lines) for resource in resources}) == 1
