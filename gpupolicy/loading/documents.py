@@ -218,10 +218,8 @@ class Resource:
         """1-based first and last line of the object's text (None without positions)."""
         if self.positions is None or self.lines is None:
             return None
-        where = span_of(self.positions.root)
-        return self.position_of(self.lines.span_start(where))[0], self.position_of(
-            self.lines.span_end(where)
-        )[0]
+        lines, where = self.lines, span_of(self.positions.root)
+        return self.position_of(lines.span_start(where))[0], self.position_of(lines.span_end(where))[0]
 
     def position_of(self, place: Place) -> tuple[int, int]:
         """1-based (line, column) in the file of a place the loader noted in this object (which has
