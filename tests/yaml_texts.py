@@ -52,6 +52,11 @@ TRICKY = {
     "a byte-order mark": "\ufeffapiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n",
     "a break in a plain scalar": "a: one\x85two\nb: 2\n",
     "no final newline": "a:\n  b: [1, 2]\n  c: d",
+    # libyaml ends a block collection at the end of such a text on a line of its own, past the last
+    "a list without a final newline": "- a: 1\n- b\n- c: [1, 2]\n  d: e",
+    "an empty item at the end": "a:\n- x\n-",
+    "flow style without a final newline": "{apiVersion: v1, kind: Pod, metadata: {name: x}}",
+    "a bom and crlf without a final newline": "\ufeffa: 1\r\nb:\r\n- c\r\n- d: e",
     "a scalar document": "just text\n---\n- a\n- b\n",
     "deep": "a: " + "[" * 60 + "1" + "]" * 60 + "\n",
 }

@@ -40,7 +40,7 @@ from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import as_list, as_mapping, int_or_default
 from gpupolicy.loading.composer import compose_document
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, Resource, UnreadableValue, construct
-from gpupolicy.loading.positions import child_of, line_and_column
+from gpupolicy.loading.positions import child_of
 
 if TYPE_CHECKING:
     import jsonschema
@@ -199,8 +199,8 @@ def annotation_line(resource: Resource, inner: int) -> int | None:
     scalar (`|`, text from the next line on); None for other styles (the annotation's own line)."""
     written = resource.positions.written(ANNOTATION_KEYS) if resource.positions is not None else None
     block = child_of(written) if written is not None else None  # where a block scalar's text starts
-    if isinstance(block, int):
-        line, _ = line_and_column(block)
+    if isinstance(block, int) and resource.lines is not None:
+        line, _ = resource.lines.parsed(block)  # the line as libyaml counts it
         return line + 1 + inner + resource.line_offset
     return None
 

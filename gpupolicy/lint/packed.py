@@ -81,14 +81,13 @@ class PackedResource(Resource):
         place: tuple[Any, ...],
         unpacked: Unpacked | None = None,
     ) -> None:
-        file, doc_index, rendered_from, line_offset, lines, in_list = place
+        file, doc_index, rendered_from, line_offset, in_list = place
         super().__init__(
             None,
             file=file,
             doc_index=doc_index,
             rendered_from=rendered_from,
             line_offset=line_offset,
-            lines=lines,
             in_list=in_list,
         )
         self._kind, self._name, self._namespace = identity
@@ -144,12 +143,6 @@ class PackedResource(Resource):
 
 
 def place_of(resource: Resource) -> tuple[Any, ...]:
-    """Where the object was read: what a packed resource keeps of the one it was made from."""
-    return (
-        resource.file,
-        resource.doc_index,
-        resource.rendered_from,
-        resource.line_offset,
-        resource.lines,
-        resource.in_list,
-    )
+    """Where the object was read: what a packed resource keeps of the one it was made from (not
+    the lines of its text, which only positions read: a packed resource has none)."""
+    return (resource.file, resource.doc_index, resource.rendered_from, resource.line_offset, resource.in_list)

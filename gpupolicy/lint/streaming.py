@@ -66,7 +66,7 @@ from gpupolicy.loading.documents import (
     StreamReadsDifferently,
 )
 from gpupolicy.loading.inputs import Loaded, Source
-from gpupolicy.loading.positions import LineIndex, PositionTable
+from gpupolicy.loading.positions import LineStarts, PositionTable
 from gpupolicy.policy.loading import Policy
 
 # Kinds whose rules read plain workloads of any file: checked after the stream.
@@ -249,15 +249,15 @@ def stream(
 
 
 class Values(NamedTuple):
-    """An object's values, without its positions: what another process sends of an object kept
-    for the inventory (values only, as a stream keeps it)."""
+    """An object's values, without its positions (nor the lines of its text, which only they
+    read): what another process sends of an object kept for the inventory (values only, as a
+    stream keeps it)."""
 
     obj: Any
     file: str
     doc_index: int
     rendered_from: str | None
     line_offset: int
-    lines: LineIndex | None
     in_list: bool
 
     @classmethod
@@ -271,25 +271,28 @@ class Values(NamedTuple):
             doc_index=self.doc_index,
             rendered_from=self.rendered_from,
             line_offset=self.line_offset,
-            lines=self.lines,
             in_list=self.in_list,
         )
 
 
 class Positions(NamedTuple):
-    """What pass 2 gives an indexed object for its rules to run (`_take`): its position table."""
+    """What pass 2 gives an indexed object for its rules to run (`_take`): its position table and
+    the lines of its text, which turn the table's places into lines and columns."""
 
     table: PositionTable | None
+    lines: LineStarts | None
     duplicates: list[DuplicateKey]
     line_offset: int
     text_marks: frozenset[str] | None
 
     @classmethod
     def of(cls, resource: Resource) -> Positions:
-        return cls(resource.positions, resource.duplicates, resource.line_offset, resource.text_marks)
+        return cls(
+            resource.positions, resource.lines, resource.duplicates, resource.line_offset, resource.text_marks
+        )
 
     def restore(self, resource: Resource) -> None:
-        resource.positions, resource.duplicates = self.table, self.duplicates
+        resource.positions, resource.lines, resource.duplicates = self.table, self.lines, self.duplicates
         resource.line_offset, resource.text_marks = self.line_offset, self.text_marks
 
 
@@ -397,8 +400,9 @@ def _indexed(resource: Resource) -> bool:
 
 
 def _release(resource: Resource) -> None:
-    """Keep the values, drop the positions (only needed while its rules run)."""
-    resource.positions = None
+    """Keep the values, drop the positions (only needed while its rules run) and the lines of its
+    text (which only they read: kept, they would keep each text's)."""
+    resource.positions = resource.lines = None
     resource.duplicates = []
 
 
@@ -698,6 +702,7 @@ class StreamRun:
         if IGNORE_ANNOTATION in resource.annotations or resource.file in directive_files:
             self.subjects.append((key, SuppressionSubject(resource)))
         if resource.kind in READER_KINDS:
+            resource.keep_own_lines()
             self.deferred.append((key, resource))  # checked once the stream has passed every workload
             return
         self._check(key, resource, watch=not indexed or not _is_arm(resource))

@@ -21,21 +21,17 @@ from gpupolicy.core.findings import JsonPath, ObjectRef, excerpt
 from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.composer import compose_documents
 from gpupolicy.loading.positions import (
-    COLUMN_BITS,
+    PLACE_BITS,
     Child,
     Entry,
     LineIndex,
+    LineStarts,
     MergedMapping,
     Place,
     PositionTable,
     child_of,
-    line_and_column,
-    mark_place,
     mark_position,
-    span,
-    span_end,
     span_of,
-    span_start,
 )
 
 try:  # pragma: no cover - depends on how PyYAML was built
@@ -79,7 +75,8 @@ class Skipped:
 @immutable
 class DuplicateKey:
     """A mapping key written again: `first_line` is the line of its last earlier occurrence (as
-    libyaml counts), `place` where it is written again, `path` the mapping's path in the object."""
+    libyaml counts), `place` where it is written again (its mark's index), `path` the mapping's
+    path in the object."""
 
     key: str
     first_line: int
@@ -115,7 +112,7 @@ class Resource:
         rendered_from: str | None = None,
         line_offset: int = 0,
         duplicates: list[DuplicateKey] | None = None,
-        lines: LineIndex | None = None,
+        lines: LineStarts | None = None,
         in_list: bool = False,
         text_marks: frozenset[str] | None = None,
     ) -> None:
@@ -126,7 +123,7 @@ class Resource:
         self.rendered_from = rendered_from
         # Documents parsed one by one (after a syntax error) keep their first line here.
         self.line_offset = line_offset
-        self.lines = lines  # where libyaml's line numbers are not the editor's (None: they are)
+        self.lines = lines  # the lines of its text, with `positions` (None without them)
         self.duplicates = duplicates or []
         self.in_list = in_list  # an item of a `kind: List` document (whose wrapper said it is an object)
         self._templates: Any = None  # memoised by pod_spec.workload_of
@@ -202,37 +199,44 @@ class Resource:
     # -- positions --------------------------------------------------------------
     def position(self, path: JsonPath) -> tuple[int, int] | None:
         """1-based (line, column) of the field at `path`, or of its nearest existing ancestor."""
-        if self.positions is None:
+        if self.positions is None or self.lines is None:
             return None
         where, _ = self.positions.pointer(path)
-        return self.position_of(span_start(where))
+        return self.position_of(self.lines.span_start(where))
 
     def last_line(self, path: JsonPath) -> int | None:
         """1-based last line of the scalar at `path` (a quoted or block scalar may span several)."""
-        if self.positions is None:
+        if self.positions is None or self.lines is None:
             return None
         where, scalar = self.positions.pointer(path)
         if not scalar:
             return None
-        line, column = self._editor(span_end(where))
+        line, column = self.lines.position(self.lines.span_end(where))
         # A block scalar ends at the start of the next line.
         return line + (1 if column > 0 else 0) + self.line_offset
 
     def line_span(self) -> tuple[int, int] | None:
         """1-based first and last line of the object's text (None without positions)."""
-        if self.positions is None:
+        if self.positions is None or self.lines is None:
             return None
-        where = span_of(self.positions.root)
-        return self.position_of(span_start(where))[0], self.position_of(span_end(where))[0]
+        lines, where = self.lines, span_of(self.positions.root)
+        return self.position_of(lines.span_start(where))[0], self.position_of(lines.span_end(where))[0]
 
     def position_of(self, place: Place) -> tuple[int, int]:
-        """1-based (line, column) in the file of a place the loader noted in this object."""
-        line, column = self._editor(place)
+        """1-based (line, column) in the file of a place the loader noted in this object (which has
+        its positions, and so the lines of its text)."""
+        if self.lines is None:
+            raise ValueError(f"{self!r} has no positions")
+        line, column = self.lines.position(place)
         return line + 1 + self.line_offset, column + 1
 
-    def _editor(self, place: Place) -> tuple[int, int]:
-        line, column = line_and_column(place)
-        return self.lines.from_libyaml(line, column) if self.lines is not None else (line, column)
+    def keep_own_lines(self) -> None:
+        """Keep only its own lines of its text's line starts: an object kept after the text is read
+        (a PDB, checked once every workload has been read) would keep the whole text's otherwise. An
+        item of a List may point at anchors elsewhere in its document: it keeps them all."""
+        if self.positions is not None and self.lines is not None and not self.in_list:
+            where = span_of(self.positions.root)
+            self.lines = self.lines.around(self.lines.span_start(where), self.lines.span_end(where))
 
     def has_path(self, path: JsonPath) -> bool:
         value: Any = self.obj
@@ -434,10 +438,11 @@ def construct(root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS) -> tuple[Any
 
 
 def construct_with_positions(
-    root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS
+    root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS, lines: LineStarts | None = None
 ) -> tuple[Any, Entry, list[RepeatedKey]]:
     """Plain Python values of a node graph, the root entry of its position table
-    (gpupolicy/loading/positions.py) and the mapping keys it repeats, in one walk.
+    (gpupolicy/loading/positions.py; its places read with `lines`, those of the text composed) and
+    the mapping keys it repeats, in one walk.
 
     Depth is tracked during the walk (no second traversal on the hot path). An alias is charged
     where it is met: the expanded size of its anchor's value is added to a running count and its
@@ -450,8 +455,9 @@ def construct_with_positions(
     max_depth, max_expansion = limits.max_depth, limits.max_alias_expansion
     scalar_node, mapping_node, tag_str, tag_merge = yaml.ScalarNode, yaml.MappingNode, _TAG_STR, _TAG_MERGE
     scalar_value, block_styles = _scalar_value, _BLOCK_STYLES
-    # A span is (start line, start column, end line, end column), COLUMN_BITS each (positions.py).
-    end_line_bits, start_column_bits, start_line_bits = COLUMN_BITS, 2 * COLUMN_BITS, 3 * COLUMN_BITS
+    # A span is start << bits | end, each a mark's index (positions.py): one attribute read per mark.
+    bits = lines.bits if lines is not None else PLACE_BITS
+    collection_end = lines.moved_end if lines is not None else _mark_index
 
     def charge_alias(node: yaml.Node, depth: int) -> None:
         nonlocal expanded
@@ -485,7 +491,7 @@ def construct_with_positions(
     def value_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
         if type(node) is scalar_node:
             value = node.value if node.tag == tag_str else scalar_value(node)
-            return value, (mark_place(node.start_mark) if node.style in block_styles else None)
+            return value, (node.start_mark.index if node.style in block_styles else None)
         return (mapping_of if type(node) is mapping_node else sequence_of)(node, depth)
 
     def mapping_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
@@ -513,18 +519,12 @@ def construct_with_positions(
             earlier[key] = key_node
             if type(value_node) is scalar_node:  # inline: the hot path
                 result[key] = value_node.value if value_node.tag == tag_str else scalar_value(value_node)
-                child: Child = mark_place(value_node.start_mark) if value_node.style in block_styles else None
+                child: Child = value_node.start_mark.index if value_node.style in block_styles else None
             else:
                 collection = mapping_of if type(value_node) is mapping_node else sequence_of
                 result[key], child = collection(value_node, depth + 1)
             if written is not None:  # spans computed inline: a call per span cost a fifth of the walk
-                start, end = key_node.start_mark, key_node.end_mark
-                where = (
-                    start.line << start_line_bits
-                    | start.column << start_column_bits
-                    | end.line << end_line_bits
-                    | end.column
-                )
+                where = key_node.start_mark.index << bits | key_node.end_mark.index
                 table[written] = where if child is None else (where, child)  # a plain scalar: its span alone
         if sources:
             memo[id(node)] = result, (table := MergedMapping(table, sources))
@@ -540,17 +540,13 @@ def construct_with_positions(
         for item in node.value:  # a loop, not a generator: one stack frame per level
             if type(item) is scalar_node:  # inline: the hot path
                 items.append(item.value if item.tag == tag_str else scalar_value(item))
-                child: Child = mark_place(item.start_mark) if item.style in block_styles else None
+                child: Child = item.start_mark.index if item.style in block_styles else None
+                end = item.end_mark.index
             else:
                 value, child = (mapping_of if type(item) is mapping_node else sequence_of)(item, depth + 1)
                 items.append(value)
-            start, end = item.start_mark, item.end_mark
-            where = (
-                start.line << start_line_bits
-                | start.column << start_column_bits
-                | end.line << end_line_bits
-                | end.column
-            )
+                end = collection_end(item.end_mark)  # libyaml may move it past the last line
+            where = item.start_mark.index << bits | end
             table.append(where if child is None else (where, child))
         return items, table
 
@@ -563,8 +559,14 @@ def construct_with_positions(
         memo.clear()
         extents.clear()
         charge_alias = built = value_of = mapping_of = sequence_of = None  # type: ignore[assignment]
-    where = span(mark_place(root.start_mark), mark_place(root.end_mark))
+    where = root.start_mark.index << bits | collection_end(root.end_mark)
     return value, (where if child is None else (where, child)), repeated
+
+
+def _mark_index(mark: yaml.Mark) -> Place:
+    """A mark's place where no text's lines are given (values only: its positions unread)."""
+    index: int = mark.index
+    return index
 
 
 def _merge_sources(merged: Child) -> list[dict[str, Entry]]:
@@ -873,9 +875,10 @@ def parse_text(
 ) -> LoadedText:
     """Parse a YAML/JSON stream. A broken document is reported and the others still load."""
     loaded = LoadedText()
-    lines = LineIndex.needed(text)
+    lines: LineStarts | None = None
     try:  # each document built as it is composed: one node graph at a time
         for index, node in enumerate(_roots(text)):
+            lines = lines or LineStarts.of(text, node)
             _add_document(loaded, text, node, file, index, rendered_from, limits=limits, lines=lines)
         return loaded
     except (yaml.YAMLError, UnicodeError):
@@ -905,9 +908,10 @@ def iter_parse(
     from the slow path, and those already given must read the same there (objects, positions and
     problems), else StreamReadsDifferently is raised."""
     given: list[tuple[Any, ...]] = []
-    lines = LineIndex.needed(text)
+    lines: LineStarts | None = None
     try:
         for index, node in enumerate(_roots(text)):
+            lines = lines or LineStarts.of(text, node)
             document = LoadedText()
             _add_document(document, text, node, file, index, rendered_from, limits=limits, lines=lines)
             given.append(_fingerprint(document))
@@ -945,10 +949,11 @@ def _documents_one_by_one(
             yield LoadedText(problems=[LoadProblem("GP001", message, file, line, column, index)])
             index += 1
             continue
-        lines = LineIndex.needed(chunk)
+        lines: LineStarts | None = None
         for node in chunk_nodes:
             if node is None:
                 continue
+            lines = lines or LineStarts.of(chunk, node)
             document = LoadedText()
             _add_document(
                 document, chunk, node, file, index, rendered_from, line_offset, limits=limits, lines=lines
@@ -967,13 +972,13 @@ def _add_document(
     line_offset: int = 0,
     *,
     limits: LoadLimits = DEFAULT_LIMITS,
-    lines: LineIndex | None = None,
+    lines: LineStarts,
 ) -> None:
     try:
-        obj, entry, repeated = construct_with_positions(node, limits)
+        obj, entry, repeated = construct_with_positions(node, limits, lines)
     except (ValueError, TypeError) as exc:  # `!!bool maybe`, a 5,000-digit integer, an alias bomb
         mark = exc.node.start_mark if isinstance(exc, UnreadableValue) else node.start_mark
-        line, column = mark_position(mark, lines)
+        line, column = mark_position(mark, lines.editor)
         line, column = line + 1 + line_offset, column + 1
         loaded.problems.append(LoadProblem("GP001", f"cannot read value: {exc}", file, line, column, index))
         return
@@ -991,7 +996,13 @@ def _add_document(
                 positions=PositionTable(item_entry),
                 rendered_from=rendered_from,
                 line_offset=line_offset,
-                duplicates=_duplicates_in(repeated, item_node, item_entry, whole=item_node is node),
+                duplicates=_duplicates_in(
+                    repeated,
+                    item_node,
+                    lines.span_start(span_of(item_entry)),
+                    lines.span_end(span_of(item_entry)),
+                    whole=item_node is node,
+                ),
                 lines=lines,
                 in_list=item is not obj,
                 text_marks=marks,
@@ -1000,14 +1011,13 @@ def _add_document(
 
 
 def _duplicates_in(
-    repeated: list[RepeatedKey], root: yaml.Node, entry: Entry, *, whole: bool
+    repeated: list[RepeatedKey], root: yaml.Node, start: Place, end: Place, *, whole: bool
 ) -> list[DuplicateKey]:
-    """The keys repeated in the object at `root` (all of the document's when it is `whole`), each
-    with its path there, found while the node graph is at hand."""
-    start, end = span_start(span_of(entry)), span_end(span_of(entry))
+    """The keys repeated in the object at `root`, which spans `start` to `end` (all of the
+    document's when it is `whole`), each with its path there, found while the node graph is at hand."""
     found = []
     for key in repeated:
-        place = mark_place(key.node.start_mark)
+        place: Place = key.node.start_mark.index
         if whole or start <= place < end:
             found.append(DuplicateKey(key.key, key.first_line, place, path_to_node(root, key.node) or ()))
     return found

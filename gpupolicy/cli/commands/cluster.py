@@ -172,11 +172,18 @@ def _listed_whole(resources: Sequence[Resource]) -> set[str]:
     """The kinds `kubectl get KIND -o yaml` listed: items of a List (nested in its `items`, where a
     document's own object starts at column 1) of a cluster-scoped kind, or of a namespaced kind
     spread over several namespaces (listed with -A; without it, kubectl lists one namespace)."""
-    items = [item for item in resources if item.positions is not None and item.positions.start()[1] > 0]
+    items = [item for item in resources if _column(item) > 0]
     namespaces: dict[str, set[str]] = {}
     for item in items:
         namespaces.setdefault(item.kind, set()).add(item.namespace or "")
     return {kind for kind, seen in namespaces.items() if kind in CLUSTER_SCOPED or len(seen) > 1}
+
+
+def _column(resource: Resource) -> int:
+    """0-based column where the object starts, as libyaml counts (-1 without positions)."""
+    if resource.positions is None or resource.lines is None:
+        return -1
+    return resource.positions.start(resource.lines)[1]
 
 
 @immutable
