@@ -11,8 +11,15 @@ lint` command end to end (a subprocess: interpreter start-up and imports include
 parse-only and the speed-up of each -j over the first. --bundle: a PDB beside every Deployment,
 the PriorityClasses they name and experiments with two arms (generate_bundle).
 
+The CLI runs as an installed package runs, from bytecode: it is written to a temporary
+PYTHONPYCACHEPREFIX by an untimed run of each command (bench/startup.py does the same). Before 6
+December 2026 it ran as the environment said, and where PYTHONDONTWRITEBYTECODE is set (this
+machine) each run compiled every module it imports from source again: about 0.15 s of CPU, 0.03 x
+parse-only, that neither the in-process lint nor an installed CLI spends. --compile-each-run runs it
+that way again, for figures comparable with those.
+
     python bench/lint_throughput.py [--objects 10000] [--files 1000] [--runs 5] [--jobs 1 2] [--bundle]
-        [--against DIR ...]
+        [--against DIR ...] [--compile-each-run]
 
 --against DIR (another checkout, e.g. `git worktree add /tmp/base COMMIT`): its in-process lint and
 its CLI are timed in the same rounds as this checkout's, for a before and after from one sitting.
@@ -284,9 +291,10 @@ def lint_in_process(folder: Path) -> int:
     return len(loaded.resources)
 
 
-def lint_cli(folder: Path, jobs: int = 1) -> int:
+def lint_cli(folder: Path, jobs: int = 1, env: dict[str, str] | None = None) -> int:
     completed = subprocess.run(
         [sys.executable, "-m", "gpupolicy", "lint", f"-j{jobs}", str(folder), "--no-repo-policy"],
+        env=env,
         capture_output=True,
         check=False,
     )
@@ -307,13 +315,17 @@ def timed(function: Callable[[Path], int], folder: Path, runs: int) -> list[floa
     return times
 
 
-def timed_cli(folder: Path, jobs: list[int], runs: int) -> dict[int, list[float]]:
+def timed_cli(
+    folder: Path, jobs: list[int], runs: int, env: dict[str, str] | None = None
+) -> dict[int, list[float]]:
     """The CLI with each -j, the runs interleaved (a shared machine's load then weighs on all alike)."""
     times: dict[int, list[float]] = {count: [] for count in jobs}
+    for count in jobs:
+        lint_cli(folder, count, env)  # untimed: bytecode written
     for _ in range(runs):
         for count in jobs:
             start = time.perf_counter()
-            lint_cli(folder, count)
+            lint_cli(folder, count, env)
             times[count].append(time.perf_counter() - start)
     return times
 
@@ -332,12 +344,19 @@ def main() -> int:
     parser.add_argument(
         "--against", type=Path, nargs="*", default=[], help="other checkouts, timed in the same rounds"
     )
+    parser.add_argument(
+        "--compile-each-run",
+        action="store_true",
+        help="no bytecode cache for the CLI: with PYTHONDONTWRITEBYTECODE set, each run compiles its modules",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # a timed in-process lint
     args = parser.parse_args()
     if args.child is not None:
         return _child(args.child)
     with tempfile.TemporaryDirectory(prefix="gpupolicy-bench-") as tmp:
-        folder = Path(tmp)
+        folder = Path(tmp) / "manifests"
+        folder.mkdir()
+        args.pycache = None if args.compile_each_run else Path(tmp) / "pycache"
         count = generate(folder, args.objects, args.files, bundle=args.bundle)
         size = sum(path.stat().st_size for path in folder.glob("*.yaml"))
         what = "objects (GPU Deployments, PDBs, experiments)" if args.bundle else "GPU Deployments"
@@ -347,7 +366,7 @@ def main() -> int:
         lint_in_process(folder)  # warm-up: imports, schema compilation
         baseline = timed(parse_only, folder, args.runs)
         in_process = timed(lint_in_process, folder, args.runs)
-        cli = timed_cli(folder, args.jobs, max(1, args.runs // 2 + 1))
+        cli = timed_cli(folder, args.jobs, max(1, args.runs // 2 + 1), _environment(None, args.pycache))
     base = statistics.median(baseline)
     first = statistics.median(cli[args.jobs[0]])
     rows = [
@@ -380,15 +399,23 @@ def _child(folder: Path) -> int:
     return 0
 
 
-def _in_checkout(checkout: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(checkout.resolve())}
+def _environment(checkout: Path | None, pycache: Path | None) -> dict[str, str]:
+    """The environment of a run of `checkout`'s code (None: this process's), with bytecode written to
+    and read from `pycache` when given (PYTHONDONTWRITEBYTECODE dropped), as an installed package has it."""
+    env = dict(os.environ)
+    if checkout is not None:
+        env["PYTHONPATH"] = str(checkout.resolve())
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
 
 
-def _timed_child(checkout: Path, folder: Path) -> tuple[float, float]:
+def _timed_child(checkout: Path, folder: Path, pycache: Path | None) -> tuple[float, float]:
     completed = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", str(folder)],
         cwd=checkout,
-        env=_in_checkout(checkout),
+        env=_environment(checkout, pycache),
         capture_output=True,
         text=True,
         check=True,
@@ -397,13 +424,13 @@ def _timed_child(checkout: Path, folder: Path) -> tuple[float, float]:
     return float(wall), float(cpu)
 
 
-def _timed_cli_in(checkout: Path, folder: Path, jobs: int) -> tuple[float, float]:
+def _timed_cli_in(checkout: Path, folder: Path, jobs: int, pycache: Path | None) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, "-m", "gpupolicy", "lint", f"-j{jobs}", str(folder), "--no-repo-policy"],
         cwd=checkout,
-        env=_in_checkout(checkout),
+        env=_environment(checkout, pycache),
         capture_output=True,
         check=False,
     )
@@ -419,6 +446,9 @@ def _compare(checkouts: list[Path], folder: Path, count: int, args: argparse.Nam
     parse_wall: list[float] = []
     parse_cpu: list[float] = []
     times: dict[tuple[Path, str], list[tuple[float, float]]] = {}
+    for checkout in checkouts:  # untimed: bytecode written
+        for jobs in args.jobs:
+            _timed_cli_in(checkout, folder, jobs, args.pycache)
     for index in range(args.runs):
         gc.collect()
         wall, cpu = time.perf_counter(), time.process_time()
@@ -427,10 +457,12 @@ def _compare(checkouts: list[Path], folder: Path, count: int, args: argparse.Nam
         parse_cpu.append(time.process_time() - cpu)
         turn = index % len(checkouts)  # each round starts with another checkout (bench/lint_stages.py)
         for checkout in [*checkouts[turn:], *checkouts[:turn]]:
-            times.setdefault((checkout, "in-process"), []).append(_timed_child(checkout, folder))
+            times.setdefault((checkout, "in-process"), []).append(
+                _timed_child(checkout, folder, args.pycache)
+            )
             for jobs in args.jobs:
                 times.setdefault((checkout, f"CLI -j {jobs}"), []).append(
-                    _timed_cli_in(checkout, folder, jobs)
+                    _timed_cli_in(checkout, folder, jobs, args.pycache)
                 )
     base_wall, base_cpu = statistics.median(parse_wall), statistics.median(parse_cpu)
     print(f"{'checkout':<28} {'what':<12} {'wall s':>8} {'x parse':>8} {'CPU s':>8} {'x parse CPU':>12}")
@@ -442,8 +474,10 @@ def _compare(checkouts: list[Path], folder: Path, count: int, args: argparse.Nam
         print(
             f"{name:<28} {what:<12} {wall:>8.3f} {wall / base_wall:>8.2f} {cpu:>8.3f} {cpu / base_cpu:>12.2f}"
         )
+    bytecode = "compiled from source each run" if args.pycache is None else "from bytecode"
     print(
-        f"medians of {args.runs} interleaved rounds (a different checkout first each round); {count} objects"
+        f"medians of {args.runs} interleaved rounds (a different checkout first each round); {count} objects;"
+        f" the CLI {bytecode}"
     )
     return 0
 

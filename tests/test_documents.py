@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpupolicy.engine.evaluation import evaluate
-from gpupolicy.loading.documents import DEFAULT_LIMITS, Resource, parse_text
+from gpupolicy.loading.documents import (
+    DEFAULT_LIMITS,
+    LoadedText,
+    Resource,
+    StreamReadsDifferently,
+    iter_parse,
+    parse_text,
+)
 from gpupolicy.loading.inputs import load_file, load_text
 from gpupolicy.loading.positions import PLACE_BITS, LineStarts, child_of
 from gpupolicy.policy.loading import default_policy
@@ -466,3 +474,38 @@ def test_a_documents_values_and_positions_are_freed_by_reference_counting() -> N
         f"key{index}: {{b: [1, {{c: d}}], e: &x{index} [f]}}\nref{index}: *x{index}\n" for index in range(500)
     )
     assert _cyclic_garbage_of_parsing(large) == _cyclic_garbage_of_parsing(small)
+
+
+def _released(documents: Iterator[LoadedText]) -> Iterator[LoadedText]:
+    """Each document, its objects' positions dropped once the next is asked for (the streaming lint
+    releases each object once checked)."""
+    for document in documents:
+        yield document
+        for resource in document.resources:
+            resource.positions = None
+            resource.duplicates = []
+
+
+def test_iter_parse_after_a_syntax_error_gives_what_parse_text_reads() -> None:
+    """The documents before the error are given as read (their reader may release them), the rest
+    come from the slow path: together they are parse_text's documents, none given twice."""
+    text = DEPLOYMENT + "---\nkind: Pod\nmetadata: {name: [\n---\n" + DEPLOYMENT.replace("vllm", "other")
+    spans = []
+    objects = []
+    problems = []
+    for document in _released(iter_parse(text, "x.yaml")):
+        spans.extend(resource.line_span() for resource in document.resources)
+        objects.extend(resource.obj for resource in document.resources)
+        problems.extend(document.problems)
+    whole = parse_text(text, "x.yaml")
+    assert objects == [resource.obj for resource in whole.resources]
+    assert spans == [resource.line_span() for resource in whole.resources]
+    assert problems == whole.problems and problems[0].rule_id == "GP001"
+
+
+def test_iter_parse_compares_the_documents_given_when_an_error_follows() -> None:
+    """A %TAG directive after `...` belongs to the next document of the stream, but to the previous
+    chunk of the slow path: a document given reads differently there, and iter_parse says so."""
+    text = "kind: Pod\nmetadata: {name: a}\n...\n%TAG !e! tag:e.com,2000:\n---\nkind: Pod\nmetadata: {name: c}\n---\nkind: [\n"
+    with pytest.raises(StreamReadsDifferently):
+        list(_released(iter_parse(text, "x.yaml")))

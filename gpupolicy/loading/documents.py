@@ -907,23 +907,46 @@ def iter_parse(
     slow path). Here the error shows only when it is reached: the documents not given yet then come
     from the slow path, and those already given must read the same there (objects, positions and
     problems), else StreamReadsDifferently is raised."""
-    given: list[tuple[Any, ...]] = []
+    given = 0
     lines: LineStarts | None = None
     try:
         for index, node in enumerate(_roots(text)):
             lines = lines or LineStarts.of(text, node)
             document = LoadedText()
             _add_document(document, text, node, file, index, rendered_from, limits=limits, lines=lines)
-            given.append(_fingerprint(document))
+            given += 1
             yield document
         return
     except (yaml.YAMLError, UnicodeError):
         pass
+    # Only now are the documents given compared, read again: reading is deterministic, and a
+    # fingerprint of every document given, in case an error follows, cost the streaming lint 0.6 %
+    # of its instructions (docs/performance.md, "The CLI beside the in-process lint").
+    readings = _fingerprints_before_error(text, file, rendered_from, limits, given)
     for index, document in enumerate(_documents_one_by_one(text, file, rendered_from, limits)):
-        if index >= len(given):
+        if index >= given:
             yield document
-        elif _fingerprint(document) != given[index]:
+        elif _fingerprint(document) != readings[index]:
             raise StreamReadsDifferently(f"{file}: document {index} reads differently on its own")
+
+
+def _fingerprints_before_error(
+    text: str, file: str, rendered_from: str | None, limits: LoadLimits, count: int
+) -> list[tuple[Any, ...]]:
+    """The fingerprints of the first `count` documents `iter_parse` gave, read again as it read them
+    (the error comes after them)."""
+    readings: list[tuple[Any, ...]] = []
+    if count == 0:
+        return readings
+    lines: LineStarts | None = None
+    for index, node in enumerate(_roots(text)):
+        lines = lines or LineStarts.of(text, node)
+        document = LoadedText()
+        _add_document(document, text, node, file, index, rendered_from, limits=limits, lines=lines)
+        readings.append(_fingerprint(document))
+        if len(readings) == count:
+            break
+    return readings
 
 
 def _fingerprint(document: LoadedText) -> tuple[Any, ...]:
