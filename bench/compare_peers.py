@@ -36,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
+from cli_bytecode import bytecode_environment, bytecode_folder, write_bytecode  # noqa: E402
 from lint_throughput import generate_bundle  # noqa: E402  (the generator of the throughput bench)
 
 CACHE = Path.home() / ".cache" / "gpupolicy-bench"
@@ -85,9 +86,18 @@ def command(tool: str, folder: Path) -> list[str]:
     return [sys.executable, "-m", "gpupolicy", "lint", jobs, str(folder), "--no-repo-policy"]
 
 
+# gpupolicy's runs read bytecode from here (bench/cli_bytecode.py), as Checkov reads what pip wrote.
+PYCACHE = bytecode_folder("gpupolicy-peers-pycache-")
+
+
+def environment_of(tool: str) -> dict[str, str]:
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    return bytecode_environment(PYCACHE, environment) if tool.startswith("gpupolicy") else environment
+
+
 def run_once(corpus: str, objects: int, tool: str, folder: Path) -> Measure:
     """One run as a child process; its rusage (and its own children's) from os.wait4."""
-    environment = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    environment = environment_of(tool)
     started = time.perf_counter()
     process = subprocess.Popen(
         command(tool, folder), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment, cwd=REPO
@@ -191,6 +201,7 @@ def main() -> int:
     )
     measures: list[Measure] = []
     skipped: list[str] = []
+    write_bytecode(REPO, environment_of("gpupolicy lint"))
     with tempfile.TemporaryDirectory(prefix="gpupolicy-peers-") as tmp:
         corpora: list[tuple[str, Path]] = []
         if options.real.is_dir():

@@ -39,7 +39,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
+from cli_bytecode import bytecode_environment, bytecode_folder, write_bytecode  # noqa: E402
 from lint_throughput import WORKLOAD, generate_bundle  # noqa: E402  (the throughput bench's generators)
+
+# The CLI's runs read bytecode from here (bench/cli_bytecode.py), as an installed gpupolicy does.
+PYCACHE = bytecode_folder("gpupolicy-memory-pycache-")
 
 SMALL_DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -209,7 +213,7 @@ def measure(repo: Path, target: Path, corpus: str, objects: int, jobs: int = 1) 
         str(target),
         "--no-repo-policy",
     ]
-    environment = {**os.environ, "PYTHONPATH": str(repo)}
+    environment = bytecode_environment(PYCACHE, {**os.environ, "PYTHONPATH": str(repo)})
     started = time.perf_counter()
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment, cwd=repo
@@ -265,6 +269,7 @@ def main() -> int:
     options = parser.parse_args()
     repo = options.repo.resolve()
     runs: list[Run] = []
+    write_bytecode(repo, bytecode_environment(PYCACHE, {**os.environ, "PYTHONPATH": str(repo)}))
 
     def run(target: Path, corpus: str, objects: int) -> None:
         for found in measured(repo, target, corpus, objects, options.jobs, options.runs):

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from cli_bytecode import bytecode_environment  # bench/, beside this script
 
 WORKLOAD = """\
 apiVersion: apps/v1
@@ -402,12 +403,9 @@ def _child(folder: Path) -> int:
 def _environment(checkout: Path | None, pycache: Path | None) -> dict[str, str]:
     """The environment of a run of `checkout`'s code (None: this process's), with bytecode written to
     and read from `pycache` when given (PYTHONDONTWRITEBYTECODE dropped), as an installed package has it."""
-    env = dict(os.environ)
+    env = dict(os.environ) if pycache is None else bytecode_environment(pycache)
     if checkout is not None:
         env["PYTHONPATH"] = str(checkout.resolve())
-    if pycache is not None:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(pycache)
     return env
 
 
