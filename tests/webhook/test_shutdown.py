@@ -25,7 +25,7 @@ from gpupolicy.provenance import open_store
 from gpupolicy.provenance.spool import Spool
 from tests.provenance.relay import DatabaseRelay
 from tests.webhook.reviews import admission_review, gpu_deployment
-from tests.webhook.server_process import ServerProcess, client_context, start_server
+from tests.webhook.server_process import ServerProcess, client_context, start_server, wait_for_replay
 from tests.webhook.slow_serve import BUSY_ANNOTATION
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -193,6 +193,9 @@ def test_sigterm_drains_an_admission_waiting_on_a_hanging_database(tmp_path: Pat
         try:
             with server.client() as http:  # one admission straight in: a connection is pooled
                 assert http.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+            # ... and stored: the replayer (nice 10, started beside the server) is up and has the
+            # database's connection before the database hangs, however busy the machine.
+            wait_for_replay(server, seconds=60)
             relay.relaying.clear()  # the database hangs
             body = admission_review(gpu_deployment())
             answers: list[Any] = []
