@@ -167,8 +167,9 @@ def _without_server_metadata(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class Today:
-    """Today's local date as text, asked per admission: `date.today()` costs a microsecond (a
-    `localtime` call), a look at the clock against the day's bounds a twentieth of that."""
+    """Today's local date as text, asked per admission: `date.today().isoformat()` is a
+    `localtime` call and a new string (1.6 µs), a look at the clock against the day's bounds a
+    tenth of that (0.14 µs; one-off `timeit` on this machine)."""
 
     __slots__ = ("_from", "_text", "_until")
 

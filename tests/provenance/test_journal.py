@@ -132,14 +132,22 @@ def scripted_journal(
         journal.close()
 
 
+def flushing(
+    journal: JournalAppender, flushes: ScriptedFlushes, uid: str, policy: Policy, flush: int
+) -> Future[None]:
+    """Submit an admission, and wait until its writer thread's flush (number `flush`) has begun."""
+    future = journal.submit(admission_frame(uid, policy), policy)
+    flushes.wait_began(flush)
+    return future
+
+
 def test_concurrent_appends_share_one_fsync(
     journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with scripted_journal(journal_dir, monkeypatch, scripted=2) as (journal, flushes):
-        first = journal.submit(admission_frame("uid-first", gpu_policy), gpu_policy)
-        flushes.wait_began(0)
-        second = journal.submit(admission_frame("uid-second", gpu_policy), gpu_policy)
-        flushes.wait_began(1)  # both writer threads flushing: what comes now waits in the queue
+        first = flushing(journal, flushes, "uid-first", gpu_policy, 0)
+        # both writer threads flushing: what comes now waits in the queue
+        second = flushing(journal, flushes, "uid-second", gpu_policy, 1)
         rest = [journal.submit(admission_frame(f"uid-{i:02d}", gpu_policy), gpu_policy) for i in range(30)]
         assert not any(future.done() for future in [first, second, *rest])  # nothing is durable yet
         flushes.release_all()
@@ -153,8 +161,7 @@ def test_a_later_flush_acknowledges_an_earlier_batch_whose_flush_is_slow(
     journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with scripted_journal(journal_dir, monkeypatch, scripted=1) as (journal, flushes):
-        slow = journal.submit(admission_frame("uid-slow", gpu_policy), gpu_policy)
-        flushes.wait_began(0)  # and held there
+        slow = flushing(journal, flushes, "uid-slow", gpu_policy, 0)  # and held there
         later = journal.submit(admission_frame("uid-later", gpu_policy), gpu_policy)
         # The second flush began after both writes: both are on disk once it returns.
         later.result(WAIT)
@@ -167,12 +174,10 @@ def test_acknowledgements_follow_the_order_written(
 ) -> None:
     order: list[str] = []
     with scripted_journal(journal_dir, monkeypatch, scripted=2) as (journal, flushes):
-        first = journal.submit(admission_frame("uid-first", gpu_policy), gpu_policy)
+        first = flushing(journal, flushes, "uid-first", gpu_policy, 0)  # held: not done yet
         first.add_done_callback(lambda _: order.append("uid-first"))
-        flushes.wait_began(0)
-        second = journal.submit(admission_frame("uid-second", gpu_policy), gpu_policy)
+        second = flushing(journal, flushes, "uid-second", gpu_policy, 1)
         second.add_done_callback(lambda _: order.append("uid-second"))
-        flushes.wait_began(1)
         flushes.succeed(1)  # the later flush returns first: it covers both, the first settled first
         second.result(WAIT)
         assert first.done() and order == ["uid-first", "uid-second"]
@@ -183,15 +188,12 @@ def test_a_failing_second_flush_fails_every_batch_of_its_segment_not_yet_acknowl
     journal_dir: Path, gpu_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with scripted_journal(journal_dir, monkeypatch, scripted=3) as (journal, flushes):
-        a = journal.submit(admission_frame("uid-a", gpu_policy), gpu_policy)
-        flushes.wait_began(0)
-        b = journal.submit(admission_frame("uid-b", gpu_policy), gpu_policy)
-        flushes.wait_began(1)
+        a = flushing(journal, flushes, "uid-a", gpu_policy, 0)
+        b = flushing(journal, flushes, "uid-b", gpu_policy, 1)
         flushes.succeed(0)  # covers a alone: b was written after it began
         a.result(WAIT)
         assert not b.done()
-        c = journal.submit(admission_frame("uid-c", gpu_policy), gpu_policy)  # after b, same segment
-        flushes.wait_began(2)
+        c = flushing(journal, flushes, "uid-c", gpu_policy, 2)  # after b, same segment
         assert not c.done()
         flushes.fail(1)  # b's flush: the disk lost pages of the segment
         for lost in (b, c):
