@@ -58,7 +58,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request, Response  # module level: FastAPI resolves the route's annotations here
+from starlette.requests import Request
+from starlette.responses import Response
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -100,14 +101,12 @@ def serve(argv: list[str]) -> None:
     if os.environ.get("BENCH_GC") == "trace":  # log collections over 2 ms, and every one's sum at exit
         trace_collections()
 
-    @server.config.app.post("/noop")
     async def noop(request: Request) -> Response:
         await request.body()
         return Response(NOOP_RESPONSE, media_type="application/json")
 
     import orjson
 
-    @server.config.app.post("/parse-only")
     async def parse_only(request: Request) -> Response:
         review = orjson.loads(await request.body())
         answer = {
@@ -116,6 +115,11 @@ def serve(argv: list[str]) -> None:
             "response": {"uid": review["request"]["uid"], "allowed": True},
         }
         return Response(orjson.dumps(answer), media_type="application/json")
+
+    # Served as /validate is, a plain Starlette route of the same application (before 6 December
+    # 2026 all three were FastAPI routes, whose per-request handling cost about 20 µs more each).
+    server.config.app.add_route("/noop", noop, methods=["POST"])
+    server.config.app.add_route("/parse-only", parse_only, methods=["POST"])
 
     try:
         server.run()

@@ -123,16 +123,17 @@ def create_app(state: WebhookState) -> FastAPI:
     app = FastAPI(title="gpupolicy admission webhook", lifespan=_lifespan(state), **_NO_DOCS)
     app.state.webhook = state
 
-    @app.post("/validate")
+    # Plain Starlette routes: the endpoints take the request as it is and answer bytes, so FastAPI's
+    # per-request work for an APIRoute (dependency solving, query and body parameter handling)
+    # would buy nothing. It was 22 µs of a request, half of what a no-op endpoint costs in process
+    # (/work/tools-style harness: the app called over ASGI, 500 realistic admissions, 5 runs).
     async def validate(request: Request) -> Response:
         return await _validate(state, request)
 
-    @app.get("/healthz")
-    async def healthz() -> Response:
+    async def healthz(request: Request) -> Response:
         return Response(json.dumps({"status": "ok"}), media_type=JSON)
 
-    @app.get("/readyz")
-    async def readyz() -> Response:
+    async def readyz(request: Request) -> Response:
         ready, detail = readiness(state)
         if state.provenance is not None:  # reported, not required: an outage spools records durably
             provenance = await run_in_threadpool(state.provenance.health)
@@ -140,10 +141,13 @@ def create_app(state: WebhookState) -> FastAPI:
                 detail["provenance"] = provenance
         return Response(json.dumps(detail), status_code=200 if ready else 503, media_type=JSON)
 
-    @app.get("/metrics")
-    async def prometheus() -> Response:
+    async def prometheus(request: Request) -> Response:
         return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    app.add_route("/validate", validate, methods=["POST"])
+    app.add_route("/healthz", healthz, methods=["GET"])
+    app.add_route("/readyz", readyz, methods=["GET"])
+    app.add_route("/metrics", prometheus, methods=["GET"])
     # GET /provenance is not served here: see create_provenance_app.
     return app
 
