@@ -31,7 +31,7 @@ from starlette.requests import ClientDisconnect
 
 from gpupolicy.kube.inventory import Inventory
 from gpupolicy.webhook.live_facts import LiveFacts
-from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log
+from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log, recurring_excerpt
 from gpupolicy.webhook.metrics import WebhookMetrics
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.recording import Provenance
@@ -332,15 +332,15 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
             {
                 "rule": finding.rule_id,
                 "severity": finding.severity.label,
-                "path": excerpt(finding.json_path),
-                "container": excerpt(finding.container),
-                "message": excerpt(finding.message),
+                "path": recurring_excerpt(finding.json_path),
+                "container": recurring_excerpt(finding.container),
+                "message": recurring_excerpt(finding.message),
             }
             for finding in decision.findings[:MAX_LOGGED_FINDINGS]
         ],
         suppressed_total=len(suppressed),
         suppressed=[
-            {"rule": finding.rule_id, "reason": excerpt(reason)}
+            {"rule": finding.rule_id, "reason": recurring_excerpt(reason)}
             for finding, reason in suppressed[:MAX_LOGGED_FINDINGS]
         ],
         internal_errors_total=len(errors),

@@ -77,3 +77,48 @@ def test_a_huge_exception_message_is_logged_bounded_and_redacted() -> None:
     assert len(entry["exception"]) < 10_000
     assert "ValueError: bad value" in entry["exception"] and "characters left out" in entry["exception"]
     assert "s3cr3tv4lue" not in entry["exception"]
+
+
+def test_a_recurring_excerpt_is_the_excerpt_remembered_within_its_byte_bound() -> None:
+    """The admission line's findings repeat from one admission to the next: their excerpts are
+    remembered, each the same as `excerpt` gives, in a cache bounded in bytes that leaves out
+    texts longer than the part redacted."""
+    from gpupolicy.webhook import logs
+
+    texts = [
+        "container 'server' has no readinessProbe",
+        "data.arms: 'password: hunter22xyz' is not a list",
+        "x" * (logs.EXCERPT_CHARS - 20) + " HF_TOKEN=hf_" + "Q" * 40,
+        "image vllm/vllm-openai has no tag (it means latest) " * 10,
+        "-----BEGIN RSA PRIVATE KEY----- " + "k" * 3_000,
+    ]
+    for text in texts:
+        first, again = logs.recurring_excerpt(text), logs.recurring_excerpt(text)
+        assert first == again == logs.excerpt(text)
+    assert logs.recurring_excerpt(None) is None
+    assert logs._EXCERPTS.get(texts[1]) == "data.arms: 'password: <redacted>' is not a list"
+    assert logs._EXCERPTS.get(texts[-1]) is None  # past the redacted head: computed each time
+    for number in range(20_000):  # messages that quote a value of each object: all different
+        logs.recurring_excerpt(f"container 'server-{number:05d}' has no readinessProbe " + "." * 200)
+    assert 0 < logs._EXCERPTS.nbytes <= logs._EXCERPTS.max_bytes
+
+
+def test_log_writes_the_fields_without_looking_for_the_caller() -> None:
+    from gpupolicy.webhook.logs import log
+
+    logger = logging.getLogger("gpupolicy.webhook.test-log")
+    lines: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record)
+
+    logger.handlers[:] = [Keep()]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    log(logger, logging.DEBUG, "not written", uid="a")
+    log(logger, logging.INFO, "admission reviewed", uid="b", findings_total=2)
+    assert [record.getMessage() for record in lines] == ["admission reviewed"]
+    entry = json.loads(JsonFormatter().format(lines[0]))
+    assert entry["uid"] == "b" and entry["findings_total"] == 2 and entry["level"] == "info"
+    assert lines[0].lineno == 0  # the stack was not walked
