@@ -249,3 +249,31 @@ def test_pdb_rules_read_the_namespace_workloads_once_and_agree_with_selected_wor
         [],
         ["gateway"],
     ]
+
+
+def test_pdb_overlap_compares_each_pdb_with_every_other_of_its_namespace_only() -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.policy.loading import default_policy
+
+    llm = deployment(labels={"app": "llm", "tier": "gpu"})
+    gateway = deployment("gateway", labels={"app": "gateway", "tier": "cpu"})
+    guards = [
+        pdb("by-app", {"matchLabels": {"app": "llm"}}, maxUnavailable=1),
+        pdb("by-tier", {"matchLabels": {"tier": "gpu"}}, maxUnavailable=1),  # the pods of llm, as by-app
+        pdb("gone-1", {"matchLabels": {"app": "gone"}}, maxUnavailable=1),
+        pdb("gone-2", {"matchLabels": {"app": "gone"}}, maxUnavailable=1),  # the same selector
+        pdb("gateway", {"matchLabels": {"app": "gateway"}}, maxUnavailable=1),
+        pdb("by-app", {"matchLabels": {"app": "llm"}}, namespace="x", maxUnavailable=1),
+    ]
+    report = evaluate([llm, gateway, *guards], default_policy())
+    found = sorted(
+        (f.object.namespace, f.object.name, f.message.split(" both select ")[1])
+        for f in report.findings
+        if f.rule_id == "GP504" and f.object is not None
+    )
+    assert found == [
+        ("ai-lab", "by-app", "the pods of Deployment ai-lab/llm; such pods cannot be evicted"),
+        ("ai-lab", "by-tier", "the pods of Deployment ai-lab/llm; such pods cannot be evicted"),
+        ("ai-lab", "gone-1", "the same selector; such pods cannot be evicted"),
+        ("ai-lab", "gone-2", "the same selector; such pods cannot be evicted"),
+    ]
