@@ -213,3 +213,67 @@ def test_controller_labels_count_as_pod_labels() -> None:
     )
     assert pdb_selects(pdb("a", {"matchLabels": {"serving.kserve.io/inferenceservice": "llama"}}), isvc)
     assert not pdb_selects(pdb("a", {"matchLabels": {"serving.kserve.io/inferenceservice": "other"}}), isvc)
+
+
+def test_pod_labels_match_as_text_and_every_view_of_the_object_reads_them() -> None:
+    # Labels the YAML wrote as numbers or nulls match as the API server reads them (text, "" for
+    # null); they are made text once per template, so a second view of the object (GP504 and the
+    # streaming lint make several) matches the same way, and a PDB of another namespace never does.
+    numbered = deployment(labels={"app": "llm", "shard": 1, "canary": None})  # type: ignore[dict-item]
+    first, second = as_workload(numbered), as_workload(numbered)
+    by_text = pdb("a", {"matchLabels": {"shard": "1", "canary": ""}})
+    by_expression = pdb("b", {"matchExpressions": [{"key": "shard", "operator": "In", "values": [1]}]})
+    for view in (first, second):
+        assert pdb_selects(by_text, view) and pdb_selects(by_expression, view)
+        assert not pdb_selects(pdb("c", {"matchLabels": {"shard": "2"}}), view)
+        assert not pdb_selects(pdb("a", {"matchLabels": {"shard": "1"}}, namespace="other"), view)
+
+
+def test_pdb_rules_read_the_namespace_workloads_once_and_agree_with_selected_workloads() -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.policy.loading import default_policy
+
+    llm, gateway, other = deployment(replicas=2), deployment("gateway"), deployment("llm", namespace="x")
+    guards = [
+        pdb("llm", {"matchLabels": {"app": "llm"}}, minAvailable=2),  # GP502: no eviction at 2 replicas
+        pdb("nothing", {"matchLabels": {"app": "gone"}}, maxUnavailable=1),  # GP503
+        pdb("gateway", {"matchLabels": {"app": "gateway"}}, maxUnavailable=1),
+    ]
+    objects = [llm, gateway, other, *guards]
+    report = evaluate(objects, default_policy())
+    found = sorted((f.rule_id, f.object.name) for f in report.findings if f.rule_id in ("GP502", "GP503"))
+    assert found == [("GP502", "llm"), ("GP503", "nothing")]
+    bundle = Bundle(objects)
+    assert [[w.name for w in selected_workloads(guard, bundle, workload_kinds())] for guard in guards] == [
+        ["llm"],
+        [],
+        ["gateway"],
+    ]
+
+
+def test_pdb_overlap_compares_each_pdb_with_every_other_of_its_namespace_only() -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.policy.loading import default_policy
+
+    llm = deployment(labels={"app": "llm", "tier": "gpu"})
+    gateway = deployment("gateway", labels={"app": "gateway", "tier": "cpu"})
+    guards = [
+        pdb("by-app", {"matchLabels": {"app": "llm"}}, maxUnavailable=1),
+        pdb("by-tier", {"matchLabels": {"tier": "gpu"}}, maxUnavailable=1),  # the pods of llm, as by-app
+        pdb("gone-1", {"matchLabels": {"app": "gone"}}, maxUnavailable=1),
+        pdb("gone-2", {"matchLabels": {"app": "gone"}}, maxUnavailable=1),  # the same selector
+        pdb("gateway", {"matchLabels": {"app": "gateway"}}, maxUnavailable=1),
+        pdb("by-app", {"matchLabels": {"app": "llm"}}, namespace="x", maxUnavailable=1),
+    ]
+    report = evaluate([llm, gateway, *guards], default_policy())
+    found = sorted(
+        (f.object.namespace, f.object.name, f.message.split(" both select ")[1])
+        for f in report.findings
+        if f.rule_id == "GP504" and f.object is not None
+    )
+    assert found == [
+        ("ai-lab", "by-app", "the pods of Deployment ai-lab/llm; such pods cannot be evicted"),
+        ("ai-lab", "by-tier", "the pods of Deployment ai-lab/llm; such pods cannot be evicted"),
+        ("ai-lab", "gone-1", "the same selector; such pods cannot be evicted"),
+        ("ai-lab", "gone-2", "the same selector; such pods cannot be evicted"),
+    ]

@@ -25,7 +25,7 @@ from typing import Any
 from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_mapping, int_or_default, workload_of
-from gpupolicy.kube.selectors import selector_matches
+from gpupolicy.kube.selectors import selector_matches_text_labels, text_labels
 from gpupolicy.loading.documents import Resource
 
 PDB = "PodDisruptionBudget"
@@ -117,14 +117,29 @@ def pod_labels(workload: Workload, template: PodTemplate) -> dict[str, Any]:
 
 
 def pdb_selects_template(pdb: Resource, workload: Workload, template: PodTemplate) -> bool:
-    """Same namespace, and the selector matches the labels of the template's pods."""
+    """Same namespace, and the selector matches the labels of the template's pods. Those are made
+    text once per template (`_pod_text_labels`), not once per PDB: GP501 matches a workload against
+    every PDB of its namespace, GP504 and the streaming lint every PDB against every workload."""
     if namespace_of(pdb) != namespace_of(workload.resource):
         return False
-    return selector_matches(pdb_selector(pdb), pod_labels(workload, template))
+    return selector_matches_text_labels(pdb_selector(pdb), _pod_text_labels(workload, template))
 
 
 def pdb_selects(pdb: Resource, workload: Workload) -> bool:
     return any(pdb_selects_template(pdb, workload, template) for template in workload.templates)
+
+
+_POD_TEXT_LABELS = "pod-text-labels"
+
+
+def _pod_text_labels(workload: Workload, template: PodTemplate) -> dict[str, str]:
+    """The `text_labels` of the template's pods, memoised on the template: it lives as long as its
+    object's templates (`workload_of`), across the views made of it, and it is one object's, so
+    the controller's labels (its kind and name) are the same for every view."""
+    found: dict[str, str] | None = template.cache.get(_POD_TEXT_LABELS)
+    if found is None:
+        found = template.cache[_POD_TEXT_LABELS] = text_labels(pod_labels(workload, template))
+    return found
 
 
 def workload_kinds(extra: Sequence[str] = ()) -> list[str]:

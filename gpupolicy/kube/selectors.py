@@ -54,7 +54,19 @@ def selector_matches(selector: Any, labels: Mapping[str, Any]) -> bool:
     a null one matches nothing, as for PodDisruptionBudgets."""
     if selector is None or not isinstance(selector, (dict, Mapping)):
         return False
-    label_map = _as_str_map(labels)
+    return selector_matches_text_labels(selector, _as_str_map(labels))
+
+
+def text_labels(labels: Any) -> dict[str, str]:
+    """`labels` as `selector_matches` reads them (keys and values as text, None as ""): made once
+    for labels that several selectors are matched against (a workload against each PDB)."""
+    return _as_str_map(labels)
+
+
+def selector_matches_text_labels(selector: Any, label_map: dict[str, str]) -> bool:
+    """`selector_matches` for labels already made `text_labels`."""
+    if selector is None or not isinstance(selector, (dict, Mapping)):
+        return False
     for key, value in _as_str_map(selector.get("matchLabels")).items():
         if label_map.get(key) != value:
             return False
