@@ -261,13 +261,38 @@ _marks_made: dict[tuple[str, ...], frozenset[str]] = {}
 
 def text_marks(text: str, start: int, end: int) -> frozenset[str]:
     """Which of TEXT_MARKS `text[start:end]` holds (one frozenset per combination, shared)."""
-    found = tuple(mark for mark in TEXT_MARKS if text.find(mark, start, end) >= 0)
+    found = tuple(mark for mark in TEXT_MARKS if holds(text, mark, start, end))
     if not found:
         return _NO_MARKS
     marks = _marks_made.get(found)
     if marks is None:
         marks = _marks_made[found] = frozenset(found)
     return marks
+
+
+# `str.find` of two characters scans about 40 times slower than of one (memchr): 3.5 against 0.09 us
+# in a GPU Deployment's 2.6 KB (*one-off*, timeit), and `{{` and `__` cost a lint of 2,000 of them
+# 14 ms. Their first character is found first, and the second checked beside it, this many times;
+# past that (a text full of `_`), the two-character search goes on from there, in C.
+_PAIR_TRIES = 8
+
+
+def holds(text: str, mark: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` holds `mark` (one or two characters): `text.find(mark, start, end) >= 0`."""
+    if len(mark) != 2:
+        return text.find(mark, start, end) >= 0
+    first, second = mark[0], mark[1]
+    start, end, _ = slice(start, end).indices(len(text))  # as `find` reads them
+    if end - start < 2:
+        return False
+    at = text.find(first, start, end - 1)  # a first character with room for the second
+    for _ in range(_PAIR_TRIES):
+        if at < 0:
+            return False
+        if text[at + 1] == second:
+            return True
+        at = text.find(first, at + 1, end - 1)
+    return at >= 0 and text.find(mark, at, end) >= 0
 
 
 def child_value(value: Any, step: str | int) -> Any:
