@@ -541,11 +541,13 @@ def construct_with_positions(
         if shared:
             memo[id(node)] = result, table
         earlier: dict[Any, yaml.Node] = {}
-        sources: list[dict[str, Entry]] = []
+        sources: list[dict[str, Entry]] | None = None  # made at a merge key: most mappings have none
         for key_node, value_node in node.value:
             if key_node.tag == tag_merge:
                 merged, merged_table = value_of(value_node, depth + 1)
                 _merge_into(result, merged)
+                if sources is None:
+                    sources = []
                 sources.extend(_merge_sources(merged_table))
                 continue
             if type(key_node) is scalar_node:  # inline: the hot path (a scalar's value is hashable)
