@@ -37,7 +37,9 @@ def scan_comments(text: str, file: str) -> list[InlineDirective]:
     in a ConfigMap), and JSON has no comments at all. Linear in the text: the directive pattern
     is searched once, and the file is tokenized (libyaml) only when it holds a candidate.
     """
-    if file.endswith(".json") or "gpupolicy:" not in text:
+    # Every directive starts with `#`: a text without one (memchr: 0.2 us for ten GPU Deployments,
+    # 26 KB) holds none, and need not be searched for "gpupolicy:" (8.8 us there; timeit, *one-off*).
+    if file.endswith(".json") or "#" not in text or "gpupolicy:" not in text:
         return []
     lines = _candidate_lines(text)
     if not lines:

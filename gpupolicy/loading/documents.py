@@ -261,13 +261,38 @@ _marks_made: dict[tuple[str, ...], frozenset[str]] = {}
 
 def text_marks(text: str, start: int, end: int) -> frozenset[str]:
     """Which of TEXT_MARKS `text[start:end]` holds (one frozenset per combination, shared)."""
-    found = tuple(mark for mark in TEXT_MARKS if text.find(mark, start, end) >= 0)
+    found = tuple(mark for mark in TEXT_MARKS if holds(text, mark, start, end))
     if not found:
         return _NO_MARKS
     marks = _marks_made.get(found)
     if marks is None:
         marks = _marks_made[found] = frozenset(found)
     return marks
+
+
+# `str.find` of two characters scans about 40 times slower than of one (memchr): 3.5 against 0.09 us
+# in a GPU Deployment's 2.6 KB (*one-off*, timeit), and `{{` and `__` cost a lint of 2,000 of them
+# 14 ms. Their first character is found first, and the second checked beside it, this many times;
+# past that (a text full of `_`), the two-character search goes on from there, in C.
+_PAIR_TRIES = 8
+
+
+def holds(text: str, mark: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` holds `mark` (one or two characters): `text.find(mark, start, end) >= 0`."""
+    if len(mark) != 2:
+        return text.find(mark, start, end) >= 0
+    first, second = mark[0], mark[1]
+    start, end, _ = slice(start, end).indices(len(text))  # as `find` reads them
+    if end - start < 2:
+        return False
+    at = text.find(first, start, end - 1)  # a first character with room for the second
+    for _ in range(_PAIR_TRIES):
+        if at < 0:
+            return False
+        if text[at + 1] == second:
+            return True
+        at = text.find(first, at + 1, end - 1)
+    return at >= 0 and text.find(mark, at, end) >= 0
 
 
 def child_value(value: Any, step: str | int) -> Any:
@@ -437,8 +462,18 @@ def construct(root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS) -> tuple[Any
     return value, repeated
 
 
+def may_share_nodes(text: str) -> bool:
+    """Whether a node graph composed from `text` may reach a node twice: only an alias does, and
+    only of an anchor, which is written with `&`. A text without one composes into trees."""
+    return "&" in text
+
+
 def construct_with_positions(
-    root: yaml.Node, limits: LoadLimits = DEFAULT_LIMITS, lines: LineStarts | None = None
+    root: yaml.Node,
+    limits: LoadLimits = DEFAULT_LIMITS,
+    lines: LineStarts | None = None,
+    *,
+    shared: bool = True,
 ) -> tuple[Any, Entry, list[RepeatedKey]]:
     """Plain Python values of a node graph, the root entry of its position table
     (gpupolicy/loading/positions.py; its places read with `lines`, those of the text composed) and
@@ -447,7 +482,13 @@ def construct_with_positions(
     Depth is tracked during the walk (no second traversal on the hot path). An alias is charged
     where it is met: the expanded size of its anchor's value is added to a running count and its
     expanded depth to the depth it is used at, so a bomb stops at its first excess, before
-    anything expands it. A scalar is built where it is met, without a call: most nodes are."""
+    anything expands it. A scalar is built where it is met, without a call: most nodes are.
+
+    `shared`: whether the graph may reach a node twice (`may_share_nodes` of its text). A tree
+    (False) needs no memo of what each collection built, which is where aliases are found: without
+    it the walk of 2,000 GPU Deployments took 0.123 s of CPU instead of 0.146 s (*one-off*: this
+    function over the pre-composed graphs of `bench/lint_stages.py`'s tree, median of 7 runs a
+    process, two rounds; `bench/lint_stages.py --against`: load 0.505 -> 0.479 s)."""
     repeated: list[RepeatedKey] = []
     memo: dict[int, tuple[Any, Child]] = {}
     extents: dict[int, tuple[int, int]] = {}
@@ -477,16 +518,10 @@ def construct_with_positions(
                 node,
             )
 
-    def built(node: yaml.Node, depth: int) -> tuple[Any, Child] | None:
-        """What an alias's anchor built (charged for it), None for a collection met first."""
-        if depth > max_depth:
-            raise ExcessiveAliasing(
-                f"the document nests deeper than {max_depth} levels (policy limits.maxDepth)", node
-            )
-        found = memo.get(id(node))
-        if found is not None:
-            charge_alias(node, depth)  # an alias: share the value instead of expanding it again
-        return found
+    def too_deep(node: yaml.Node) -> ExcessiveAliasing:
+        return ExcessiveAliasing(
+            f"the document nests deeper than {max_depth} levels (policy limits.maxDepth)", node
+        )
 
     def value_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
         if type(node) is scalar_node:
@@ -494,19 +529,26 @@ def construct_with_positions(
             return value, (node.start_mark.index if node.style in block_styles else None)
         return (mapping_of if type(node) is mapping_node else sequence_of)(node, depth)
 
+    # A collection first checks its depth, then, where nodes may be shared, whether it was built
+    # already (an alias: charged, and its anchor's value shared instead of expanded again), inline.
     def mapping_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
-        found = built(node, depth)
-        if found is not None:
+        if depth > max_depth:
+            raise too_deep(node)
+        if shared and (found := memo.get(id(node))) is not None:
+            charge_alias(node, depth)
             return found
         result: dict[Any, Any] = {}
         table: dict[str, Entry] = {}
-        memo[id(node)] = result, table
+        if shared:
+            memo[id(node)] = result, table
         earlier: dict[Any, yaml.Node] = {}
-        sources: list[dict[str, Entry]] = []
+        sources: list[dict[str, Entry]] | None = None  # made at a merge key: most mappings have none
         for key_node, value_node in node.value:
             if key_node.tag == tag_merge:
                 merged, merged_table = value_of(value_node, depth + 1)
                 _merge_into(result, merged)
+                if sources is None:
+                    sources = []
                 sources.extend(_merge_sources(merged_table))
                 continue
             if type(key_node) is scalar_node:  # inline: the hot path (a scalar's value is hashable)
@@ -527,16 +569,21 @@ def construct_with_positions(
                 where = key_node.start_mark.index << bits | key_node.end_mark.index
                 table[written] = where if child is None else (where, child)  # a plain scalar: its span alone
         if sources:
-            memo[id(node)] = result, (table := MergedMapping(table, sources))
+            table = MergedMapping(table, sources)
+            if shared:
+                memo[id(node)] = result, table
         return result, table
 
     def sequence_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
-        found = built(node, depth)
-        if found is not None:
+        if depth > max_depth:
+            raise too_deep(node)
+        if shared and (found := memo.get(id(node))) is not None:
+            charge_alias(node, depth)
             return found
         items: list[Any] = []
         table: list[Entry] = []
-        memo[id(node)] = items, table
+        if shared:
+            memo[id(node)] = items, table
         for item in node.value:  # a loop, not a generator: one stack frame per level
             if type(item) is scalar_node:  # inline: the hot path
                 items.append(item.value if item.tag == tag_str else scalar_value(item))
@@ -558,7 +605,7 @@ def construct_with_positions(
         # cells and breaks it; what the builders held goes now, not at the next collection.
         memo.clear()
         extents.clear()
-        charge_alias = built = value_of = mapping_of = sequence_of = None  # type: ignore[assignment]
+        charge_alias = too_deep = value_of = mapping_of = sequence_of = None  # type: ignore[assignment]
     where = root.start_mark.index << bits | collection_end(root.end_mark)
     return value, (where if child is None else (where, child)), repeated
 
@@ -876,10 +923,13 @@ def parse_text(
     """Parse a YAML/JSON stream. A broken document is reported and the others still load."""
     loaded = LoadedText()
     lines: LineStarts | None = None
+    shared = may_share_nodes(text)
     try:  # each document built as it is composed: one node graph at a time
         for index, node in enumerate(_roots(text)):
             lines = lines or LineStarts.of(text, node)
-            _add_document(loaded, text, node, file, index, rendered_from, limits=limits, lines=lines)
+            _add_document(
+                loaded, text, node, file, index, rendered_from, limits=limits, lines=lines, shared=shared
+            )
         return loaded
     except (yaml.YAMLError, UnicodeError):
         pass
@@ -909,11 +959,14 @@ def iter_parse(
     problems), else StreamReadsDifferently is raised."""
     given = 0
     lines: LineStarts | None = None
+    shared = may_share_nodes(text)
     try:
         for index, node in enumerate(_roots(text)):
             lines = lines or LineStarts.of(text, node)
             document = LoadedText()
-            _add_document(document, text, node, file, index, rendered_from, limits=limits, lines=lines)
+            _add_document(
+                document, text, node, file, index, rendered_from, limits=limits, lines=lines, shared=shared
+            )
             given += 1
             yield document
         return
@@ -939,10 +992,13 @@ def _fingerprints_before_error(
     if count == 0:
         return readings
     lines: LineStarts | None = None
+    shared = may_share_nodes(text)
     for index, node in enumerate(_roots(text)):
         lines = lines or LineStarts.of(text, node)
         document = LoadedText()
-        _add_document(document, text, node, file, index, rendered_from, limits=limits, lines=lines)
+        _add_document(
+            document, text, node, file, index, rendered_from, limits=limits, lines=lines, shared=shared
+        )
         readings.append(_fingerprint(document))
         if len(readings) == count:
             break
@@ -973,13 +1029,23 @@ def _documents_one_by_one(
             index += 1
             continue
         lines: LineStarts | None = None
+        shared = may_share_nodes(chunk)
         for node in chunk_nodes:
             if node is None:
                 continue
             lines = lines or LineStarts.of(chunk, node)
             document = LoadedText()
             _add_document(
-                document, chunk, node, file, index, rendered_from, line_offset, limits=limits, lines=lines
+                document,
+                chunk,
+                node,
+                file,
+                index,
+                rendered_from,
+                line_offset,
+                limits=limits,
+                lines=lines,
+                shared=shared,
             )
             yield document
             index += 1
@@ -996,9 +1062,10 @@ def _add_document(
     *,
     limits: LoadLimits = DEFAULT_LIMITS,
     lines: LineStarts,
+    shared: bool = True,
 ) -> None:
     try:
-        obj, entry, repeated = construct_with_positions(node, limits, lines)
+        obj, entry, repeated = construct_with_positions(node, limits, lines, shared=shared)
     except (ValueError, TypeError) as exc:  # `!!bool maybe`, a 5,000-digit integer, an alias bomb
         mark = exc.node.start_mark if isinstance(exc, UnreadableValue) else node.start_mark
         line, column = mark_position(mark, lines.editor)
