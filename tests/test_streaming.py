@@ -29,6 +29,15 @@ RULE_IDS = sorted(path.name for path in EXAMPLES_DIR.iterdir() if path.is_dir())
 FORMATS = ("json", "text", "sarif")
 
 
+@pytest.fixture(autouse=True, params=["kept", "read-again"])
+def pass_two_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: with the inputs pass 1 reads whole kept for pass 2 (as a lint of a small
+    tree runs), and with every input read again in pass 2 (as beyond `KEEP_LOADED_BYTES`)."""
+    if request.param == "read-again":
+        monkeypatch.setattr(streaming, "KEEP_LOADED_BYTES", 0)
+    return str(request.param)
+
+
 def rendered(report: Report) -> dict[str, str]:
     formatters = load_formatters()
     options = RenderOptions(show_suppressed=True, tool_version="test")
@@ -323,3 +332,64 @@ def test_documents_are_taken_in_batches_of_whole_documents() -> None:
         assert [document for batch in batches for document in batch] == documents
         assert all(sum(len(d.resources) for d in batch) >= objects for batch in batches[:-1])
         assert all(batch[-1].resources for batch in batches[:-1])
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How many times each input is read one document at a time (`Source.iter_load`)."""
+    reads: dict[str, int] = {}
+    iter_load = Source.iter_load
+
+    def counted(source: Source, *args: object, **kwargs: object) -> object:
+        reads[source.name] = reads.get(source.name, 0) + 1
+        return iter_load(source, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Source, "iter_load", counted)
+    return reads
+
+
+def _pdb_beside_each_deployment(folder: Path, files: int) -> list[Source]:
+    """Files that each hold a GPU server and its PDB (an indexed kind: pass 1 reads every file)."""
+    text = (EXAMPLES_DIR / "GP502" / "fires.yaml").read_text(encoding="utf-8")
+    for number in range(files):
+        (folder / f"app-{number:02d}.yaml").write_text(
+            text.replace("name: ", f"name: a{number}-"), encoding="utf-8"
+        )
+    return list(iter_sources([str(folder)]))
+
+
+def test_an_input_read_whole_in_pass_one_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pass_two_reads: str
+) -> None:
+    sources = _pdb_beside_each_deployment(tmp_path, 6)
+    reads = _count_reads(monkeypatch)
+    report = assert_streams_the_same(sources, default_policy())
+    assert report.objects >= 12 and report.findings
+    assert sorted(reads) == sorted(source.name for source in sources)  # (the in-memory lint uses `load`)
+    assert set(reads.values()) == ({1} if pass_two_reads == "kept" else {2})
+
+
+def test_inputs_past_the_budget_are_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget counts the inputs' bytes in the order they are read: those that fit are kept
+    whole, the rest read again in pass 2, and the report is the same."""
+    sources = _pdb_beside_each_deployment(tmp_path, 6)
+    size = streaming.input_bytes(sources[0])
+    monkeypatch.setattr(streaming, "KEEP_LOADED_BYTES", 2 * size)
+    reads = _count_reads(monkeypatch)
+    assert_streams_the_same(sources, default_policy())
+    assert [reads[source.name] for source in sources] == [1, 1, 2, 2, 2, 2]
+
+
+def test_a_kept_input_of_the_context_is_dropped_when_no_reader_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pre-commit's repository: a context input is read again only for what the readers read; with
+    no reader among the reported inputs, what pass 1 kept of it is dropped before pass 2."""
+    sources = _pdb_beside_each_deployment(tmp_path, 3)
+    (tmp_path / "chosen.yaml").write_text(
+        (EXAMPLES_DIR / "GP601" / "fires.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    chosen, context = sources_with_context([str(tmp_path / "chosen.yaml")], tmp_path)
+    assert len(context) == len(sources)
+    run = StreamRun(default_policy(), streaming.DEFAULT_LIMITS)
+    run.run(chosen, context)
+    assert run._loaded == {}

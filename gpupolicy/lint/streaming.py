@@ -11,9 +11,10 @@ checked. Two passes over the inputs:
 1. The index. An input whose text may hold an object of a kind rules look up (`INDEX_KINDS`,
    seen by a quick look at its `kind:` lines) or an experiment arm (whose rules compare it with
    the other arms) is read, and those objects are kept, values only.
-2. The stream. Every input is read again one document at a time. Each object is checked (an
-   indexed one gets its positions back for that time), what the suppressions need of it is noted
-   (`SuppressionSubject`), and it is released.
+2. The stream. Every input is read again one document at a time (but those pass 1 read whole and
+   kept, as read, within `KEEP_LOADED_BYTES`: in one process, a small tree is read once). Each
+   object is checked (an indexed one gets its positions back for that time), what the
+   suppressions need of it is noted (`SuppressionSubject`), and it is released.
 
 The rules of a few kinds read plain workloads of any file: the PDB rules (the workloads a PDB
 selects), GP506 (the HPA's target), GP615 (a Namespace's GPU workloads), GP616 (the workloads
@@ -112,6 +113,13 @@ BATCH_OBJECTS = 16
 PROCESSES_FROM_BYTES = 8_000_000
 # What a rendered input (a chart, a kustomization) counts for, in bytes, before it is rendered.
 RENDERED_INPUT_BYTES = 64_000
+# Inputs that pass 1 reads whole (those a quick look finds an indexed kind in: a Service or a PDB
+# beside a Deployment, in most repositories every file) are kept as read, positions included, for
+# pass 2 rather than read again, up to this many bytes of their text in all. Reading them again was
+# about a quarter of the lint of a tree with a PDB beside every Deployment: 2,000 objects in 2.8 MB
+# took 1.23 s with -j 1, 0.86 s kept, and its peak memory went from 66 to 82 MB (docs/performance.md,
+# "Inputs read once"). Past the budget, inputs are read again: memory stays bounded.
+KEEP_LOADED_BYTES = 4_000_000
 
 
 def input_bytes(source: Source) -> int:
@@ -368,12 +376,12 @@ def batches(documents: Iterable[LoadedText], objects: int) -> Iterator[list[Load
         yield batch
 
 
-def documents_to_index(source: Source, limits: LoadLimits) -> Iterable[LoadedText]:
-    """The documents of a plain input (not rendered) that pass 1 reads: none when a quick look at its
-    text finds no indexed kind (an unreadable file is reported in pass 2)."""
+def documents_to_index(source: Source, limits: LoadLimits) -> Iterator[LoadedText] | None:
+    """The documents of a plain input (not rendered) that pass 1 reads: None when a quick look at
+    its text finds no indexed kind (an unreadable file is reported in pass 2)."""
     text = source.peek()
     if text is None or not _may_hold_indexed(text):
-        return ()
+        return None
     del text
     return source.iter_load(limits)
 
@@ -495,6 +503,8 @@ class StreamRun:
         self.error_keys: list[Key] = []  # the object of each internal error, to list them in order
         self.objects = self.files = 0
         self._uncollected = 0
+        # Inputs pass 1 read whole and kept for pass 2 (KEEP_LOADED_BYTES), in one process only.
+        self._loaded: dict[int, list[LoadedText]] = {}
         # In a worker process: the workloads kept for the readers in this chunk, for the parent's inventory.
         self.kept_for_readers: list[tuple[Key, PackedResource]] | None = None
 
@@ -522,6 +532,10 @@ class StreamRun:
         for unit in [unit for unit in rendered if not units[unit][1]]:
             del rendered[unit]
             for resource in indexed.pop(unit, {}).values():
+                _release(resource)
+        for unit in [unit for unit in self._loaded if not units[unit][1]]:
+            del self._loaded[unit]
+            for resource in indexed.get(unit, {}).values():
                 _release(resource)
 
     def read_units(
@@ -561,13 +575,19 @@ class StreamRun:
         which are kept whole for pass 2: their renderer is not run twice)."""
         indexed: dict[int, dict[int, Resource]] = {}
         rendered: dict[int, LoadedText] = {}
+        budget = KEEP_LOADED_BYTES
         for unit, (source, _) in enumerate(units):
             if source.rendered:
                 documents: Iterable[LoadedText] = [rendered.setdefault(unit, source.load(self.limits))]
             else:
-                documents = documents_to_index(source, self.limits)
+                read = documents_to_index(source, self.limits)
+                documents = () if read is None else read
+                if read is not None and (size := input_bytes(source)) <= budget:
+                    documents = self._loaded[unit] = list(read)
+                    budget -= size
+            whole = unit in rendered or unit in self._loaded
             for position, resource in indexed_objects(documents):
-                self.keep_indexed((unit, position), resource, indexed, release=unit not in rendered)
+                self.keep_indexed((unit, position), resource, indexed, release=not whole)
         return indexed, rendered
 
     def keep_indexed(
@@ -655,7 +675,14 @@ class StreamRun:
         rendered: LoadedText | None,
     ) -> None:
         """Pass 2 over one input: each object checked (when reported on) and released."""
-        documents = [rendered] if rendered is not None else source.iter_load(self.limits)
+        loaded = self._loaded.pop(unit, None)
+        documents: Iterable[LoadedText]
+        if rendered is not None:
+            documents = [rendered]
+        elif loaded is not None:
+            documents = loaded
+        else:
+            documents = source.iter_load(self.limits)
         if reported and source.is_file:
             self.files += 1
         directive_files: set[str] = set()
@@ -756,7 +783,7 @@ def _take(kept: Resource | None, fresh: Resource) -> Resource:
             raise Fallback(f"{fresh.file}: {fresh.ref} was missed by the quick look")
         return fresh
     if kept is fresh:
-        return kept  # a rendered input, kept whole
+        return kept  # an input kept whole: rendered, or read once (KEEP_LOADED_BYTES)
     if kept.obj != fresh.obj or kept.doc_index != fresh.doc_index:
         raise Fallback(f"{fresh.file} changed between the passes")
     Positions.of(fresh).restore(kept)
