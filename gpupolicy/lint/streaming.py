@@ -117,9 +117,11 @@ RENDERED_INPUT_BYTES = 64_000
 # beside a Deployment, in most repositories every file) are kept as read, positions included, for
 # pass 2 rather than read again, up to this many bytes of their text in all. Reading them again was
 # about a quarter of the lint of a tree with a PDB beside every Deployment: 2,000 objects in 2.8 MB
-# took 1.23 s with -j 1, 0.86 s kept, and its peak memory went from 66 to 82 MB (docs/performance.md,
-# "Inputs read once"). Past the budget, inputs are read again: memory stays bounded.
-KEEP_LOADED_BYTES = 4_000_000
+# took 1.23 s with -j 1, 0.86 s kept, and its peak memory went from 66 to 82 MB; 10,000 in 14.2 MB
+# 5.2 s, 3.8 s kept, peak 159 to 242 MB (docs/performance.md, "Inputs read once"). Twice
+# PROCESSES_FROM_BYTES: every tree that one process lints by default, on a machine with several
+# cores, is read once. Past the budget, inputs are read again: memory stays bounded.
+KEEP_LOADED_BYTES = 2 * PROCESSES_FROM_BYTES
 
 
 def input_bytes(source: Source) -> int:
