@@ -393,3 +393,18 @@ def test_a_kept_input_of_the_context_is_dropped_when_no_reader_reads_it(
     run = StreamRun(default_policy(), streaming.DEFAULT_LIMITS)
     run.run(chosen, context)
     assert run._loaded == {}
+
+
+def test_the_indexed_objects_of_the_context_keep_no_positions_after_the_stream(tmp_path: Path) -> None:
+    """Pre-commit's repository with a reader among the reported inputs: the context is read again
+    for the readers, and its indexed objects (never checked) keep their values, not positions."""
+    sources = _pdb_beside_each_deployment(tmp_path, 3)
+    shutil.copy(EXAMPLES_DIR / "GP506" / "fires.yaml", tmp_path / "hpa.yaml")
+    chosen, context = sources_with_context([str(tmp_path / "hpa.yaml")], tmp_path)
+    assert len(context) == len(sources)
+    run = StreamRun(default_policy(), streaming.DEFAULT_LIMITS)
+    run.run(chosen, context)
+    assert run.readers is not None  # the HPA reads workloads: the context was read again
+    pdbs = run.inventory.list("PodDisruptionBudget")
+    from_context = [pdb for pdb in pdbs if Path(pdb.file).name.startswith("app-")]
+    assert from_context and all(pdb.positions is None for pdb in from_context)

@@ -537,7 +537,7 @@ class StreamRun:
                 _release(resource)
         for unit in [unit for unit in self._loaded if not units[unit][1]]:
             del self._loaded[unit]
-            for resource in indexed.get(unit, {}).values():
+            for resource in indexed.pop(unit, {}).values():
                 _release(resource)
 
     def read_units(
@@ -721,6 +721,8 @@ class StreamRun:
                 )
             elif indexed_copy is None:
                 self._keep_if_read(key, resource)
+            else:  # context, kept whole in pass 1: its values stay in the inventory, its positions go
+                _release(resource)
         self._uncollected += len(document.resources)
         return position
 
