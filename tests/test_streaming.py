@@ -379,20 +379,22 @@ def test_inputs_past_the_budget_are_read_again(tmp_path: Path, monkeypatch: pyte
     assert [reads[source.name] for source in sources] == [1, 1, 2, 2, 2, 2]
 
 
-def test_a_kept_input_of_the_context_is_dropped_when_no_reader_reads_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Pre-commit's repository: a context input is read again only for what the readers read; with
-    no reader among the reported inputs, what pass 1 kept of it is dropped before pass 2."""
+def test_the_context_is_never_kept_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pre-commit's repository: pass 1 reads the context for its indexed objects and keeps their
+    values only; pass 2 reads a context input again only when a reader among the reported inputs
+    needs its workloads (an HPA here), while the reported input is read once."""
     sources = _pdb_beside_each_deployment(tmp_path, 3)
     (tmp_path / "chosen.yaml").write_text(
         (EXAMPLES_DIR / "GP601" / "fires.yaml").read_text(encoding="utf-8"), encoding="utf-8"
     )
-    chosen, context = sources_with_context([str(tmp_path / "chosen.yaml")], tmp_path)
-    assert len(context) == len(sources)
-    run = StreamRun(default_policy(), streaming.DEFAULT_LIMITS)
-    run.run(chosen, context)
-    assert run._loaded == {}
+    shutil.copy(EXAMPLES_DIR / "GP506" / "fires.yaml", tmp_path / "hpa.yaml")
+    reads = _count_reads(monkeypatch)
+    for chosen_name, reads_of_context in (("chosen.yaml", 1), ("hpa.yaml", 2)):
+        reads.clear()
+        chosen, context = sources_with_context([str(tmp_path / chosen_name)], tmp_path)
+        assert {source.name for source in sources} <= {source.name for source in context}
+        stream(chosen, default_policy(), context=context)
+        assert [reads.get(source.name, 0) for source in sources] == [reads_of_context] * len(sources)
 
 
 def test_the_indexed_objects_of_the_context_keep_no_positions_after_the_stream(tmp_path: Path) -> None:

@@ -113,8 +113,8 @@ BATCH_OBJECTS = 16
 PROCESSES_FROM_BYTES = 8_000_000
 # What a rendered input (a chart, a kustomization) counts for, in bytes, before it is rendered.
 RENDERED_INPUT_BYTES = 64_000
-# Inputs that pass 1 reads whole (those a quick look finds an indexed kind in: a Service or a PDB
-# beside a Deployment, in most repositories every file) are kept as read, positions included, for
+# Reported inputs that pass 1 reads whole (those a quick look finds an indexed kind in: a Service or
+# a PDB beside a Deployment, in most repositories every file) are kept as read, positions included, for
 # pass 2 rather than read again, up to this many bytes of their text in all. Reading them again was
 # about a quarter of the lint of a tree with a PDB beside every Deployment: 2,000 objects in 2.8 MB
 # took 1.23 s with -j 1, 0.86 s kept, and its peak memory went from 66 to 82 MB; 10,000 in 14.2 MB
@@ -535,10 +535,6 @@ class StreamRun:
             del rendered[unit]
             for resource in indexed.pop(unit, {}).values():
                 _release(resource)
-        for unit in [unit for unit in self._loaded if not units[unit][1]]:
-            del self._loaded[unit]
-            for resource in indexed.pop(unit, {}).values():
-                _release(resource)
 
     def read_units(
         self,
@@ -578,13 +574,16 @@ class StreamRun:
         indexed: dict[int, dict[int, Resource]] = {}
         rendered: dict[int, LoadedText] = {}
         budget = KEEP_LOADED_BYTES
-        for unit, (source, _) in enumerate(units):
+        for unit, (source, reported) in enumerate(units):
             if source.rendered:
                 documents: Iterable[LoadedText] = [rendered.setdefault(unit, source.load(self.limits))]
             else:
                 read = documents_to_index(source, self.limits)
                 documents = () if read is None else read
-                if read is not None and (size := input_bytes(source)) <= budget:
+                # Only reported inputs: the context (pre-commit's repository) is read again only
+                # when a reader needs its workloads, which is rare, and kept it would weigh on
+                # the peak of every hook run.
+                if read is not None and reported and (size := input_bytes(source)) <= budget:
                     documents = self._loaded[unit] = list(read)
                     budget -= size
             whole = unit in rendered or unit in self._loaded
