@@ -1,6 +1,7 @@
 """The load the webhook benchmarks send: AdmissionReview bodies, a minimal HTTP/1.1 keep-alive
 client over asyncio TLS streams, an open-loop (fixed rate) and a closed-loop (saturating) driver,
-and `wrk` when installed. Used by `webhook_latency.py` and `review_cpu.py`; not a test.
+and `wrk` when installed, and the baseline routes served beside `/validate`. Used by
+`webhook_latency.py`, `review_cpu.py` and `app_cpu.py`; not a test.
 
 Bodies are AdmissionReviews as the API server sends them, in three mixes:
 - `realistic`: what a cluster sends while teams roll out GPU workloads: for each Deployment (of
@@ -42,6 +43,49 @@ GENERATION_MARK = "9e7e7a71"
 # in the same database never turn this run's inserts into conflicts), the length of a UUID.
 RUN = uuid.uuid4().hex[:8]
 MIXES = ("realistic", "distinct", "reapplied")
+
+
+# -- the baselines served beside /validate ---------------------------------------------------------
+
+NOOP_ANSWER = (
+    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}'
+)
+
+
+def add_baseline_routes(app: Any) -> None:
+    """`POST /noop` (reads the body, answers a fixed AdmissionReview) and `POST /parse-only` (also
+    parses the review and answers with its uid, as any webhook must), as plain Starlette routes of
+    `app`, served as `/validate` is (before 6 December 2026 all three were FastAPI routes, whose
+    per-request handling cost about 20 µs more each)."""
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    try:
+        import orjson
+
+        loads: Any = orjson.loads
+        dumps: Any = orjson.dumps
+    except ImportError:  # pragma: no cover - depends on the install
+        loads = json.loads
+
+        def dumps(value: Any) -> bytes:
+            return json.dumps(value).encode()
+
+    async def noop(request: Request) -> Response:
+        await request.body()
+        return Response(NOOP_ANSWER, media_type="application/json")
+
+    async def parse_only(request: Request) -> Response:
+        review = loads(await request.body())
+        answer = {
+            "apiVersion": review["apiVersion"],
+            "kind": review["kind"],
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        }
+        return Response(dumps(answer), media_type="application/json")
+
+    app.add_route("/noop", noop, methods=["POST"])
+    app.add_route("/parse-only", parse_only, methods=["POST"])
 
 
 # -- bodies --------------------------------------------------------------------------------------

@@ -43,9 +43,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-NOOP_ANSWER = (
-    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}'
-)
 ROUTES = ("/noop", "/parse-only", "/validate")
 
 Message = dict[str, Any]
@@ -141,8 +138,7 @@ def measure(repo: Path, mixes: list[str], count: int) -> dict[str, dict[str, flo
 
 def _application(folder: Path, kubeconfig: Path) -> tuple[App, Any, Callable[[], None]]:
     """The served application with the two baseline routes, and what stops its inventory."""
-    from starlette.requests import Request
-    from starlette.responses import Response
+    from admission_load import add_baseline_routes
 
     from gpupolicy.cli.main import build_parser
     from gpupolicy.webhook.server import build_server
@@ -162,21 +158,7 @@ def _application(folder: Path, kubeconfig: Path) -> tuple[App, Any, Callable[[],
     server, cleanup = build_server(build_parser().parse_args(argv))
     app = server.config.app
 
-    async def noop(request: Request) -> Response:
-        await request.body()
-        return Response(NOOP_ANSWER, media_type="application/json")
-
-    async def parse_only(request: Request) -> Response:
-        review = json_loads(await request.body())
-        answer = {
-            "apiVersion": review["apiVersion"],
-            "kind": review["kind"],
-            "response": {"uid": review["request"]["uid"], "allowed": True},
-        }
-        return Response(json_dumps(answer), media_type="application/json")
-
-    app.add_route("/noop", noop, methods=["POST"])
-    app.add_route("/parse-only", parse_only, methods=["POST"])
+    add_baseline_routes(app)
     state = app.state.webhook
     state.inventory.start()
     if not state.inventory.wait_synced(30):
@@ -187,18 +169,6 @@ def _application(folder: Path, kubeconfig: Path) -> tuple[App, Any, Callable[[],
         cleanup()
 
     return app, state, stop
-
-
-try:
-    import orjson
-
-    json_loads: Callable[[bytes], Any] = orjson.loads
-    json_dumps: Callable[[Any], bytes] = orjson.dumps
-except ImportError:  # pragma: no cover - depends on the install
-    json_loads = json.loads
-
-    def json_dumps(value: Any) -> bytes:
-        return json.dumps(value).encode()
 
 
 async def _timed(app: App, state: Any, bodies: dict[str, list[bytes]]) -> dict[str, dict[str, float]]:

@@ -58,9 +58,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
@@ -69,6 +66,7 @@ from admission_load import (  # noqa: E402  (bench/ is not a package: put on the
     MIXES,
     RUN,
     WRK_SCRIPT,
+    add_baseline_routes,
     closed_loop,
     fixed_rate,
     make_bodies,
@@ -78,9 +76,6 @@ from admission_load import (  # noqa: E402  (bench/ is not a package: put on the
 
 from gpupolicy.provenance.journal.ack_timings import BOUNDS_MS, PHASES, percentile  # noqa: E402
 
-NOOP_RESPONSE = (
-    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}'
-)
 SETTLE_SECONDS = 600  # the longest wait for the provenance server to catch up
 
 
@@ -101,25 +96,7 @@ def serve(argv: list[str]) -> None:
     if os.environ.get("BENCH_GC") == "trace":  # log collections over 2 ms, and every one's sum at exit
         trace_collections()
 
-    async def noop(request: Request) -> Response:
-        await request.body()
-        return Response(NOOP_RESPONSE, media_type="application/json")
-
-    import orjson
-
-    async def parse_only(request: Request) -> Response:
-        review = orjson.loads(await request.body())
-        answer = {
-            "apiVersion": review["apiVersion"],
-            "kind": review["kind"],
-            "response": {"uid": review["request"]["uid"], "allowed": True},
-        }
-        return Response(orjson.dumps(answer), media_type="application/json")
-
-    # Served as /validate is, a plain Starlette route of the same application (before 6 December
-    # 2026 all three were FastAPI routes, whose per-request handling cost about 20 µs more each).
-    server.config.app.add_route("/noop", noop, methods=["POST"])
-    server.config.app.add_route("/parse-only", parse_only, methods=["POST"])
+    add_baseline_routes(server.config.app)
 
     try:
         server.run()

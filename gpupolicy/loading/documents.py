@@ -261,7 +261,7 @@ _marks_made: dict[tuple[str, ...], frozenset[str]] = {}
 
 def text_marks(text: str, start: int, end: int) -> frozenset[str]:
     """Which of TEXT_MARKS `text[start:end]` holds (one frozenset per combination, shared)."""
-    found = tuple(mark for mark in TEXT_MARKS if holds(text, mark, start, end))
+    found = tuple(mark for mark in TEXT_MARKS if holds_mark(text, mark, start, end))
     if not found:
         return _NO_MARKS
     marks = _marks_made.get(found)
@@ -277,7 +277,7 @@ def text_marks(text: str, start: int, end: int) -> frozenset[str]:
 _PAIR_TRIES = 8
 
 
-def holds(text: str, mark: str, start: int, end: int) -> bool:
+def holds_mark(text: str, mark: str, start: int, end: int) -> bool:
     """Whether `text[start:end]` holds `mark` (one or two characters): `text.find(mark, start, end) >= 0`."""
     if len(mark) != 2:
         return text.find(mark, start, end) >= 0

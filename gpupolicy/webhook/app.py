@@ -126,7 +126,7 @@ def create_app(state: WebhookState) -> FastAPI:
     # Plain Starlette routes: the endpoints take the request as it is and answer bytes, so FastAPI's
     # per-request work for an APIRoute (dependency solving, query and body parameter handling)
     # would buy nothing. It was 22 µs of a request, half of what a no-op endpoint costs in process
-    # (/work/tools-style harness: the app called over ASGI, 500 realistic admissions, 5 runs).
+    # (the app called over ASGI: docs/performance.md, "The webhook's application in process").
     async def validate(request: Request) -> Response:
         return await _validate(state, request)
 
