@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpupolicy.loading import composer
 from gpupolicy.loading.composer import LIBYAML, compose_document, compose_documents, resolve_tag
 from tests.yaml_texts import TRICKY, manifests
 
@@ -95,5 +96,18 @@ def test_a_plain_scalars_tag_is_the_resolvers(value: str) -> None:
     for implicit in ((True, False), (False, True), (False, False)):
         expected = resolver.resolve(yaml.ScalarNode, value, implicit)
         assert resolve_tag(yaml.ScalarNode, value, implicit) == expected
+        assert resolve_tag(yaml.ScalarNode, value, implicit) == expected  # remembered the second time
     assert resolve_tag(yaml.SequenceNode, None, True) == resolver.resolve(yaml.SequenceNode, None, True)
     assert resolve_tag(yaml.MappingNode, None, True) == resolver.resolve(yaml.MappingNode, None, True)
+
+
+def test_remembered_tags_stay_bounded_whatever_the_input() -> None:
+    resolver = yaml.resolver.Resolver()
+    values = [f"{number}" for number in range(3 * composer._REMEMBERED_MAX_TAGS)] + ["n" * 33, "1" * 40]
+    for value in values:
+        assert resolve_tag(yaml.ScalarNode, value, (True, False)) == resolver.resolve(
+            yaml.ScalarNode, value, (True, False)
+        )
+        assert len(composer._REMEMBERED_TAGS) <= composer._REMEMBERED_MAX_TAGS
+    assert "n" * 33 not in composer._REMEMBERED_TAGS and "1" * 40 not in composer._REMEMBERED_TAGS
+    assert all(len(value) <= composer._REMEMBERED_MAX_CHARS for value in composer._REMEMBERED_TAGS)
