@@ -1,11 +1,13 @@
 """What the streaming lint spends in the cyclic collector, beside the whole lint's CPU time.
 
-    .venv/bin/python bench/stream_collections.py [--objects 10000] [--files 1000] [--runs 3] [--repo PATH]
+    .venv/bin/python bench/stream_collections.py [--objects 10000] [--files 1000] [--runs 3] [--bundle]
+        [--repo PATH]
 
 `gpupolicy lint` pauses the cyclic collector (batch runs) and the stream collects the youngest
 generation every `streaming.COLLECT_EVERY` objects (gpupolicy/lint/streaming.py). A collection
 costs what it finds to walk and free: cycles that objects leave behind make it expensive. Each run
-generates bench/lint_throughput.py's GPU Deployments, lints them in this process as the CLI does
+generates bench/lint_throughput.py's GPU Deployments (`--bundle`: its bundle of Deployments, PDBs,
+PriorityClasses and experiments, inputs that pass 1 keeps whole for pass 2), lints them in this process as the CLI does
 (`-j 1`, the cyclic collector paused), and times every `gc.collect` the stream makes. Prints, per
 run and as medians: the seconds in those collections, how many, and the lint's CPU time. `--repo`
 imports gpupolicy from another checkout to compare before and after in one sitting.
@@ -71,6 +73,7 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--bundle", action="store_true", help="Deployments with PDBs and experiments")
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to import gpupolicy from")
     options = parser.parse_args()
     sys.path.insert(0, str(REPO / "bench"))
@@ -81,7 +84,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="gpupolicy-bench-") as tmp:
         folder = Path(tmp)
-        generate(folder, options.objects, options.files)
+        generate(folder, options.objects, options.files, bundle=options.bundle)
         one_run(folder)  # warm-up: the policy's and the rules' caches
         runs = [one_run(folder) for _ in range(options.runs)]
     for seconds, calls, cpu in runs:
@@ -89,7 +92,8 @@ def main() -> None:
     seconds, calls, cpu = (statistics.median(column) for column in zip(*runs, strict=True))
     print(
         f"median: collections {seconds:.3f} s ({seconds / cpu:.1%} of the lint's CPU, {cpu:.2f} s), "
-        f"{calls:.0f} calls; {options.objects:,} Deployments in {options.files:,} files; "
+        f"{calls:.0f} calls; {options.objects:,} {'objects (bundle)' if options.bundle else 'Deployments'} "
+        f"in {options.files:,} files; "
         f"gpupolicy from {options.repo}"
     )
 

@@ -3,6 +3,7 @@ loaded at once, byte for byte in every format, while keeping only what cross-obj
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import shutil
 from collections.abc import Callable
@@ -291,6 +292,53 @@ def test_a_stream_of_workloads_makes_no_cyclic_garbage(
     stream(sources, policy)  # warm-up: caches of the policy and the rules
     monkeypatch.setattr(streaming, "COLLECT_EVERY", 10**9)
     assert _cyclic_garbage(lambda: stream(sources, policy)) == 0
+
+
+class _YoungGenerationAtCollections:
+    """The `gc` module as the stream sees it, noting how many objects each collection walks."""
+
+    def __init__(self) -> None:
+        self.walked: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(gc, name)
+
+    def collect(self, *generation: int) -> int:
+        self.walked.append(len(gc.get_objects(0)))
+        return gc.collect(*generation)
+
+
+def _young_generation_walked(
+    sources: list[Source], monkeypatch: pytest.MonkeyPatch, *, frozen: bool
+) -> list[int]:
+    seen = _YoungGenerationAtCollections()
+    with monkeypatch.context() as patched:
+        patched.setattr(streaming, "gc", seen)
+        patched.setattr(streaming, "COLLECT_EVERY", 5)
+        if not frozen:
+            patched.setattr(streaming, "_out_of_young_collections", contextlib.nullcontext)
+        _cyclic_garbage(lambda: stream(sources, default_policy()))
+    return seen.walked
+
+
+def test_pass_two_collections_do_not_walk_what_pass_one_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pass_two_reads: str
+) -> None:
+    """With the collector paused, what pass 1 keeps (inputs holding indexed kinds, read whole) sits
+    in the youngest generation: pass 2 freezes it, so that its collections walk only what pass 2
+    makes, and thaws it after."""
+    for index in range(30):
+        text = DEPLOYMENT.format(index=index) + "---\n" + PDB.replace("llm-3", f"llm-{index}")
+        (tmp_path / f"{index:02d}.yaml").write_text(text, encoding="utf-8")
+    sources = list(iter_sources([str(tmp_path)]))
+    stream(sources, default_policy())  # warm-up: caches of the policy and the rules
+    walked = _young_generation_walked(sources, monkeypatch, frozen=True)
+    unfrozen = _young_generation_walked(sources, monkeypatch, frozen=False)
+    assert len(walked) == len(unfrozen) >= 5
+    if pass_two_reads == "kept":  # the first collection walked all that pass 1 kept
+        assert walked[0] * 3 < unfrozen[0]
+    assert max(walked) <= max(unfrozen)
+    assert gc.get_freeze_count() == 0  # thawed after the stream
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
