@@ -302,3 +302,18 @@ def test_without_j_a_small_tree_runs_in_one_process_and_a_large_one_on_every_cor
     assert streaming.processes_for(list(sources_of(tmp_path, 1, 4_000))) == 1  # one file: one process
     monkeypatch.setattr(streaming, "available_cores", lambda: 1)
     assert streaming.processes_for(list(sources_of(tmp_path, 3, 400))) == 1
+
+
+def test_a_context_read_apart_weighs_a_tenth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pre-commit's context counts a tenth of its bytes when pass 1 reads only its documents that may
+    hold an indexed kind (no reported input may hold a reader), all of them otherwise."""
+    monkeypatch.setattr(streaming, "available_cores", lambda: 4)
+    monkeypatch.setattr(streaming, "PROCESSES_FROM_BYTES", 1_000)
+    reported = tmp_path / "reported"
+    reported.mkdir()
+    (reported / "app.yaml").write_text("kind: Deployment\n", encoding="utf-8")
+    sources = [Source("app.yaml", path=reported / "app.yaml")]
+    assert streaming.processes_for(sources, list(sources_of(tmp_path, 3, 3_000))) == 1
+    assert streaming.processes_for(sources, list(sources_of(tmp_path, 4, 3_000))) == 4
+    (reported / "app.yaml").write_text("kind: PodDisruptionBudget\n", encoding="utf-8")  # a reader
+    assert streaming.processes_for(sources, list(sources_of(tmp_path, 1, 1_000))) == 4

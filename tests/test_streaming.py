@@ -18,6 +18,7 @@ from gpupolicy.lint import packed, streaming
 from gpupolicy.lint.packed import PackedResource
 from gpupolicy.lint.parallel import in_processes
 from gpupolicy.lint.streaming import Fallback, StreamInventory, StreamRun, lint, lint_in_memory, stream
+from gpupolicy.loading import documents as documents_module
 from gpupolicy.loading.documents import parse_text, split_documents
 from gpupolicy.loading.inputs import Source, iter_sources, sources_with_context
 from gpupolicy.policy.loading import Policy, default_policy
@@ -117,6 +118,73 @@ def test_pre_commit_context(tmp_path: Path) -> None:
     sources, context = sources_with_context(chosen, tmp_path)
     assert context
     assert_streams_the_same(sources, default_policy(), context)
+
+
+def _one_document_a_file(folder: Path) -> tuple[list[str], list[str]]:
+    """Every rule example, one document to a file: (workload files without a reader kind, the others)."""
+    workloads, others = [], []
+    for rule_id in RULE_IDS:
+        text = (EXAMPLES_DIR / rule_id / "fires.yaml").read_text(encoding="utf-8")
+        for index, (_, chunk) in enumerate(split_documents(text)):
+            path = folder / f"{rule_id}-{index}.yaml"
+            path.write_text(chunk, encoding="utf-8")
+            reader = streaming._READER_KIND.search(chunk) is not None
+            (others if reader or "containers:" not in chunk else workloads).append(str(path))
+    return workloads, others
+
+
+def test_the_context_of_reader_free_inputs_is_read_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reported inputs that hold no reader (READER_KINDS): pass 1 parses only the documents of the
+    context that may hold an indexed kind, each on its own, and never reads a context file whole;
+    the report is the in-memory lint's."""
+    for path in sorted(CORPUS.glob("*.yaml"))[:40]:
+        shutil.copy(path, tmp_path / path.name)
+    workloads, _ = _one_document_a_file(tmp_path)
+    (tmp_path / "mixed.yaml").write_text(
+        (EXAMPLES_DIR / "GP806" / "fires.yaml").read_text(encoding="utf-8")
+        + "---\n"
+        + (EXAMPLES_DIR / "GP302" / "fires.yaml").read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
+    readable = [
+        path for path in workloads if not parse_text(Path(path).read_text(encoding="utf-8"), path).problems
+    ]
+    sources, context = sources_with_context(readable[::3], tmp_path)  # (a broken one is parsed in chunks)
+    read_whole: list[str] = []
+    parsed: list[str] = []
+    iter_load, chunk_documents = Source.iter_load, documents_module._chunk_documents
+    monkeypatch.setattr(
+        Source, "iter_load", lambda self, *args: read_whole.append(self.name) or iter_load(self, *args)
+    )
+    monkeypatch.setattr(
+        documents_module,
+        "_chunk_documents",
+        lambda chunk, *args: parsed.append(chunk) or chunk_documents(chunk, *args),
+    )
+    streamed = stream(sources, default_policy(), context=context)
+    monkeypatch.undo()
+    context_names = {source.name for source in context}
+    assert streamed.objects > 30 and not context_names & set(read_whole)
+    assert parsed and all(streaming._may_hold_indexed(chunk) for chunk in parsed)
+    assert rendered(streamed) == rendered(lint_in_memory(sources, default_policy(), context=context))
+
+
+def test_a_reader_the_quick_look_missed_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a reported input holds a reader after all, its rules would read the context's workloads,
+    which pass 1 did not read: the run is done in memory."""
+    workloads, others = _one_document_a_file(tmp_path)
+    readers = [
+        path for path in others if "kind: PodDisruptionBudget" in Path(path).read_text(encoding="utf-8")
+    ]
+    sources, context = sources_with_context([*workloads[:5], readers[0]], tmp_path)
+    monkeypatch.setattr(streaming, "_may_hold_reader", lambda source: False)
+    with pytest.raises(Fallback):
+        stream(sources, default_policy(), context=context)
+    assert rendered(lint(sources, default_policy(), context=context)) == rendered(
+        lint_in_memory(sources, default_policy(), context=context)
+    )
 
 
 def test_suppressions_comments_and_annotations(tmp_path: Path) -> None:
@@ -383,15 +451,23 @@ def test_documents_are_taken_in_batches_of_whole_documents() -> None:
 
 
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """How many times each input is read one document at a time (`Source.iter_load`)."""
+    """How many times each input is read one document at a time (`Source.iter_load`), or only its
+    documents that may hold an indexed kind (`Source.iter_load_chosen`)."""
     reads: dict[str, int] = {}
-    iter_load = Source.iter_load
+    iter_load, iter_load_chosen = Source.iter_load, Source.iter_load_chosen
 
     def counted(source: Source, *args: object, **kwargs: object) -> object:
         reads[source.name] = reads.get(source.name, 0) + 1
         return iter_load(source, *args, **kwargs)  # type: ignore[arg-type]
 
+    def counted_chosen(source: Source, *args: object, **kwargs: object) -> object:
+        documents = iter_load_chosen(source, *args, **kwargs)  # type: ignore[arg-type]
+        if documents is not None:  # else `iter_load` reads it
+            reads[source.name] = reads.get(source.name, 0) + 1
+        return documents
+
     monkeypatch.setattr(Source, "iter_load", counted)
+    monkeypatch.setattr(Source, "iter_load_chosen", counted_chosen)
     return reads
 
 

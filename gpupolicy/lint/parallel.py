@@ -124,7 +124,8 @@ def _index_chunk(chunk: Chunk) -> list[tuple[Key, Values]]:
     run, units = _work.run, _work.units
     found: list[tuple[Key, Values]] = []
     for unit in chunk:
-        documents = documents_to_index(units[unit][0], run.limits) or ()
+        source, reported = units[unit]
+        documents = documents_to_index(source, run.limits, apart=run.context_apart and not reported) or ()
         found.extend(
             ((unit, position), Values.of(resource)) for position, resource in indexed_objects(documents)
         )

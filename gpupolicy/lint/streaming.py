@@ -83,8 +83,15 @@ INDEX_KINDS = READER_KINDS | frozenset(
 )  # fmt: skip
 # `kind: Service`, `"kind": "Service"`, `kind: !!str 'Service'`, `kind:\n  Service`; or a kind
 # written through an alias or with an escape, which only reading tells.
-_KIND_NAMES = "|".join(sorted(INDEX_KINDS, key=len, reverse=True))
-_INDEXED_KIND = re.compile(rf"""kind["']?\s*:\s*(?:[!&]\S*\s+)*(?:\*|"[^"\n]*\\|["']?(?:{_KIND_NAMES})\b)""")
+
+
+def _kind_among(kinds: frozenset[str]) -> re.Pattern[str]:
+    names = "|".join(sorted(kinds, key=len, reverse=True))
+    return re.compile(rf"""kind["']?\s*:\s*(?:[!&]\S*\s+)*(?:\*|"[^"\n]*\\|["']?(?:{names})\b)""")
+
+
+_INDEXED_KIND = _kind_among(INDEX_KINDS)
+_READER_KIND = _kind_among(READER_KINDS)
 
 Key = tuple[int, int]  # (input, object): the order of evaluate()'s list
 Units = list[tuple[Source, bool]]  # the inputs of a run, each with whether it is reported on
@@ -123,6 +130,11 @@ RENDERED_INPUT_BYTES = 64_000
 # PROCESSES_FROM_BYTES: every tree that one process lints by default, on a machine with several
 # cores, is read once. Past the budget, inputs are read again: memory stays bounded.
 KEEP_LOADED_BYTES = 2 * PROCESSES_FROM_BYTES
+# What a byte of pre-commit's context weighs for `processes_for` when pass 1 reads only its documents
+# that may hold an indexed kind (`context_read_apart`): about a tenth of a byte read whole. The hook
+# in a repository of 14 MB (1,000 files of bench/lint_throughput.py's bundle) took 0.4 s of CPU
+# past its start so, 1.5 s reading each file whole.
+CONTEXT_APART_SHARE = 0.1
 
 
 def input_bytes(source: Source) -> int:
@@ -149,15 +161,23 @@ def available_cores() -> int:
 def processes_for(sources: Sequence[Source], context: Sequence[Source] | None = None) -> int:
     """Processes for a run that -j does not size: every core once the inputs are large enough."""
     cores = available_cores()
-    inputs = [*sources, *(context or ())]
-    if cores < 2 or len(inputs) < 2:
+    if cores < 2 or len(sources) + len(context or ()) < 2:
         return 1
-    total = 0
-    for source in inputs:
-        total += input_bytes(source)
+    share = CONTEXT_APART_SHARE if context is not None and context_read_apart(sources) else 1.0
+    weighed = [(source, 1.0) for source in sources] + [(source, share) for source in context or ()]
+    total = 0.0
+    for source, weight in weighed:
+        total += input_bytes(source) * weight
         if total >= PROCESSES_FROM_BYTES:
             return cores
     return 1
+
+
+def context_read_apart(sources: Sequence[Source]) -> bool:
+    """Whether pass 1 reads the context's documents apart (`documents_to_index`): when no reported
+    input may hold a reader (READER_KINDS), nothing reads the context's workloads, and its indexed
+    objects lose their places once read (`_release`)."""
+    return not any(_may_hold_reader(source) for source in sources)
 
 
 class Fallback(Exception):
@@ -379,14 +399,26 @@ def batches(documents: Iterable[LoadedText], objects: int) -> Iterator[list[Load
         yield batch
 
 
-def documents_to_index(source: Source, limits: LoadLimits) -> Iterator[LoadedText] | None:
+def documents_to_index(
+    source: Source, limits: LoadLimits, *, apart: bool = False
+) -> Iterator[LoadedText] | None:
     """The documents of a plain input (not rendered) that pass 1 reads: None when a quick look at
-    its text finds no indexed kind (an unreadable file is reported in pass 2)."""
+    its text finds no indexed kind (an unreadable file is reported in pass 2). `apart`: only its
+    documents whose own text may hold one, each parsed on its own (pre-commit's context, when
+    nothing reads its other objects: a repository's manifests hold a PDB or a Service beside each
+    workload, and pass 1 read every workload of the repository at each commit)."""
     text = source.peek()
     if text is None or not _may_hold_indexed(text):
         return None
     del text
+    if apart and (documents := source.iter_load_chosen(_may_hold_indexed, limits)) is not None:
+        return documents
     return source.iter_load(limits)
+
+
+def _may_hold_reader(source: Source) -> bool:
+    text = source.peek()
+    return text is None or _READER_KIND.search(text) is not None
 
 
 def indexed_objects(documents: Iterable[LoadedText]) -> Iterator[tuple[int, Resource]]:
@@ -526,11 +558,15 @@ class StreamRun:
         self._loaded: dict[int, list[LoadedText]] = {}
         # In a worker process: the workloads kept for the readers in this chunk, for the parent's inventory.
         self.kept_for_readers: list[tuple[Key, PackedResource]] | None = None
+        # Whether pass 1 reads only the context's documents that may hold an indexed kind, each
+        # apart (`context_read_apart`, `documents_to_index`).
+        self.context_apart = False
 
     def run(self, sources: Sequence[Source], context: Sequence[Source] | None) -> Report:
         units = [(source, True) for source in sources] + [(source, False) for source in context or ()]
         if context is not None:
             self.chosen = set()
+            self.context_apart = context_read_apart(sources)
         if self.runner is not None:
             return self.runner(self, units)
         indexed, rendered = self._index(units)
@@ -547,6 +583,8 @@ class StreamRun:
         if any(
             units[unit][1] and r.kind in READER_KINDS for unit, kept in indexed.items() for r in kept.values()
         ):
+            if self.context_apart:  # the quick look missed it; the readers would read the context again
+                raise Fallback("a reported input holds a reader that its quick look did not see")
             self.readers = _Readers(self.inventory, self.evaluation.ctx)
             return
         for unit in [unit for unit in rendered if not units[unit][1]]:
@@ -596,7 +634,7 @@ class StreamRun:
             if source.rendered:
                 documents: Iterable[LoadedText] = [rendered.setdefault(unit, source.load(self.limits))]
             else:
-                read = documents_to_index(source, self.limits)
+                read = documents_to_index(source, self.limits, apart=self.context_apart and not reported)
                 documents = () if read is None else read
                 # Only reported inputs: the context (pre-commit's repository) is read again only
                 # when a reader needs its workloads, which is rare, and kept it would weigh on

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -841,7 +841,7 @@ _DOCUMENT_START = re.compile(r"^---(?=\s|$)", re.MULTILINE)
 def split_documents(text: str) -> list[tuple[int, str]]:
     """Split a stream at `---` lines, keeping each chunk's starting line (0-based)."""
     chunks: list[tuple[int, str]] = []
-    starts = [match.start() for match in _DOCUMENT_START.finditer(text)]
+    starts = _document_starts(text)
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
     line = 0
@@ -851,6 +851,18 @@ def split_documents(text: str) -> list[tuple[int, str]]:
         chunks.append((line, chunk))
         line += chunk.count("\n")  # counted once per chunk: linear in the stream
     return chunks
+
+
+def _document_starts(text: str) -> list[int]:
+    """Where the `---` lines of a stream start (`_DOCUMENT_START`): found with `str.find`, which
+    skips to each line that starts so, where the expression is tried at every place of the text."""
+    starts = [0] if _DOCUMENT_START.match(text) else []
+    at = text.find("\n---")
+    while at >= 0:
+        if _DOCUMENT_START.match(text, at + 1):
+            starts.append(at + 1)
+        at = text.find("\n---", at + 4)
+    return starts
 
 
 # -- comments ------------------------------------------------------------------------------
@@ -1021,34 +1033,99 @@ def _documents_one_by_one(
     index): a broken document is a GP001 problem and the others still load."""
     index = 0
     for line_offset, chunk in split_documents(text):
-        try:
-            chunk_nodes = list(compose_documents(chunk))
-        except (yaml.YAMLError, UnicodeError) as exc:
-            line, column, message = _error_at(exc, chunk, line_offset)
-            yield LoadedText(problems=[LoadProblem("GP001", message, file, line, column, index)])
-            index += 1
-            continue
-        lines: LineStarts | None = None
-        shared = may_share_nodes(chunk)
-        for node in chunk_nodes:
-            if node is None:
-                continue
-            lines = lines or LineStarts.of(chunk, node)
-            document = LoadedText()
-            _add_document(
-                document,
-                chunk,
-                node,
-                file,
-                index,
-                rendered_from,
-                line_offset,
-                limits=limits,
-                lines=lines,
-                shared=shared,
-            )
+        for document in _chunk_documents(chunk, file, index, rendered_from, line_offset, limits):
             yield document
             index += 1
+
+
+def _chunk_documents(
+    chunk: str, file: str, index: int, rendered_from: str | None, line_offset: int, limits: LoadLimits
+) -> Iterator[LoadedText]:
+    """The documents of one chunk of `split_documents`, from document `index` on (one LoadedText
+    each; a chunk that cannot be parsed is one, its GP001 problem)."""
+    try:
+        chunk_nodes = list(compose_documents(chunk))
+    except (yaml.YAMLError, UnicodeError) as exc:
+        line, column, message = _error_at(exc, chunk, line_offset)
+        yield LoadedText(problems=[LoadProblem("GP001", message, file, line, column, index)])
+        return
+    lines: LineStarts | None = None
+    shared = may_share_nodes(chunk)
+    for node in chunk_nodes:
+        if node is None:
+            continue
+        lines = lines or LineStarts.of(chunk, node)
+        document = LoadedText()
+        _add_document(
+            document,
+            chunk,
+            node,
+            file,
+            index,
+            rendered_from,
+            line_offset,
+            limits=limits,
+            lines=lines,
+            shared=shared,
+        )
+        yield document
+        index += 1
+
+
+# Line breaks other than "\n" and "\r\n", at which `split_documents` does not look for `---`.
+_OTHER_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _read_apart(text: str) -> bool:
+    """Whether `split_documents` cuts the stream into its documents: it holds no directive (`%YAML`,
+    `%TAG`: it belongs to the document after it), no document end marker (`...`: a document may
+    follow it without `---`) and no other line break than "\n" and "\r\n"
+    (https://yaml.org/spec/1.2.2/#91-documents). A line that only starts like a marker says no too.
+    String searches, not an expression: a regular expression tried at every place of a 14 MB
+    repository took a third of a second."""
+    if text.startswith(("%", "...", "\ufeff%", "\ufeff...")) or "\n%" in text or "\n..." in text:
+        return False
+    if "\r" in text and text.count("\r") != text.count("\r\n"):
+        return False
+    return not any(other in text for other in _OTHER_BREAKS)
+
+
+def iter_chosen_documents(
+    text: str, file: str, chosen: Callable[[str], bool], *, limits: LoadLimits = DEFAULT_LIMITS
+) -> Iterator[LoadedText] | None:
+    """Of the documents `iter_parse` gives, those whose own text `chosen` accepts, each parsed on its
+    own: the same values, positions and document indexes, without parsing the others. For a reader
+    that wants a few kinds out of large files and can tell them from a document's text. None where
+    the stream's documents cannot be read apart (`_read_apart`)."""
+    if not _read_apart(text):
+        return None
+    return _chosen_documents(text, file, chosen, limits)
+
+
+def _chosen_documents(
+    text: str, file: str, chosen: Callable[[str], bool], limits: LoadLimits
+) -> Iterator[LoadedText]:
+    index = 0
+    for line_offset, chunk in split_documents(text):
+        if not chosen(chunk):
+            index += _documents_in(chunk)
+            continue
+        for document in _chunk_documents(chunk, file, index, None, line_offset, limits):
+            yield document
+            index += 1
+
+
+def _documents_in(chunk: str) -> int:
+    """How many documents a chunk of `split_documents` of a stream `_read_apart` holds,
+    unread: one from a `---` line; before the first such line, one if anything is written there
+    besides comments (a stream of comments alone holds no document)."""
+    if _DOCUMENT_START.match(chunk):
+        return 1
+    for line in chunk.removeprefix("\ufeff").split("\n"):
+        written = line.strip(" \t\r")
+        if written and not written.startswith("#"):
+            return 1
+    return 0
 
 
 def _add_document(

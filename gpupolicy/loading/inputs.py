@@ -27,6 +27,7 @@ from gpupolicy.loading.documents import (
     Skipped,
     find_helm_action,
     helm_actions_only_in_strings,
+    iter_chosen_documents,
     iter_parse,
     parse_text,
 )
@@ -241,6 +242,33 @@ def iter_text(
     skipped = objects.finish()
     if skipped:
         yield LoadedText(skipped=skipped)
+
+
+def iter_chosen_text(
+    text: str,
+    file: str,
+    chosen: Callable[[str], bool],
+    *,
+    hint_path: Path | None = None,
+    limits: LoadLimits = DEFAULT_LIMITS,
+) -> Iterator[LoadedText] | None:
+    """The documents `iter_text` gives whose own text `chosen` accepts (its objects only: no
+    comments' directives, no skipped documents), or None where the stream's documents cannot be
+    read apart. A chart's template gives none (`iter_text` gives its GP004 problem)."""
+    if _helm_problem(text, file, hint_path, limits) is not None:
+        return iter(())
+    documents = iter_chosen_documents(text, file, chosen, limits=limits)
+    if documents is None:
+        return None
+    return _objects_only(documents, ObjectFilter(file))
+
+
+def _objects_only(documents: Iterable[LoadedText], objects: ObjectFilter) -> Iterator[LoadedText]:
+    # A mapping is an object or not by itself (object_evidence.py); only a document that is not a
+    # mapping waits on the documents after it, and no such document is an object of a kind.
+    for document in documents:
+        document.resources = objects.take(document.resources, problems=bool(document.problems))
+        yield document
 
 
 def load_file(path: Path, limits: LoadLimits = DEFAULT_LIMITS) -> LoadedText:
@@ -558,6 +586,23 @@ class Source:
                 yield LoadedText(problems=[problem] if problem else [])
             else:
                 yield from iter_text(data, self.name, hint_path=self.path, limits=limits)
+
+    def iter_load_chosen(
+        self, chosen: Callable[[str], bool], limits: LoadLimits = DEFAULT_LIMITS
+    ) -> Iterator[LoadedText] | None:
+        """What `iter_load` finds in the documents whose own text `chosen` accepts, the others left
+        unparsed (documents.iter_chosen_documents): for a reader that wants a few kinds out of large
+        files. None where the input is not a file's or stdin's text, or its documents cannot be
+        read apart: `iter_load` reads it."""
+        if self.problem is not None or self.rendered:
+            return None
+        if self.text is not None:
+            return iter_chosen_text(self.text, self.name, chosen, limits=limits)
+        assert self.path is not None
+        text, _ = _read(self.path, self.name)
+        if text is None:
+            return None  # unreadable: `iter_load` says so
+        return iter_chosen_text(text, self.name, chosen, hint_path=self.path, limits=limits)
 
     def peek(self) -> str | None:
         """The text, for a quick look before loading (None for a rendered directory, or when the
