@@ -5,7 +5,10 @@ Times, interleaved round by round so that the load of a shared machine falls on 
 `load_all` with the C loader); (c) `gpupolicy lint one.yaml` with no repository policy; (d) the
 same beside a `.gpupolicy.yaml`, which is validated too; (e) the pre-commit hook's command,
 `gpupolicy lint --context-from-git one.yaml`, in a git repository holding that policy (git is
-asked for the top of the tree; the file is the repository's only manifest). Prints the median wall and CPU time of
+asked for the top of the tree; the file is the repository's only manifest); (f) the hook's command
+on the same file in a repository of --repository-objects objects (bench/lint_throughput.py's
+bundle: GPU Deployments, a PDB beside each, PriorityClasses, experiments), all of it context for
+the cross-object rules. Prints the median wall and CPU time of
 --runs runs of each and the ratios of the lint runs to (a) and (b); then, from one run of each lint
 case under `python -X importtime`, the total import time and the costliest imports.
 
@@ -16,7 +19,7 @@ run: with PYTHONDONTWRITEBYTECODE set, each run would compile every module again
 With --against DIR (another checkout, such as the main branch's), its lint cases are timed
 in the same rounds, for a before and after measured in one sitting.
 
-    python bench/startup.py [--runs 7] [--top 12] [--against DIR]
+    python bench/startup.py [--runs 7] [--top 12] [--repository-objects 10000] [--against DIR]
 """
 
 from __future__ import annotations
@@ -113,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--top", type=int, default=12, help="imports listed per lint case")
     parser.add_argument(
+        "--repository-objects", type=int, default=10_000, help="objects of the large repository (0: none)"
+    )
+    parser.add_argument(
         "--against", type=Path, metavar="DIR", help="another checkout to time beside this one"
     )
     args = parser.parse_args(argv)
@@ -125,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for folder in (with_policy, hook):
             (folder / ".gpupolicy.yaml").write_text(REPO_POLICY, encoding="utf-8")
         subprocess.run(["git", "init", "-q"], cwd=hook, check=True)
+        large = root / "large"
+        if args.repository_objects:
+            _large_repository(large, args.repository_objects)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPATH=str(REPO), PYTHONPYCACHEPREFIX=str(root / "pycache"), NO_COLOR="1")
         python = sys.executable
@@ -137,11 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "... with a .gpupolicy.yaml": (lint, with_policy, env),
             "... --context-from-git (hook)": (hook_lint, hook, env),
         }
+        in_large = f"... (hook), repository of {args.repository_objects:,}"
+        if args.repository_objects:
+            cases[in_large] = (hook_lint, large, env)
         if args.against is not None:
             other = {**env, "PYTHONPATH": str(args.against.resolve())}
             cases[f"lint one.yaml, {args.against.name}"] = (lint, bare, other)
             cases[f"... .gpupolicy.yaml, {args.against.name}"] = (lint, with_policy, other)
             cases[f"... (hook), {args.against.name}"] = (hook_lint, hook, other)
+            if args.repository_objects:
+                cases[f"{in_large}, {args.against.name}"] = (hook_lint, large, other)
         for command, cwd, case_env in cases.values():  # bytecode written, caches warm
             timed(command, cwd, case_env)
         walls: dict[str, list[float]] = {name: [] for name in cases}
@@ -172,6 +186,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             for _own, cumulative, module in sorted(outermost, key=lambda row: -row[1])[: args.top]:
                 print(f"  {cumulative / 1000:6.1f} ms  {module.strip()}")
     return 0
+
+
+def _large_repository(folder: Path, objects: int) -> None:
+    """A git repository of bench/lint_throughput.py's bundle beside one.yaml and the policy."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from lint_throughput import generate  # bench/ is not a package
+
+    folder.mkdir()
+    generate(folder, objects, max(objects // 10, 1), bundle=True)
+    (folder / "one.yaml").write_text(ONE, encoding="utf-8")
+    (folder / ".gpupolicy.yaml").write_text(REPO_POLICY, encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
 
 
 if __name__ == "__main__":
