@@ -14,24 +14,36 @@ redaction depends on it) and bounded in bytes. A part without content bytes (no 
 JSON does not have) is redacted each time. Nothing about the result changes (tests compare it
 with `redact` and the template hash's definition); records built here may share the lists and
 mappings of their fields with each other, so they are read and serialised, never changed.
+
+A remembered field keeps its canonical JSON too (`float_free_json`, when it holds no float), and
+`redacted_record` writes the record's body from those: orjson then writes only the record's
+strings and numbers around them, and no text needs the scan for small floats (a record with a
+float anywhere is left to `canonical_json` of the whole, as before).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpupolicy.core.bounded_cache import BoundedCache
-from gpupolicy.provenance.canonical import canonical_json, content_bytes, sha256
+from gpupolicy.provenance.canonical import (
+    canonical_json,
+    canonical_json_with_fragments,
+    content_bytes,
+    float_free_json,
+    fragment,
+    sha256,
+)
 from gpupolicy.provenance.redaction import redact
 
 # A 10 KB Deployment's spec writes about 2-6 KB: a few thousand templates' parts.
 _REDACTED_JSON: BoundedCache[bytes, str] = BoundedCache(max_bytes=8 << 20)
 # A redacted field in memory: its lists, mappings and strings take at most about this many times
 # the bytes of its JSON (`estimate_size` over the bytes of its JSON, for the fields of the bench's
-# records: 3.2 for findings to 11.2 for a short GitOps source). Counted so, not walked: a walk of
-# every value put would cost a good part of what the memo saves.
+# records: 3.2 for findings to 11.2 for a short GitOps source), and its canonical JSON besides.
+# Counted so, not walked: a walk of every value put would cost a good part of what the memo saves.
 _BYTES_PER_JSON_BYTE = 12
-_REDACTED_FIELDS: BoundedCache[bytes, tuple[int, Any]] = BoundedCache(
+_REDACTED_FIELDS: BoundedCache[bytes, tuple[int, Any, Any]] = BoundedCache(
     max_bytes=8 << 20, size_of=lambda key, entry: len(key) + entry[0]
 )
 
@@ -53,23 +65,52 @@ def redacted_json(part: Any) -> str:
 _NAMES_OF_THE_MAPPING = frozenset({"env", "value", "values"})
 
 
+class RedactedRecord(NamedTuple):
+    fields: dict[str, Any]  # `redact(fields)`
+    # canonical_json(fields) when it was written from remembered parts; None when a field holds
+    # a float (or what orjson does not write), left to `canonical_json` of the whole.
+    body_json: str | None
+
+
 def redacted_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """`redact(fields)` of a record's fields, each list or mapping remembered by its name and
     content."""
+    return redacted_record(fields).fields
+
+
+def redacted_record(fields: dict[str, Any]) -> RedactedRecord:
+    """`redact(fields)` of a record's fields, each list or mapping remembered by its name and
+    content with its canonical JSON, and the canonical JSON of the whole written from those."""
     if not _NAMES_OF_THE_MAPPING.isdisjoint(fields):
-        return dict(redact(fields))
-    return {name: _redacted_field(name, value) for name, value in fields.items()}
+        return RedactedRecord(dict(redact(fields)), None)
+    plain: dict[str, Any] = {}
+    parts: dict[str, Any] = {}
+    written: dict[str, Any] = {}  # the parts' JSON, as fragments
+    for name, value in fields.items():
+        if isinstance(value, dict | list) and value:
+            parts[name], written[name] = _redacted_field(name, value)
+        else:
+            plain[name] = value
+    # Strings, numbers and empty fields in one pass: `redact` of a mapping redacts each value as
+    # `redact(value, name, 1)`, as `redact(fields)` does (no name here is one of the mapping's).
+    redacted = redact(plain)
+    text = None if None in written.values() else canonical_json_with_fragments(redacted, written)
+    redacted.update(parts)
+    return RedactedRecord(redacted, text)
 
 
-def _redacted_field(name: str, value: Any) -> Any:
+def _redacted_field(name: str, value: Any) -> tuple[Any, Any]:
+    """A non-empty list or mapping field redacted, and its canonical JSON as a `fragment` (None
+    when it may hold a float)."""
     # `redact(fields)` redacts each field as `redact(value, name, 1)`: under its name, one level down.
-    if not isinstance(value, dict | list) or not value:
-        return redact(value, name, 1)
     content = content_bytes(value)
     if content is None:
-        return redact(value, name, 1)
+        return redact(value, name, 1), None
     key = sha256(b"%b\0%b" % (name.encode(), content))
     found = _REDACTED_FIELDS.get(key)
     if found is None:
-        found = _REDACTED_FIELDS.put(key, (_BYTES_PER_JSON_BYTE * len(content), redact(value, name, 1)))
-    return found[1]
+        redacted = redact(value, name, 1)
+        text = float_free_json(redacted)
+        size = _BYTES_PER_JSON_BYTE * len(content) + (0 if text is None else len(text))
+        found = _REDACTED_FIELDS.put(key, (size, redacted, None if text is None else fragment(text)))
+    return found[1], found[2]
