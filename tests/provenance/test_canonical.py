@@ -249,3 +249,17 @@ def test_small_floats_are_told_from_strings(text: bytes, small_float: bool) -> N
     from gpupolicy.provenance.canonical import _may_hold_small_float
 
     assert _may_hold_small_float(text) is small_float
+
+
+def test_the_memos_count_their_keys_and_stay_in_their_budget() -> None:
+    """Keyed by content (bytes as long as the part's JSON), the memos count those bytes: many
+    large distinct parts never take them past their budget."""
+    from gpupolicy.provenance import redaction_memo
+
+    for index in range(400):
+        big = {"node_selector": {f"label-{index}-{n}": "x" * 200 for n in range(100)}}
+        assert redacted_fields({"placement": [big]}) == redact({"placement": [big]})
+        redaction_memo.redacted_json(big)
+    for memo in (redaction_memo._REDACTED_FIELDS, redaction_memo._REDACTED_JSON):
+        assert 0 < memo.nbytes <= memo.max_bytes
+        assert memo.nbytes >= sum(len(key if isinstance(key, bytes) else key[1]) for key in memo._data)
