@@ -48,6 +48,11 @@ _REDACTED_FIELDS: BoundedCache[tuple[str, bytes], tuple[int, Any, Any]] = Bounde
     max_bytes=8 << 20, size_of=lambda key, entry: len(key[0]) + len(key[1]) + entry[0]
 )
 
+# The items of list fields that were not remembered whole (see `_redacted_items`).
+_REDACTED_ITEMS: BoundedCache[tuple[str, bytes], tuple[int, Any]] = BoundedCache(
+    max_bytes=4 << 20, size_of=lambda key, entry: len(key[0]) + len(key[1]) + entry[0]
+)
+
 
 def redacted_json(part: Any) -> str:
     """`canonical_json(redact(part))`, remembered by `part`'s content."""
@@ -110,8 +115,28 @@ def _redacted_field(name: str, value: Any) -> tuple[Any, Any]:
     key = (name, content)
     found = _REDACTED_FIELDS.get(key)
     if found is None:
-        redacted = redact(value, name, 1)
+        redacted = _redacted_items(name, value) if isinstance(value, list) else redact(value, name, 1)
         text = float_free_json(redacted)
         size = _BYTES_PER_JSON_BYTE * len(content) + (0 if text is None else len(text))
         found = _REDACTED_FIELDS.put(key, (size, redacted, None if text is None else fragment(text)))
     return found[1], found[2]
+
+
+def _redacted_items(name: str, items: list[Any]) -> list[Any]:
+    """`redact(items, name, 1)` of a list field the memo did not hold, each list or mapping item
+    remembered by its content: a field seen for the first time mostly repeats items seen before
+    (the findings of a rollout's Pods differ in the one or two messages that name the Pod, and a
+    message is too long for redaction's memo of clean strings)."""
+    redacted = []
+    for item in items:
+        # `redact` of a list redacts each item as `redact(item, name, depth + 1)`.
+        content = content_bytes(item) if isinstance(item, dict | list) and item else None
+        if content is None:
+            redacted.append(redact(item, name, 2))
+            continue
+        key = (name, content)
+        found = _REDACTED_ITEMS.get(key)
+        if found is None:
+            found = _REDACTED_ITEMS.put(key, (_BYTES_PER_JSON_BYTE * len(content), redact(item, name, 2)))
+        redacted.append(found[1])
+    return redacted

@@ -27,10 +27,10 @@ from gpupolicy.provenance.canonical import (
     stdlib_canonical_json,
 )
 from gpupolicy.provenance.record import ProvenanceRecord, build_record
-from gpupolicy.provenance.redaction import redact
+from gpupolicy.provenance.redaction import REDACTED, redact
 from gpupolicy.provenance.redaction_memo import redacted_fields, redacted_record
 from gpupolicy.provenance.template_hash import template_hash
-from tests.provenance.samples import DEPLOYMENT, admission_request, deployment, report_for
+from tests.provenance.samples import DEPLOYMENT, SECRET_TOKEN, admission_request, deployment, report_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "gpupolicy" / "rules" / "examples"
 
@@ -260,6 +260,27 @@ def test_the_memos_count_their_keys_and_stay_in_their_budget() -> None:
         big = {"node_selector": {f"label-{index}-{n}": "x" * 200 for n in range(100)}}
         assert redacted_fields({"placement": [big]}) == redact({"placement": [big]})
         redaction_memo.redacted_json(big)
-    for memo in (redaction_memo._REDACTED_FIELDS, redaction_memo._REDACTED_JSON):
+    for memo in (
+        redaction_memo._REDACTED_FIELDS,
+        redaction_memo._REDACTED_ITEMS,
+        redaction_memo._REDACTED_JSON,
+    ):
         assert 0 < memo.nbytes <= memo.max_bytes
         assert memo.nbytes >= sum(len(key if isinstance(key, bytes) else key[1]) for key in memo._data)
+
+
+def test_items_of_a_new_list_field_are_remembered_under_its_name() -> None:
+    """A list field not remembered whole takes the items it shares with others from the memo of
+    items: each item redacted as `redact` of the whole field redacts it, under the field's name."""
+    shared = {"rule": "GP108", "message": "unknown: the cluster's GPU node pools " * 8}
+    secret = {"rule": "GP901", "message": f"Pod llm-0 has HF_TOKEN={SECRET_TOKEN}"}
+    first = {"findings": [shared, {"rule": "GP901", "message": "Pod llm-1"}]}
+    second = {"findings": [shared, secret], "password": [["hunter22"], shared]}
+    third = {"images": [["hunter22"], shared], "findings": [secret, shared]}
+    for fields in (first, second, third, second, third):
+        redacted = redacted_record(fields)
+        assert redacted.fields == redact(fields)
+        assert redacted.body_json == stdlib_canonical_json(redact(fields))
+    assert SECRET_TOKEN not in str(redacted_fields(second))
+    assert redacted_fields(second)["password"][0] == [REDACTED]
+    assert redacted_fields(third)["images"][0] == ["hunter22"]
