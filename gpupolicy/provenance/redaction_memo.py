@@ -25,6 +25,7 @@ float anywhere is left to `canonical_json` of the whole, as before).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from gpupolicy.core.bounded_cache import BoundedCache
@@ -83,11 +84,13 @@ def redacted_fields(fields: dict[str, Any]) -> dict[str, Any]:
     return redacted_record(fields).fields
 
 
-def redacted_record(fields: dict[str, Any]) -> RedactedRecord:
+def redacted_record(fields: dict[str, Any], *, clean: Mapping[str, str] | None = None) -> RedactedRecord:
     """`redact(fields)` of a record's fields, each list or mapping remembered by its name and
-    content with its canonical JSON, and the canonical JSON of the whole written from those."""
+    content with its canonical JSON, and the canonical JSON of the whole written from those.
+    `clean` holds fields of the record that the caller wrote itself and redaction keeps as they
+    are (record.py's time and template hash): they join the result as they are."""
     if not _NAMES_OF_THE_MAPPING.isdisjoint(fields):
-        return RedactedRecord(dict(redact(fields)), None)
+        return RedactedRecord({**redact(fields), **(clean or {})}, None)
     plain: dict[str, Any] = {}
     parts: dict[str, Any] = {}
     written: dict[str, Any] = {}  # the parts' JSON, as fragments
@@ -99,6 +102,8 @@ def redacted_record(fields: dict[str, Any]) -> RedactedRecord:
     # Strings, numbers and empty fields in one pass: `redact` of a mapping redacts each value as
     # `redact(value, name, 1)`, as `redact(fields)` does (no name here is one of the mapping's).
     redacted = redact(plain)
+    if clean:
+        redacted.update(clean)
     text = None if None in written.values() else canonical_json_with_fragments(redacted, written)
     redacted.update(parts)
     return RedactedRecord(redacted, text)

@@ -576,3 +576,27 @@ def test_record_body_is_one_canonical_serialisation(gpu_policy: Policy) -> None:
     assert record.body() == expected
     assert record.body_json() == canonical_json(expected)
     assert json.loads(record.body_json())["uid"] == record.uid
+
+
+def test_what_the_record_writes_itself_is_what_redaction_keeps() -> None:
+    """The time and the template hash join a record as they are (record.py): redaction, had they
+    gone through it, would have kept every one of them."""
+    import hashlib
+    import random
+    from datetime import timedelta
+
+    from gpupolicy.provenance.record import format_time
+    from gpupolicy.provenance.redaction import is_secret_key
+
+    rng = random.Random(61206)
+    assert not is_secret_key("time") and not is_secret_key("template_hash")
+    for _ in range(5000):
+        moment = T0 + timedelta(microseconds=rng.randrange(-(6 * 10**16), 2 * 10**17))
+        text = format_time(moment)
+        assert redact({"time": text}) == {"time": text}
+        digest = "sha256:" + hashlib.sha256(rng.randbytes(16)).hexdigest()
+        assert redact({"template_hash": digest}) == {"template_hash": digest}
+        assert redact_text(digest) == digest
+    for hexdigit in "0123456789abcdef":
+        digest = "sha256:" + hexdigit * 64
+        assert redact({"template_hash": digest}) == {"template_hash": digest}
