@@ -600,3 +600,71 @@ def test_what_the_record_writes_itself_is_what_redaction_keeps() -> None:
     for hexdigit in "0123456789abcdef":
         digest = "sha256:" + hexdigit * 64
         assert redact({"template_hash": digest}) == {"template_hash": digest}
+
+
+def _redact_by_the_old_definition(value: Any, key: str | None = None, depth: int = 0) -> Any:
+    """`redact` as it was written before its lists and scalars were decided in its loops: every
+    value through one function, the depth counted on each list and mapping."""
+    from gpupolicy.provenance.redaction import MAX_REDACTED_DEPTH, TOO_DEEP, is_secret_key, redact_env
+
+    if isinstance(value, str):
+        return (
+            REDACTED
+            if value and key is not None and value != REDACTED and is_secret_key(key)
+            else redact_text(value)
+        )
+    if isinstance(value, dict | list) and depth >= MAX_REDACTED_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, dict):
+        named = [value.get(field) for field in ("key", "name")]
+        pair = next((name for name in named if isinstance(name, str) and is_secret_key(name)), None)
+        return {
+            str(k): _redact_by_the_old_definition(
+                redact_env(v) if str(k) == "env" and isinstance(v, list) else v,
+                pair if pair is not None and str(k) in ("value", "values") else str(k),
+                depth + 1,
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_redact_by_the_old_definition(item, key, depth + 1) for item in value]
+    return value
+
+
+def test_redact_of_lists_and_scalars_and_depth_is_its_definition() -> None:
+    """Lists of strings under secret and plain names, numbers, booleans and None (exact types and
+    subclasses), and values at every depth around the cut, as the plain definition redacts them."""
+    import enum
+    import random
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Text(str):
+        pass
+
+    rng = random.Random(61207)
+    names = ["args", "token", "password", "values", "value", "key", "name", "command", "env", "x"]
+    leaves: list[Any] = [
+        *PATTERN_EXAMPLES, "", "short", REDACTED, "password", 0, 1, -2**70, 1.5, 1e-7, True, False,
+        None, Level.HIGH, Text("ghp_" + "a" * 36), Text("plain text"),
+    ]  # fmt: skip
+
+    def make(depth: int) -> Any:
+        roll = rng.random()
+        if depth > 4 or roll < 0.35:
+            return rng.choice(leaves)
+        if roll < 0.7:
+            return [make(depth + 1) for _ in range(rng.randint(0, 5))]
+        return {rng.choice(names): make(depth + 1) for _ in range(rng.randint(0, 5))}
+
+    def nested(depth: int, leaf: Any) -> Any:
+        for level in range(depth):
+            leaf = [leaf] if level % 3 else {rng.choice(names): leaf}
+        return leaf
+
+    values = [make(0) for _ in range(3000)]
+    values += [nested(depth, make(2)) for depth in range(190, 206) for _ in range(5)]
+    for value in values:
+        for key in (None, "token", "args"):
+            assert redact(value, key) == _redact_by_the_old_definition(value, key), value
