@@ -22,6 +22,7 @@ in lower case to `_MAYBE_SECRET_FOLDED` (`test_prefilter_is_a_necessary_conditio
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from gpupolicy.core.bounded_cache import BoundedCache
@@ -134,12 +135,18 @@ def _may_hold_secret(text: str) -> bool:
     return _MAYBE_SECRET.search(text) is not None
 
 
+_SIZE_OF_TRUE = sys.getsizeof(True)
+
 # Strings known to need no redaction (image names, label values, node selectors come back with
 # every admission): a lookup instead of a search. Only clean strings of at most _CLEAN_MAX_LENGTH
 # characters, never one that was redacted: those the prefilter rejects, and those it let through
 # that the patterns then left as they were (`HF_TOKEN`, `hf-token`, `--max-tokens=512` in every
 # Pod of an inference server: each was two dozen RE2 calls per record, half its redaction).
-_CLEAN: BoundedCache[str, bool] = BoundedCache(max_bytes=2 << 20)
+# Each entry counted as `estimate_size` counts it (the string's size and True's), in one call: a
+# clean string new with every admission (a Pod's name) is put each time.
+_CLEAN: BoundedCache[str, bool] = BoundedCache(
+    max_bytes=2 << 20, size_of=lambda text, _: sys.getsizeof(text) + _SIZE_OF_TRUE
+)
 _CLEAN_MAX_LENGTH = 256
 # is_secret_key's answers for the keys seen, so that redact's loop tests a key with one lookup.
 # Both are bounded in bytes: keys and values come from objects (label keys, CRD fields).
@@ -231,6 +238,8 @@ def _redact_list(items: list[Any], key: str | None, depth: int) -> list[Any]:
             result.append(item if len(item) < _MIN_SECRET_LENGTH or clean(item) else redact_text(item))
         elif item is None or type(item) in _KEPT_AS_THEY_ARE:
             result.append(item)
+        elif type(item) is dict:  # `redact(item, key, depth)` of a mapping, without its call
+            result.append(TOO_DEEP if depth >= MAX_REDACTED_DEPTH else _redact_mapping(item, depth + 1))
         else:
             result.append(redact(item, key, depth))
     return result
@@ -280,6 +289,9 @@ def _redact_mapping(mapping: dict[Any, Any], depth: int) -> dict[str, Any]:
             continue
         if child is None or type(child) in _KEPT_AS_THEY_ARE:  # what `redact` returns as it is
             result[name] = child
+            continue
+        if type(child) is dict:  # `redact(child, name, depth)` of a mapping, without its call
+            result[name] = TOO_DEEP if depth >= MAX_REDACTED_DEPTH else _redact_mapping(child, depth + 1)
             continue
         if name == "env" and isinstance(child, list):
             child = redact_env(child)

@@ -668,3 +668,12 @@ def test_redact_of_lists_and_scalars_and_depth_is_its_definition() -> None:
     for value in values:
         for key in (None, "token", "args"):
             assert redact(value, key) == _redact_by_the_old_definition(value, key), value
+
+
+def test_the_memo_of_clean_strings_counts_what_estimate_size_counts() -> None:
+    """Its one-call size is the estimate the memo used before: the same strings fit in 2 MiB."""
+    from gpupolicy.core.bounded_cache import estimate_size
+    from gpupolicy.provenance.redaction import _CLEAN
+
+    for text in ["", "abc", "é" * 40, "😀" * 5, "x" * 256, "nvidia.com/gpu.product"]:
+        assert _CLEAN._size_of(text, True) == estimate_size(text) + estimate_size(True)
