@@ -65,6 +65,64 @@ def canonical_json(value: Any) -> str:
     return stdlib_canonical_json(value)
 
 
+def float_free_json(value: Any) -> bytes | None:
+    """`canonical_json(value)`, encoded, for a value that holds no float: orjson's text is then
+    the standard library's as it is, with nothing to scan for. None for a value that may hold a
+    float, or that orjson does not write (`canonical_json` decides those, on the whole text), or
+    without orjson."""
+    if orjson is None or _holds_float(value):
+        return None
+    try:
+        return orjson.dumps(value, option=_SORTED)
+    except TypeError:  # a type passed through, an integer past 64 bits
+        return None
+
+
+def fragment(text: bytes) -> Any:
+    """`text` (a `float_free_json`) as an `orjson.Fragment`: JSON written already, which orjson
+    copies as it is into the text of what holds it."""
+    assert orjson is not None  # there is a float_free_json only with orjson
+    return orjson.Fragment(text)
+
+
+def canonical_json_with_fragments(plain: dict[str, Any], fragments: dict[str, Any]) -> str | None:
+    """`canonical_json` of the mapping `{**plain, **fragments}`, where each fragment (`fragment`)
+    stands for a value written already: orjson sorts the keys and copies each fragment's text, so
+    the parts of a record remembered with their JSON are not written again. None when a plain
+    value may hold a float, or orjson does not write it."""
+    if orjson is None or _holds_float(plain):
+        return None
+    try:
+        return orjson.dumps({**plain, **fragments}, option=_SORTED).decode()
+    except TypeError:
+        return None
+
+
+# What a JSON or YAML loader makes besides floats, lists and mappings: a value of these types
+# holds no float. Anything else (a float, a subclass, a type JSON lacks) counts as one: the whole
+# is then left to `canonical_json`, which always writes the right text.
+_NO_FLOAT = frozenset({str, int, bool, type(None)})
+
+
+def _holds_float(value: Any) -> bool:
+    """Whether `value` may hold a float anywhere (a loop, not recursion: any depth). Each list or
+    mapping is first asked for the types of its items at once (`map(type, …)`, in C): most hold
+    strings and numbers only."""
+    if type(value) in _NO_FLOAT:
+        return False
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) is dict:
+            item = item.values()
+        elif type(item) is not list:
+            return True
+        if _NO_FLOAT.issuperset(map(type, item)):
+            continue
+        pending.extend(child for child in item if type(child) not in _NO_FLOAT)
+    return False
+
+
 def _may_hold_small_float(encoded: bytes) -> bool:
     """Whether orjson's text may hold a float below 1e-4 in magnitude: a number with a negative
     exponent (`1e-7`, `2.5e-7`) or `0.0000…` (`0.00009`). A number follows `:`, `,` or `[` (or

@@ -9,6 +9,7 @@ findings, and a hash of the pod template. Everything passes through `redaction.r
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 from collections.abc import Mapping
 from dataclasses import field
@@ -31,7 +32,7 @@ from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping, 
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 from gpupolicy.provenance.canonical import canonical_json
-from gpupolicy.provenance.redaction_memo import redacted_fields
+from gpupolicy.provenance.redaction_memo import redacted_record
 from gpupolicy.provenance.template_hash import template_hash
 
 # GitOps tracking metadata (read from labels and annotations of the admitted object).
@@ -63,8 +64,15 @@ class NotRecordable(ValueError):
     """The request must not be recorded (dry run, not a create/update, not a GPU workload)."""
 
 
+class _WrittenBody:
+    """Where a record keeps the body's canonical JSON written while it was assembled: a slot
+    outside the dataclass's fields, so that equality, `to_dict` and `from_dict` never see it."""
+
+    __slots__ = ("_written_body",)
+
+
 @immutable
-class ProvenanceRecord:
+class ProvenanceRecord(_WrittenBody):
     """One admitted create/update of a GPU workload. `uid` is the admission request's uid: it
     is the record id and what makes writes idempotent."""
 
@@ -121,8 +129,18 @@ class ProvenanceRecord:
         return {name: getattr(self, name) for name in _BODY_FIELDS}
 
     def body_json(self) -> str:
-        """`body()` as canonical JSON: the one serialisation a database write needs."""
+        """`body()` as canonical JSON: the one serialisation a database write needs (written
+        once, when the record was assembled, while the record holds the values it was written
+        from)."""
+        written: tuple[tuple[Any, ...], str] | None = getattr(self, "_written_body", None)
+        if written is not None and all(map(operator.is_, written[0], _body_values(self))):
+            return written[1]
         return canonical_json(self.body())
+
+    def _keep_body_json(self, text: str) -> ProvenanceRecord:
+        """Remember `text` as `body_json()` of the values the record holds now."""
+        object.__setattr__(self, "_written_body", (_body_values(self), text))
+        return self
 
 
 _FIELD_NAMES = frozenset(item.name for item in dataclasses.fields(ProvenanceRecord))
@@ -131,6 +149,8 @@ _BODY_FIELDS = tuple(
     for item in dataclasses.fields(ProvenanceRecord)
     if item.name not in ("status", "status_changed_at")
 )
+_BODY_FIELD_SET = frozenset(_BODY_FIELDS)
+_body_values = operator.attrgetter(*_BODY_FIELDS)
 
 
 def format_time(moment: datetime) -> str:
@@ -208,7 +228,7 @@ def assemble_record(
     assert workload is not None
     annotations = workload.annotations
     fields: dict[str, Any] = {
-        **_who_and_what(request, obj, workload, now),
+        **_who_and_what(request, obj, workload),
         "images": _images(workload),
         "gpu": _gpu(workload, policy),
         "placement": [_placement(template) for template in workload.templates],
@@ -222,18 +242,27 @@ def assemble_record(
         "policy_digest": policy_digest,
         "git": git_source(workload.labels, annotations),
         "findings": findings,
-        "template_hash": template_hash(workload.templates),
     }
     # One redaction pass over the whole record (finding messages included), one construction:
     # `redact` returns fresh lists and dicts, so the record shares nothing with the request (it
-    # may share them with other records: redaction_memo.py).
-    return ProvenanceRecord(**redacted_fields(fields))
+    # may share them with other records: redaction_memo.py). The body's canonical JSON is written
+    # from the remembered fields' JSON as it is redacted, when it can be. What the record writes
+    # itself of digits, hex and `sha256:`, `T`, `Z` (no redaction pattern can match them, and
+    # their names sound no secret: tests check both) is kept as it is, without the search: a
+    # template hash is new with every Pod, and would fill redaction's memo of clean strings.
+    written_here = {
+        "time": format_time(now or datetime.now(UTC)),
+        "template_hash": template_hash(workload.templates),
+    }
+    redacted = redacted_record(fields, clean=written_here)
+    record = ProvenanceRecord(**redacted.fields)
+    if redacted.body_json is not None and fields.keys() | written_here.keys() == _BODY_FIELD_SET:
+        record._keep_body_json(redacted.body_json)
+    return record
 
 
-def _who_and_what(
-    request: Mapping[str, Any], obj: Mapping[str, Any], workload: Workload, now: datetime | None
-) -> dict[str, Any]:
-    """The request's uid, time, operation and user, and which object, at which generation."""
+def _who_and_what(request: Mapping[str, Any], obj: Mapping[str, Any], workload: Workload) -> dict[str, Any]:
+    """The request's uid, operation and user, and which object, at which generation."""
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise NotRecordable("the admission request has no uid")
@@ -242,7 +271,6 @@ def _who_and_what(
     generation = metadata.get("generation")
     return {
         "uid": uid,
-        "time": format_time(now or datetime.now(UTC)),
         "operation": str(request.get("operation", "")).upper(),
         "user": {
             "username": _str(user.get("username")),

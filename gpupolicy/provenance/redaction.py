@@ -22,6 +22,7 @@ in lower case to `_MAYBE_SECRET_FOLDED` (`test_prefilter_is_a_necessary_conditio
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from gpupolicy.core.bounded_cache import BoundedCache
@@ -134,12 +135,18 @@ def _may_hold_secret(text: str) -> bool:
     return _MAYBE_SECRET.search(text) is not None
 
 
+_SIZE_OF_TRUE = sys.getsizeof(True)
+
 # Strings known to need no redaction (image names, label values, node selectors come back with
 # every admission): a lookup instead of a search. Only clean strings of at most _CLEAN_MAX_LENGTH
 # characters, never one that was redacted: those the prefilter rejects, and those it let through
 # that the patterns then left as they were (`HF_TOKEN`, `hf-token`, `--max-tokens=512` in every
 # Pod of an inference server: each was two dozen RE2 calls per record, half its redaction).
-_CLEAN: BoundedCache[str, bool] = BoundedCache(max_bytes=2 << 20)
+# Each entry counted as `estimate_size` counts it (the string's size and True's), in one call: a
+# clean string new with every admission (a Pod's name) is put each time.
+_CLEAN: BoundedCache[str, bool] = BoundedCache(
+    max_bytes=2 << 20, size_of=lambda text, _: sys.getsizeof(text) + _SIZE_OF_TRUE
+)
 _CLEAN_MAX_LENGTH = 256
 # is_secret_key's answers for the keys seen, so that redact's loop tests a key with one lookup.
 # Both are bounded in bytes: keys and values come from objects (label keys, CRD fields).
@@ -206,13 +213,36 @@ def redact(value: Any, key: str | None = None, _depth: int = 0) -> Any:
         if value and key is not None and value != REDACTED and is_secret_key(key):
             return REDACTED
         return redact_text(value)
-    if isinstance(value, dict | list) and _depth >= MAX_REDACTED_DEPTH:
-        return TOO_DEEP
     if isinstance(value, dict):
-        return _redact_mapping(value, _depth + 1)
+        return TOO_DEEP if _depth >= MAX_REDACTED_DEPTH else _redact_mapping(value, _depth + 1)
     if isinstance(value, list):
-        return [redact(item, key, _depth + 1) for item in value]
+        return TOO_DEEP if _depth >= MAX_REDACTED_DEPTH else _redact_list(value, key, _depth + 1)
     return value
+
+
+def _redact_list(items: list[Any], key: str | None, depth: int) -> list[Any]:
+    """`redact` of a list's items under `key`, with strings (arguments, values of a selector
+    requirement) decided in the loop as `_redact_mapping` decides them: whether `key` sounds
+    secret is asked once for the list."""
+    clean = _CLEAN.get
+    secret: bool | None = None
+    result: list[Any] = []
+    for item in items:
+        if isinstance(item, str):
+            if item and key is not None and item != REDACTED:
+                if secret is None:
+                    secret = is_secret_key(key)
+                if secret:
+                    result.append(REDACTED)
+                    continue
+            result.append(item if len(item) < _MIN_SECRET_LENGTH or clean(item) else redact_text(item))
+        elif item is None or type(item) in _KEPT_AS_THEY_ARE:
+            result.append(item)
+        elif type(item) is dict:  # `redact(item, key, depth)` of a mapping, without its call
+            result.append(TOO_DEEP if depth >= MAX_REDACTED_DEPTH else _redact_mapping(item, depth + 1))
+        else:
+            result.append(redact(item, key, depth))
+    return result
 
 
 # Mappings that name a pair with one field and hold its value in another: a toleration
@@ -220,6 +250,8 @@ def redact(value: Any, key: str | None = None, _depth: int = 0) -> Any:
 # (`name`, `value`). When the named key sounds secret, the value is a secret however it looks.
 _PAIR_NAME_FIELDS = ("key", "name")
 _PAIR_VALUE_FIELDS = frozenset({"value", "values"})
+# Numbers and booleans (exactly these types): `redact` returns them as they are.
+_KEPT_AS_THEY_ARE = frozenset({int, float, bool})
 
 
 def secret_pair_name(mapping: dict[Any, Any]) -> str | None:
@@ -238,7 +270,8 @@ def _redact_mapping(mapping: dict[Any, Any], depth: int) -> dict[str, Any]:
     result: dict[str, Any] = {}
     known_key = _KEY_IS_SECRET.get
     clean = _CLEAN.get
-    pair_name = secret_pair_name(mapping) if _PAIR_VALUE_FIELDS.intersection(mapping) else None
+    # Two lookups, not `_PAIR_VALUE_FIELDS.intersection(mapping)`: a set made of every mapping's keys.
+    pair_name = secret_pair_name(mapping) if "value" in mapping or "values" in mapping else None
     for child_key, child in mapping.items():
         name = child_key if isinstance(child_key, str) else str(child_key)
         if pair_name is not None and name in _PAIR_VALUE_FIELDS:
@@ -253,6 +286,12 @@ def _redact_mapping(mapping: dict[Any, Any], depth: int) -> dict[str, Any]:
                     result[name] = REDACTED
                     continue
             result[name] = child if len(child) < _MIN_SECRET_LENGTH or clean(child) else redact_text(child)
+            continue
+        if child is None or type(child) in _KEPT_AS_THEY_ARE:  # what `redact` returns as it is
+            result[name] = child
+            continue
+        if type(child) is dict:  # `redact(child, name, depth)` of a mapping, without its call
+            result[name] = TOO_DEEP if depth >= MAX_REDACTED_DEPTH else _redact_mapping(child, depth + 1)
             continue
         if name == "env" and isinstance(child, list):
             child = redact_env(child)

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL
 from gpupolicy.kube.inventory import Inventory
-from gpupolicy.kube.pod_spec import as_mapping, workload_of
+from gpupolicy.kube.pod_spec import as_mapping, release_views, workload_of
 from gpupolicy.policy.loading import Policy
 from gpupolicy.provenance.journal.entries import Admission as JournalAdmission
 from gpupolicy.provenance.journal.entries import encode_admission
@@ -124,13 +124,19 @@ def record_of_admission(entry: JournalAdmission, policy: Policy) -> ProvenanceRe
     admission = read_admission(_loads(entry.body))
     if admission.object is None or admission.resource is None:
         raise NotRecordable(f"admission {entry.uid} carries no object")
-    return assemble_record(
-        admission.request,
-        admission.object,
-        policy,
-        findings=entry.findings,
-        policy_digest=entry.policy_digest,
-        experiment_config=entry.experiment_config,
-        now=datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=entry.time_ns // 1000),
-        workload=workload_of(admission.resource),
-    )
+    # The workload view's memos are cycles (a container's GPU demands name the container): released
+    # here, the body parsed for this record is freed by reference counting once it is built,
+    # instead of being left for the cyclic collector (about 20 objects per record).
+    try:
+        return assemble_record(
+            admission.request,
+            admission.object,
+            policy,
+            findings=entry.findings,
+            policy_digest=entry.policy_digest,
+            experiment_config=entry.experiment_config,
+            now=datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=entry.time_ns // 1000),
+            workload=workload_of(admission.resource),
+        )
+    finally:
+        release_views(admission.resource)

@@ -16,11 +16,21 @@ import yaml
 
 from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.loading.documents import Resource
-from gpupolicy.provenance.canonical import canonical_json, content_bytes, sha256, stdlib_canonical_json
-from gpupolicy.provenance.redaction import redact
-from gpupolicy.provenance.redaction_memo import redacted_fields
+from gpupolicy.policy.loading import Policy
+from gpupolicy.provenance.canonical import (
+    canonical_json,
+    canonical_json_with_fragments,
+    content_bytes,
+    float_free_json,
+    fragment,
+    sha256,
+    stdlib_canonical_json,
+)
+from gpupolicy.provenance.record import ProvenanceRecord, build_record
+from gpupolicy.provenance.redaction import REDACTED, redact
+from gpupolicy.provenance.redaction_memo import redacted_fields, redacted_record
 from gpupolicy.provenance.template_hash import template_hash
-from tests.provenance.samples import DEPLOYMENT
+from tests.provenance.samples import DEPLOYMENT, SECRET_TOKEN, admission_request, deployment, report_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "gpupolicy" / "rules" / "examples"
 
@@ -146,6 +156,80 @@ def test_redacted_fields_are_redact_of_the_record() -> None:
         expected = redact(fields)
         assert redacted_fields(fields) == expected
         assert redacted_fields(fields) == expected
+        for _ in range(2):  # the first time and from the memo
+            redacted = redacted_record(fields)
+            assert redacted.fields == expected
+            assert redacted.body_json in (None, stdlib_canonical_json(expected))
+
+
+def _holds_float_by_definition(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_float_by_definition(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_float_by_definition(item) for item in value)
+    return isinstance(value, float)
+
+
+def test_float_free_json_is_canonical_json_of_what_holds_no_float() -> None:
+    """Written without the scan for small floats only where no float is: any float, at any depth,
+    leaves the text to canonical_json (as does a type orjson does not write)."""
+    rng = random.Random(61206)
+    written = 0
+    for _ in range(20000):
+        value = _random_value(rng)
+        text = float_free_json(value)
+        if text is None:
+            assert _holds_float_by_definition(value) or content_bytes(value) is None
+        else:
+            written += 1
+            assert not _holds_float_by_definition(value)
+            assert text.decode() == stdlib_canonical_json(value), repr(value)
+    assert written > 5000
+    assert float_free_json([[[{"a": [1, 2, {"b": 1e-5}]}]]]) is None
+    assert float_free_json({"deep": _nested(3000, 0.5)}) is None  # a loop, not recursion
+    assert float_free_json({"deep": _nested(3000, 1)}) is None  # orjson refuses past 255 levels
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_canonical_json_with_fragments_is_canonical_json_of_the_whole() -> None:
+    rng = random.Random(71206)
+    compared = 0
+    for _ in range(5000):
+        plain = {f"p{n}": _random_value(rng) for n in range(rng.randrange(4))}
+        parts = {f"{rng.choice('azPm_')}{n}": _random_value(rng) for n in range(rng.randrange(4))}
+        texts = {name: float_free_json(value) for name, value in parts.items()}
+        if None in texts.values():
+            continue
+        whole = {**plain, **parts}
+        text = canonical_json_with_fragments(plain, {n: fragment(t) for n, t in texts.items() if t})
+        if text is None:
+            assert any(_holds_float_by_definition(v) or content_bytes(v) is None for v in plain.values())
+        else:
+            compared += 1
+            assert text == stdlib_canonical_json(whole)
+    assert compared > 1000
+
+
+def test_a_record_writes_the_values_it_holds(gpu_policy: Policy) -> None:
+    """The body's JSON written while the record was assembled serves only while the record holds
+    the very values it was written from."""
+    obj = deployment()
+    record = build_record(admission_request(obj), obj, report_for(obj, gpu_policy), gpu_policy)
+    assert getattr(record, "_written_body", None) is not None  # written from the memo's parts
+    assert record.body_json() == stdlib_canonical_json(record.body())
+    object.__setattr__(record, "findings", [{"message": "changed", "weight": 1e-5}])
+    assert record.body_json() == stdlib_canonical_json(record.body())
+    assert '"weight":1e-05' in record.body_json()
+    copied = ProvenanceRecord.from_dict(record.to_dict())
+    assert copied == record
+    assert copied.body_json() == record.body_json()
+    assert "_written_body" not in record.to_dict()
 
 
 @pytest.mark.parametrize(
@@ -165,3 +249,38 @@ def test_small_floats_are_told_from_strings(text: bytes, small_float: bool) -> N
     from gpupolicy.provenance.canonical import _may_hold_small_float
 
     assert _may_hold_small_float(text) is small_float
+
+
+def test_the_memos_count_their_keys_and_stay_in_their_budget() -> None:
+    """Keyed by content (bytes as long as the part's JSON), the memos count those bytes: many
+    large distinct parts never take them past their budget."""
+    from gpupolicy.provenance import redaction_memo
+
+    for index in range(400):
+        big = {"node_selector": {f"label-{index}-{n}": "x" * 200 for n in range(100)}}
+        assert redacted_fields({"placement": [big]}) == redact({"placement": [big]})
+        redaction_memo.redacted_json(big)
+    for memo in (
+        redaction_memo._REDACTED_FIELDS,
+        redaction_memo._REDACTED_ITEMS,
+        redaction_memo._REDACTED_JSON,
+    ):
+        assert 0 < memo.nbytes <= memo.max_bytes
+        assert memo.nbytes >= sum(len(key if isinstance(key, bytes) else key[1]) for key in memo._data)
+
+
+def test_items_of_a_new_list_field_are_remembered_under_its_name() -> None:
+    """A list field not remembered whole takes the items it shares with others from the memo of
+    items: each item redacted as `redact` of the whole field redacts it, under the field's name."""
+    shared = {"rule": "GP108", "message": "unknown: the cluster's GPU node pools " * 8}
+    secret = {"rule": "GP901", "message": f"Pod llm-0 has HF_TOKEN={SECRET_TOKEN}"}
+    first = {"findings": [shared, {"rule": "GP901", "message": "Pod llm-1"}]}
+    second = {"findings": [shared, secret], "password": [["hunter22"], shared]}
+    third = {"images": [["hunter22"], shared], "findings": [secret, shared]}
+    for fields in (first, second, third, second, third):
+        redacted = redacted_record(fields)
+        assert redacted.fields == redact(fields)
+        assert redacted.body_json == stdlib_canonical_json(redact(fields))
+    assert SECRET_TOKEN not in str(redacted_fields(second))
+    assert redacted_fields(second)["password"][0] == [REDACTED]
+    assert redacted_fields(third)["images"][0] == ["hunter22"]

@@ -576,3 +576,104 @@ def test_record_body_is_one_canonical_serialisation(gpu_policy: Policy) -> None:
     assert record.body() == expected
     assert record.body_json() == canonical_json(expected)
     assert json.loads(record.body_json())["uid"] == record.uid
+
+
+def test_what_the_record_writes_itself_is_what_redaction_keeps() -> None:
+    """The time and the template hash join a record as they are (record.py): redaction, had they
+    gone through it, would have kept every one of them."""
+    import hashlib
+    import random
+    from datetime import timedelta
+
+    from gpupolicy.provenance.record import format_time
+    from gpupolicy.provenance.redaction import is_secret_key
+
+    rng = random.Random(61206)
+    assert not is_secret_key("time") and not is_secret_key("template_hash")
+    for _ in range(5000):
+        moment = T0 + timedelta(microseconds=rng.randrange(-(6 * 10**16), 2 * 10**17))
+        text = format_time(moment)
+        assert redact({"time": text}) == {"time": text}
+        digest = "sha256:" + hashlib.sha256(rng.randbytes(16)).hexdigest()
+        assert redact({"template_hash": digest}) == {"template_hash": digest}
+        assert redact_text(digest) == digest
+    for hexdigit in "0123456789abcdef":
+        digest = "sha256:" + hexdigit * 64
+        assert redact({"template_hash": digest}) == {"template_hash": digest}
+
+
+def _redact_by_the_old_definition(value: Any, key: str | None = None, depth: int = 0) -> Any:
+    """`redact` as it was written before its lists and scalars were decided in its loops: every
+    value through one function, the depth counted on each list and mapping."""
+    from gpupolicy.provenance.redaction import MAX_REDACTED_DEPTH, TOO_DEEP, is_secret_key, redact_env
+
+    if isinstance(value, str):
+        return (
+            REDACTED
+            if value and key is not None and value != REDACTED and is_secret_key(key)
+            else redact_text(value)
+        )
+    if isinstance(value, dict | list) and depth >= MAX_REDACTED_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, dict):
+        named = [value.get(field) for field in ("key", "name")]
+        pair = next((name for name in named if isinstance(name, str) and is_secret_key(name)), None)
+        return {
+            str(k): _redact_by_the_old_definition(
+                redact_env(v) if str(k) == "env" and isinstance(v, list) else v,
+                pair if pair is not None and str(k) in ("value", "values") else str(k),
+                depth + 1,
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_redact_by_the_old_definition(item, key, depth + 1) for item in value]
+    return value
+
+
+def test_redact_of_lists_and_scalars_and_depth_is_its_definition() -> None:
+    """Lists of strings under secret and plain names, numbers, booleans and None (exact types and
+    subclasses), and values at every depth around the cut, as the plain definition redacts them."""
+    import enum
+    import random
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Text(str):
+        pass
+
+    rng = random.Random(61207)
+    names = ["args", "token", "password", "values", "value", "key", "name", "command", "env", "x"]
+    leaves: list[Any] = [
+        *PATTERN_EXAMPLES, "", "short", REDACTED, "password", 0, 1, -2**70, 1.5, 1e-7, True, False,
+        None, Level.HIGH, Text("ghp_" + "a" * 36), Text("plain text"),
+    ]  # fmt: skip
+
+    def make(depth: int) -> Any:
+        roll = rng.random()
+        if depth > 4 or roll < 0.35:
+            return rng.choice(leaves)
+        if roll < 0.7:
+            return [make(depth + 1) for _ in range(rng.randint(0, 5))]
+        return {rng.choice(names): make(depth + 1) for _ in range(rng.randint(0, 5))}
+
+    def nested(depth: int, leaf: Any) -> Any:
+        for level in range(depth):
+            leaf = [leaf] if level % 3 else {rng.choice(names): leaf}
+        return leaf
+
+    values = [make(0) for _ in range(3000)]
+    values += [nested(depth, make(2)) for depth in range(190, 206) for _ in range(5)]
+    for value in values:
+        for key in (None, "token", "args"):
+            assert redact(value, key) == _redact_by_the_old_definition(value, key), value
+
+
+def test_the_memo_of_clean_strings_counts_what_estimate_size_counts() -> None:
+    """Its one-call size is the estimate the memo used before: the same strings fit in 2 MiB."""
+    from gpupolicy.core.bounded_cache import estimate_size
+    from gpupolicy.provenance.redaction import _CLEAN
+
+    for text in ["", "abc", "é" * 40, "😀" * 5, "x" * 256, "nvidia.com/gpu.product"]:
+        assert _CLEAN._size_of(text, True) == estimate_size(text) + estimate_size(True)
