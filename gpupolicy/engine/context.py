@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from gpupolicy.kube.inventory import Inventory, namespace_of
-from gpupolicy.kube.pod_spec import PodTemplate, Workload
+from gpupolicy.kube.pod_spec import PodTemplate, Workload, workload_of
 from gpupolicy.kube.roles import Role, RoleDecision, decide, service_selects
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
@@ -41,6 +41,9 @@ class Context:
         self._memo: dict[Any, Any] = {}
         self._subject_memo: dict[Any, Any] = {}
         self._namespace_memos: OrderedDict[str, dict[Hashable, Any]] = OrderedDict()
+        # The object being checked and its workload view (_MISSING until asked for): see workload_of.
+        self._subject: Resource | None = None
+        self._subject_view: Any = _MISSING
         self.gpu = policy.gpu
         # Keys of the facts memoised on a Workload view: specific to this policy's settings.
         self._uses_key = ("uses-gpus", id(policy.gpu))
@@ -80,10 +83,25 @@ class Context:
             value = memo[key] = compute()
         return value
 
-    def next_subject(self) -> None:
-        """The engine starts on another object: per-object memos no longer apply."""
+    def next_subject(self, resource: Resource | None = None) -> None:
+        """The engine starts on another object (`resource`; None for the bundle rules): per-object
+        memos no longer apply."""
         if self._subject_memo:
             self._subject_memo = {}
+        self._subject = resource
+        self._subject_view = _MISSING
+
+    def workload_of(self, resource: Resource) -> Workload | None:
+        """`pod_spec.workload_of`; for the object being checked, one view made once, which the
+        engine then gives its workload rules: what an object rule memoises on it (GP004, the
+        role of a workload whose image is all capitals) is theirs too, and the view's identity
+        (kind, name, labels ...) is read once per object, not once per rule that asks."""
+        if resource is not self._subject:
+            return workload_of(resource)
+        view: Workload | None = self._subject_view
+        if view is _MISSING:
+            view = self._subject_view = workload_of(resource)
+        return view
 
     def object_fact(self, resource: Resource, key: Hashable, compute: Callable[[], Any]) -> Any:
         """A fact computed from `resource` and the policy alone, kept on the resource for as long as

@@ -27,7 +27,6 @@ from gpupolicy.engine.report import (
 )
 from gpupolicy.engine.suppressions import SuppressionSubject
 from gpupolicy.kube.inventory import Bundle, Inventory
-from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.kube.roles import Role
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import LoadProblem, Resource
@@ -180,11 +179,11 @@ class Evaluation:
     def check(self, resource: Resource) -> None:
         """Run the object rules of its kind and, when it carries pod templates, the workload rules."""
         ctx, report = self.ctx, self.report
-        ctx.next_subject()
+        ctx.next_subject(resource)
         ref = resource.ref
         for rule in self.plan.object_rules_for(resource.kind):
             _run(rule, resource, self, resource, ref)
-        workload = workload_of(resource)
+        workload = ctx.workload_of(resource)
         if workload is not None:
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
             decision = ctx.role(workload)
