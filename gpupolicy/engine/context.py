@@ -141,7 +141,10 @@ class Context:
         return decision
 
     def is_serving(self, workload: Workload) -> bool:
-        return self.role(workload).role is Role.SERVER
+        # Seven rules ask of each workload, whose role the engine decided before its rules ran:
+        # read from the view's memo without a call to `role`.
+        decision: RoleDecision | None = workload.cache.get(self._role_key)
+        return (decision or self.role(workload)).role is Role.SERVER
 
     def _service_of(self, workload: Workload, template: PodTemplate) -> str | None:
         """The name of a Service of the inventory that selects the template's pods."""
