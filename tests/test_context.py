@@ -14,7 +14,7 @@ metadata: {name: a, namespace: ai-lab}
 spec:
   template:
     spec:
-      containers: [{name: main, image: IMAGE_PLACEHOLDER}]
+      containers: [{name: main, image: IMAGE_PLACEHOLDER, resources: {limits: {nvidia.com/gpu: 2}}}]
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -39,3 +39,21 @@ def test_the_subject_has_one_workload_view_until_the_next_subject() -> None:
     assert ctx.workload_of(deployment) is not view
     ctx.next_subject()
     assert ctx.workload_of(deployment) is not ctx.workload_of(deployment)
+
+
+def test_an_unknown_fact_said_once_is_not_made_again() -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.engine.unknowns import NODE_POOLS, unknown_fact
+
+    resources = load_text(TWO, "t.yaml").resources
+    ctx = Context(default_policy(), Bundle(resources), resources)
+    [first] = unknown_fact(ctx, NODE_POOLS, (), "a check")
+    assert first.once in {("cluster-fact", NODE_POOLS.what)}
+    ctx.said.add(first.once)
+    assert list(unknown_fact(ctx, NODE_POOLS, (), "a check")) == []
+    # The engine keeps the first, as it did when it dropped the others itself.
+    report = evaluate(
+        [*resources, *load_text(TWO.replace("name: a", "name: b"), "u.yaml").resources], default_policy()
+    )
+    facts = [finding.extra["clusterFact"] for finding in report.findings if "clusterFact" in finding.extra]
+    assert facts and len(facts) == len(set(facts))
