@@ -234,8 +234,8 @@ def detect_in_arguments(arguments: list[str]) -> list[tuple[int, Credential]]:
     joined = "\n".join(arguments)
     shapes = _ANY_REQUIRED_TEXT.search(joined) is not None
     for index, argument in enumerate(arguments):
-        flag, equals, inline = argument.partition("=")
-        if flag in SECRET_FLAGS:
+        flag, equals, inline = argument.partition("=") if argument.startswith("--") else ("", "", "")
+        if flag in SECRET_FLAGS:  # every one a long option: other arguments are not split
             value = inline if equals else (arguments[index + 1] if index + 1 < len(arguments) else "")
             where = index if equals else index + 1
             hit = detect(flag.lstrip("-").replace("-", "_"), value)
