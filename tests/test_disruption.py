@@ -14,11 +14,13 @@ from gpupolicy.kube.disruption import (
     first_shared,
     hpa_for,
     max_pods,
+    namespace_pdbs,
     parse_int_or_percent,
     pdb_selects,
     pdbs_for,
     selected_templates,
     selected_workloads,
+    selecting,
     workload_kinds,
 )
 from gpupolicy.kube.inventory import Bundle
@@ -309,6 +311,8 @@ def test_pdbs_for_and_selected_templates_agree_with_matching_each_pair() -> None
     for view in views:
         listed = bundle.list("PodDisruptionBudget", view.namespace or "default")
         assert pdbs_for(view, bundle) == [item for item in listed if pdb_selects(item, view)]
+        # GP501 keeps a namespace's PDBs with their selectors and matches each workload against them.
+        assert selecting(view, namespace_pdbs(bundle, view.namespace or "default")) == pdbs_for(view, bundle)
     for item in [*pdbs, unnamespaced]:
         assert selected_templates(item, views) == frozenset(
             (index, 0) for index, view in enumerate(views) if pdb_selects(item, view)

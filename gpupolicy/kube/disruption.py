@@ -173,14 +173,24 @@ def workloads_coverage(inventory: Inventory, kinds: Sequence[str]) -> Coverage:
 
 
 def pdbs_for(workload: Workload, inventory: Inventory) -> list[Resource]:
-    """The PDBs that select the workload's pods (`pdb_selects`), its namespace read once rather
-    than once per PDB: with a PDB beside each of 20 workloads of a namespace, GP501 asks of 20."""
-    namespace = namespace_of(workload.resource)
+    """The PDBs that select the workload's pods (`pdb_selects`)."""
+    return selecting(workload, namespace_pdbs(inventory, namespace_of(workload.resource)))
+
+
+def namespace_pdbs(inventory: Inventory, namespace: str) -> list[tuple[Resource, TextSelector]]:
+    """The PDBs of `namespace`, in the inventory's order, each with its selector read for
+    matching: read once for the workloads of a namespace rather than once per workload (with a
+    PDB beside each of 20 workloads of a namespace, GP501 matched each workload against 20)."""
     return [
-        pdb
+        (pdb, text_selector(pdb_selector(pdb)))
         for pdb in inventory.list(PDB, namespace)
-        if namespace_of(pdb) == namespace and _selects_pods(text_selector(pdb_selector(pdb)), workload)
+        if namespace_of(pdb) == namespace
     ]
+
+
+def selecting(workload: Workload, pdbs: Sequence[tuple[Resource, TextSelector]]) -> list[Resource]:
+    """Of `pdbs` (`namespace_pdbs` of the workload's namespace), those that select its pods."""
+    return [pdb for pdb, selector in pdbs if _selects_pods(selector, workload)]
 
 
 def _selects_pods(selector: TextSelector, workload: Workload) -> bool:
