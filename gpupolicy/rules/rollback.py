@@ -317,6 +317,8 @@ def _spare_gpus(workload: Workload, resource_name: str, ctx: Context) -> tuple[i
     settings=(Setting("nodePools[].spareGpus", "GPUs a pool keeps free for surges"),),
 )
 def surge_needs_spare_gpus(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if all(pool.spare_gpus is None for pool in node_pools(ctx.policy)):
+        return  # no pool declares spare GPUs (the default policy declares no pools): none to run out of
     per_pod = _gpus_per_pod(workload, ctx)
     if per_pod is None:
         return
