@@ -14,6 +14,7 @@ from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 
 _MISSING: Any = object()
+_SERVER = Role.SERVER  # a module constant: an enum member is a class attribute lookup (70 ns on 3.11)
 # Namespaces whose `namespace_memo`s are kept at once. What those hold (the views of a namespace's
 # workloads, which PDB rules compare) is remade on demand; a streaming lint checks the PDBs of a
 # namespace one after another, and with this bound keeps the views of a few namespaces, not of all.
@@ -46,8 +47,9 @@ class Context:
         self._subject_view: Any = _MISSING
         self.gpu = policy.gpu
         # Keys of the facts memoised on a Workload view: specific to this policy's settings.
-        self._uses_key = ("uses-gpus", id(policy.gpu))
-        self._role_key = ("role", id(policy))
+        # Strings, whose hash is kept, not tuples hashed again at each of the dozen lookups per object.
+        self._uses_key = f"uses-gpus:{id(policy.gpu)}"
+        self._role_key = f"role:{id(policy)}"
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         memo = self._memo
@@ -144,7 +146,7 @@ class Context:
         # Seven rules ask of each workload, whose role the engine decided before its rules ran:
         # read from the view's memo without a call to `role`.
         decision: RoleDecision | None = workload.cache.get(self._role_key)
-        return (decision or self.role(workload)).role is Role.SERVER
+        return (decision or self.role(workload)).role is _SERVER
 
     def _service_of(self, workload: Workload, template: PodTemplate) -> str | None:
         """The name of a Service of the inventory that selects the template's pods."""
