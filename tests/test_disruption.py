@@ -14,11 +14,13 @@ from gpupolicy.kube.disruption import (
     first_shared,
     hpa_for,
     max_pods,
+    namespace_pdbs,
     parse_int_or_percent,
     pdb_selects,
     pdbs_for,
     selected_templates,
     selected_workloads,
+    selecting,
     workload_kinds,
 )
 from gpupolicy.kube.inventory import Bundle
@@ -277,3 +279,41 @@ def test_pdb_overlap_compares_each_pdb_with_every_other_of_its_namespace_only() 
         ("ai-lab", "gone-1", "the same selector; such pods cannot be evicted"),
         ("ai-lab", "gone-2", "the same selector; such pods cannot be evicted"),
     ]
+
+
+def test_pdbs_for_and_selected_templates_agree_with_matching_each_pair() -> None:
+    """pdbs_for and selected_templates read a PDB's namespace and selector once: they must pick
+    what `pdb_selects` picks pair by pair, an unnamespaced PDB (listed in every namespace, of
+    `default`) and selectors the API server refuses included."""
+    workloads = [
+        deployment("a", labels={"app": "a", "tier": "gpu"}),
+        deployment("b", labels={"app": "b"}),
+        deployment("c", namespace="default", labels={"app": "c"}),
+    ]
+    selectors: list[Any] = [
+        {"matchLabels": {"app": "a"}},
+        {
+            "matchLabels": {"tier": "gpu"},
+            "matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}],
+        },
+        {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a"]}]},
+        {"matchExpressions": "app"},
+        {},
+        None,
+        "app=a",
+    ]
+    pdbs = [pdb(f"p{index}", selector) for index, selector in enumerate(selectors)]
+    unnamespaced = resource(
+        {"kind": "PodDisruptionBudget", "metadata": {"name": "u"}, "spec": {"selector": {}}}
+    )
+    bundle = Bundle([*workloads, *pdbs, unnamespaced])
+    views = [view for view in map(workload_of, workloads) if view is not None]
+    for view in views:
+        listed = bundle.list("PodDisruptionBudget", view.namespace or "default")
+        assert pdbs_for(view, bundle) == [item for item in listed if pdb_selects(item, view)]
+        # GP501 keeps a namespace's PDBs with their selectors and matches each workload against them.
+        assert selecting(view, namespace_pdbs(bundle, view.namespace or "default")) == pdbs_for(view, bundle)
+    for item in [*pdbs, unnamespaced]:
+        assert selected_templates(item, views) == frozenset(
+            (index, 0) for index, view in enumerate(views) if pdb_selects(item, view)
+        )

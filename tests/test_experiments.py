@@ -142,6 +142,16 @@ def test_free_form_metric_names_are_categorised_by_hints() -> None:
     assert vocabulary.categorise("mystery") is None
 
 
+def test_categories_are_remembered_per_vocabulary_and_name_and_detail() -> None:
+    words = MetricVocabulary({"queue lenght": "scheduling"})
+    for _ in range(2):  # the second round answers from the memo
+        assert words.categorise("queue-lenght") is SCHED
+        assert MetricVocabulary().categorise("queue-lenght") is None
+        assert words.categorise("check") is None
+        assert words.categorise("check", detail="rate(errors_total[5m])") is SQ
+        assert words.categorise("p95_latency_ms") is SQ
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

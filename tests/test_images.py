@@ -51,6 +51,23 @@ def test_pinned_and_floating() -> None:
 
 
 @pytest.mark.parametrize(
+    ("digest", "valid"),
+    [
+        (DIGEST, True),
+        ("sha384:" + "0" * 96, True),
+        ("sha512:" + "f" * 128, True),
+        ("sha256:" + "A" * 64, False),  # the grammar's hex is lower case
+        (DIGEST + "0", False),
+        ("sha1:" + "a" * 40, False),
+        ("${DIGEST}", False),
+    ],
+)
+def test_digest_validity_is_read_when_parsed(digest: str, valid: bool) -> None:
+    ref = parse_image(f"nvcr.io/nim/llm:1.0@{digest}", placeholders=True)
+    assert ref is not None and ref.digest_valid is valid and ref.pinned is valid
+
+
+@pytest.mark.parametrize(
     "image", ["", "  ", "{{ .Values.image }}", "${IMAGE}", "$IMAGE_URL", "IMAGE_NAME", "<image>"]
 )
 def test_not_a_reference(image: str) -> None:

@@ -444,3 +444,41 @@ spec:
         ("spec", "tasks", 0, "template", "spec"),
         ("spec", "tasks", 1, "template", "spec"),
     ]
+
+
+def test_containers_and_volumes_are_found_once_per_view() -> None:
+    found = workload(
+        textwrap.dedent(
+            """\
+            apiVersion: leaderworkerset.x-k8s.io/v1
+            kind: LeaderWorkerSet
+            metadata: {name: lws}
+            spec:
+              leaderWorkerTemplate:
+                size: 2
+                leaderTemplate:
+                  spec:
+                    initContainers: [{name: fetch, image: busybox:1.37}]
+                    containers: [{name: leader, image: vllm/vllm-openai:v0.8.5}]
+                    volumes: [{name: shm, emptyDir: {medium: Memory}}, oops, {name: data, hostPath: {path: /d}}]
+                workerTemplate:
+                  spec:
+                    containers: [{name: worker, image: vllm/vllm-openai:v0.8.5}]
+            """
+        )
+    )
+    pairs = found.containers()
+    assert [(template.role, container.name) for template, container in pairs] == [
+        ("leader", "leader"),
+        ("leader", "fetch"),
+        ("worker", "worker"),
+    ]
+    assert found.containers() is pairs
+    leader = found.templates[0]
+    volumes = leader.volumes()
+    assert [(path, volume["name"]) for path, volume in volumes] == [
+        ((*leader.path, "volumes", 0), "shm"),
+        ((*leader.path, "volumes", 2), "data"),
+    ]
+    volumes.clear()  # each caller's own list
+    assert len(leader.volumes()) == 2 and found.templates[1].volumes() == []

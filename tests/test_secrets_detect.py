@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpupolicy.kube.secrets_detect import (
+    _ANY_REQUIRED_TEXT,
+    _REQUIRED_TEXT,
     credential_name_kind,
     detect,
     detect_in_arguments,
+    holds_any_search,
     placeholder_credential,
 )
 
@@ -117,3 +122,25 @@ def test_a_credential_to_fill_in_at_deploy_time(value: str) -> None:
 )
 def test_not_a_credential_placeholder(name: str, value: str) -> None:
     assert placeholder_credential(name, value) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet="ab:-_AK", min_size=1, max_size=4), min_size=1, max_size=8),
+    value=st.text(alphabet="ab:-_AKx\n", max_size=30),
+)
+def test_the_required_text_search_finds_what_a_substring_test_finds(texts: list[str], value: str) -> None:
+    assert (holds_any_search(texts).search(value) is not None) is any(text in value for text in texts)
+
+
+def test_the_required_text_search_of_the_value_patterns() -> None:
+    every = [text for texts in _REQUIRED_TEXT for text in texts]
+    for value in [
+        *every,
+        "x" + "y".join(every),
+        "--model\nmeta-llama/Llama-3.1-8B\n--revision",
+        "",
+        "AKI",
+        "s-k",
+    ]:
+        assert (_ANY_REQUIRED_TEXT.search(value) is not None) is any(text in value for text in every)

@@ -27,7 +27,7 @@ from gpupolicy.engine.report import (
 )
 from gpupolicy.engine.suppressions import SuppressionSubject
 from gpupolicy.kube.inventory import Bundle, Inventory
-from gpupolicy.kube.pod_spec import workload_of
+from gpupolicy.kube.pod_spec import Workload
 from gpupolicy.kube.roles import Role
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import LoadProblem, Resource
@@ -62,6 +62,9 @@ def apply_suppressions(
     kept = outcome.findings
     kept.extend(finding_from_suppression(problem, policy) for problem in outcome.problems)
     return kept, outcome.suppressed
+
+
+WorkloadCheck = Callable[[Workload, Context], Iterable[Violation]]
 
 
 def _run(
@@ -113,13 +116,18 @@ class RulePlan:
         self.bundle_rules = tuple(rule for rule in active if rule.scope is Scope.BUNDLE)
         self.active_ids = frozenset(rule.id for rule in active)
         self._by_kind: dict[str, tuple[Rule, ...]] = {}
-        self._by_role: dict[Role, tuple[Rule, ...]] = {}
+        self._by_role: dict[Role, tuple[tuple[Rule, WorkloadCheck], ...]] = {}
 
-    def workload_rules_for(self, role: Role) -> tuple[Rule, ...]:
-        """The workload rules that judge workloads of `role` (each role's list made once)."""
+    def workload_rules_for(self, role: Role) -> tuple[tuple[Rule, WorkloadCheck], ...]:
+        """The workload rules that judge workloads of `role`, each with its check function (each
+        role's list made once; the engine calls about 80 checks per workload)."""
         found = self._by_role.get(role)
         if found is None:
-            found = tuple(rule for rule in self.workload_rules if rule.roles is None or role in rule.roles)
+            found = tuple(
+                (rule, rule.check)
+                for rule in self.workload_rules
+                if rule.check is not None and (rule.roles is None or role in rule.roles)
+            )
             self._by_role[role] = found
         return found
 
@@ -180,18 +188,18 @@ class Evaluation:
     def check(self, resource: Resource) -> None:
         """Run the object rules of its kind and, when it carries pod templates, the workload rules."""
         ctx, report = self.ctx, self.report
-        ctx.next_subject()
+        ctx.next_subject(resource)
         ref = resource.ref
         for rule in self.plan.object_rules_for(resource.kind):
             _run(rule, resource, self, resource, ref)
-        workload = workload_of(resource)
+        workload = ctx.workload_of(resource)
         if workload is not None:
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
             decision = ctx.role(workload)
             report.roles.append(WorkloadRole.of(resource, decision, ref))
-            for rule in self.plan.workload_rules_for(decision.role):
+            for rule, check in self.plan.workload_rules_for(decision.role):
                 try:
-                    for violation in rule.check(workload, ctx):  # type: ignore[misc]
+                    for violation in check(workload, ctx):
                         self.add(rule, violation, resource, ref)
                 except Exception as exc:  # a rule bug must not hide every other finding
                     _internal_error(rule, resource, exc, report)

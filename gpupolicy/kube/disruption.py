@@ -23,9 +23,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gpupolicy.core.immutable import immutable
-from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
+from gpupolicy.kube.inventory import DEFAULT_NAMESPACE, Coverage, Inventory, namespace_of
 from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_mapping, int_or_default, workload_of
-from gpupolicy.kube.selectors import selector_matches_text_labels, text_labels
+from gpupolicy.kube.selectors import (
+    TextSelector,
+    selector_matches_text_labels,
+    text_labels,
+    text_selector,
+    text_selector_matches,
+)
 from gpupolicy.loading.documents import Resource
 
 PDB = "PodDisruptionBudget"
@@ -167,8 +173,32 @@ def workloads_coverage(inventory: Inventory, kinds: Sequence[str]) -> Coverage:
 
 
 def pdbs_for(workload: Workload, inventory: Inventory) -> list[Resource]:
-    namespace = namespace_of(workload.resource)
-    return [pdb for pdb in inventory.list(PDB, namespace) if pdb_selects(pdb, workload)]
+    """The PDBs that select the workload's pods (`pdb_selects`)."""
+    return selecting(workload, namespace_pdbs(inventory, namespace_of(workload.resource)))
+
+
+def namespace_pdbs(inventory: Inventory, namespace: str) -> list[tuple[Resource, TextSelector]]:
+    """The PDBs of `namespace`, in the inventory's order, each with its selector read for
+    matching: read once for the workloads of a namespace rather than once per workload (with a
+    PDB beside each of 20 workloads of a namespace, GP501 matched each workload against 20)."""
+    return [
+        (pdb, text_selector(pdb_selector(pdb)))
+        for pdb in inventory.list(PDB, namespace)
+        if namespace_of(pdb) == namespace
+    ]
+
+
+def selecting(workload: Workload, pdbs: Sequence[tuple[Resource, TextSelector]]) -> list[Resource]:
+    """Of `pdbs` (`namespace_pdbs` of the workload's namespace), those that select its pods."""
+    return [pdb for pdb, selector in pdbs if _selects_pods(selector, workload)]
+
+
+def _selects_pods(selector: TextSelector, workload: Workload) -> bool:
+    """Whether `selector` matches the pods of one of the workload's templates."""
+    for template in workload.templates:
+        if text_selector_matches(selector, _pod_text_labels(workload, template)):
+            return True
+    return False
 
 
 def selected_workloads(pdb: Resource, inventory: Inventory, kinds: Sequence[str]) -> list[Workload]:
@@ -243,12 +273,16 @@ Selection = frozenset[tuple[int, int]]  # (workload, template) indices into a li
 
 def selected_templates(pdb: Resource, workloads: Sequence[Workload]) -> Selection:
     """Which templates of `workloads` make pods that `pdb` selects: matched once per PDB, then
-    compared with every other PDB's selection (GP504), rather than matched again for each pair."""
+    compared with every other PDB's selection (GP504), rather than matched again for each pair.
+    The PDB's namespace and selector are read once, and each workload's namespace from its view
+    (`namespace_of` of its resource, read when the view was made)."""
+    namespace, selector = namespace_of(pdb), text_selector(pdb_selector(pdb))
     return frozenset(
         (index, position)
         for index, workload in enumerate(workloads)
+        if (workload.namespace or DEFAULT_NAMESPACE) == namespace
         for position, template in enumerate(workload.templates)
-        if pdb_selects_template(pdb, workload, template)
+        if text_selector_matches(selector, _pod_text_labels(workload, template))
     )
 
 

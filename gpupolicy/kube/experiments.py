@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpupolicy.core.bounded_cache import BoundedCache
 from gpupolicy.core.findings import EXCERPT_CHARS, JsonPath, excerpt
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.packaged import policies_dir
@@ -129,6 +130,10 @@ class MetricTerm:
     category: MetricCategory | None
 
 
+CATEGORIES_CACHE_BYTES = 1 << 18
+_UNSEEN: Any = object()
+
+
 class MetricVocabulary:
     """The built-in words plus the policy's `experiments.metricWords`."""
 
@@ -139,6 +144,11 @@ class MetricVocabulary:
                 self._index[metric_key(spelling)] = (canonical, category)
         for word, category_name in (extra or {}).items():
             self._index[metric_key(str(word))] = (str(word), MetricCategory(str(category_name)))
+        # `categorise` of (name, detail): the same criteria names (p95_latency_ms, error_rate) come
+        # with workload after workload (GP903); they come from objects, so bounded in bytes.
+        self._categories: BoundedCache[tuple[str, str], MetricCategory | None] = BoundedCache(
+            max_bytes=CATEGORIES_CACHE_BYTES
+        )
 
     def lookup(self, word: str) -> MetricTerm:
         found = self._index.get(metric_key(word))
@@ -153,6 +163,16 @@ class MetricVocabulary:
     def categorise(self, name: str, *, detail: str = "") -> MetricCategory | None:
         """The category of a free-form metric name (an Argo or Flagger metric, a PromQL query):
         a vocabulary word first, then hints in the name, then hints in `detail` (the query)."""
+        if type(name) is not str or type(detail) is not str:
+            return self._categorise(name, detail)
+        key = (name, detail)
+        found = self._categories.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._categories.put(key, self._categorise(name, detail))
+        category: MetricCategory | None = found
+        return category
+
+    def _categorise(self, name: str, detail: str) -> MetricCategory | None:
         term = self.lookup(name)
         if term.category is not None:
             return term.category

@@ -176,7 +176,7 @@ def baseline_other(template: PodTemplate, standard: Standard) -> Iterator[Proble
     yield from _sysctls(template, standard)
     yield from _apparmor_annotations(template, standard)
     pod = pod_context(template)
-    if pod:
+    if not _CONTEXT_KEYS.isdisjoint(pod):
         base = pod_context_path(template)
         yield from _context_problems(pod, base, "pod", None, standard)
     proc_mount = _proc_mount_check(template, standard)
@@ -185,7 +185,8 @@ def baseline_other(template: PodTemplate, standard: Standard) -> Iterator[Proble
         own = container_context(container)
         if own:
             base = container.field("securityContext")
-            yield from _context_problems(own, base, container.label, container, standard)
+            if not _CONTEXT_KEYS.isdisjoint(own):
+                yield from _context_problems(own, base, container.label, container, standard)
             value = own.get("procMount")
             if proc_mount and value is not None and value != PROC_MOUNT_DEFAULT:
                 yield Problem(
@@ -202,6 +203,10 @@ def _proc_mount_check(template: PodTemplate, standard: Standard) -> bool:
     if standard.applies("procMount_restricted"):
         return True
     return standard.checks("procMount", template)
+
+
+# What `_context_problems` reads of a security context: a context without any (most) is not walked.
+_CONTEXT_KEYS = frozenset({"seLinuxOptions", "appArmorProfile", "windowsOptions"})
 
 
 def _context_problems(

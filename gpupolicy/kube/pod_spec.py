@@ -142,14 +142,22 @@ class PodTemplate:
         return [item for item in self.containers if item.role == "container"]
 
     def volumes(self) -> list[tuple[JsonPath, dict[str, Any]]]:
-        return [
-            (self.field("volumes", index), volume)
-            for index, volume in enumerate(as_list(self.spec.get("volumes")))
-            if isinstance(volume, dict)
-        ]
+        """The pod's volumes with their paths, found once per template (four rules read them);
+        each caller gets its own list."""
+        found: tuple[tuple[JsonPath, dict[str, Any]], ...] | None = self.cache.get(_VOLUMES)
+        if found is None:
+            found = self.cache[_VOLUMES] = tuple(
+                (self.field("volumes", index), volume)
+                for index, volume in enumerate(as_list(self.spec.get("volumes")))
+                if isinstance(volume, dict)
+            )
+        return list(found)
 
     def describe(self) -> str:
         return f"pod template {self.role!r}" if self.role else "pod template"
+
+
+_VOLUMES = "volumes"  # PodTemplate.cache key of `volumes()`
 
 
 def _containers_of(spec: dict[str, Any], path: JsonPath) -> Iterator[Container]:
@@ -476,7 +484,17 @@ class Workload:
     """A Kubernetes object seen through the pod templates it carries. Its identity (kind, name,
     namespace, labels, annotations) is read once, when the view is made: every rule asks for it."""
 
-    __slots__ = ("annotations", "cache", "kind", "labels", "name", "namespace", "resource", "templates")
+    __slots__ = (
+        "_containers",
+        "annotations",
+        "cache",
+        "kind",
+        "labels",
+        "name",
+        "namespace",
+        "resource",
+        "templates",
+    )
 
     def __init__(self, resource: Resource, templates: list[PodTemplate]) -> None:
         self.resource = resource
@@ -488,11 +506,16 @@ class Workload:
         self.annotations: dict[str, Any] = resource.annotations
         # Derived facts memoised on this view (one per evaluation of the object); not identity.
         self.cache: dict[Any, Any] = {}
+        self._containers: tuple[tuple[PodTemplate, Container], ...] | None = None
 
-    def containers(self) -> Iterator[tuple[PodTemplate, Container]]:
-        for template in self.templates:
-            for container in template.containers:
-                yield template, container
+    def containers(self) -> tuple[tuple[PodTemplate, Container], ...]:
+        """Every container with its template, paired once per view: about ten rules walk them."""
+        found = self._containers
+        if found is None:
+            found = self._containers = tuple(
+                (template, container) for template in self.templates for container in template.containers
+            )
+        return found
 
     @property
     def is_pod(self) -> bool:

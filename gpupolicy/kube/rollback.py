@@ -488,11 +488,10 @@ def rollback_forms(
 ) -> RollbackForms:
     """`limits` (the policy's) bound the annotation's YAML as they bound a manifest's."""
     forms = RollbackForms()
-    if ROLLBACK_ANNOTATION in workload.annotations:
+    annotations = workload.annotations
+    if ROLLBACK_ANNOTATION in annotations:
         forms.annotation_path = ANNOTATION_KEYS
-        forms.criteria, forms.annotation_errors = parse_criteria(
-            workload.annotations[ROLLBACK_ANNOTATION], limits
-        )
+        forms.criteria, forms.annotation_errors = parse_criteria(annotations[ROLLBACK_ANNOTATION], limits)
     for kind in ("Rollout", "Canary"):
         if inventory.coverage(kind) is Coverage.UNAVAILABLE:
             forms.unknown.append(kind)

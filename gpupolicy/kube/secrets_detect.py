@@ -18,6 +18,7 @@ https://api.slack.com/authentication/token-types, https://datatracker.ietf.org/d
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from gpupolicy.core.bounded_cache import bounded_memo
 from gpupolicy.core.immutable import immutable
@@ -183,7 +184,28 @@ _REQUIRED_TEXT: tuple[tuple[str, ...], ...] = (
     ("eyJ",),
     ("://",),
 )
-_ANY_REQUIRED_TEXT = re.compile("|".join(re.escape(text) for texts in _REQUIRED_TEXT for text in texts))
+
+
+def holds_any_search(texts: Iterable[str]) -> re.Pattern[str]:
+    """A search that finds whether a text holds one of `texts`, for a yes or no only: a text
+    that holds another of them is left out, and the others are grouped by their first
+    character, so that the search tries one branch per first character at a position, not one
+    per text (over a vLLM command line, 1.75 us with the 19 texts as alternatives, 1.1 us so;
+    timeit)."""
+    wanted = set(texts)
+    kept = sorted(text for text in wanted if not any(other != text and other in text for other in wanted))
+    groups: dict[str, list[str]] = {}
+    for text in kept:
+        groups.setdefault(text[0], []).append(re.escape(text[1:]))
+    return re.compile(
+        "|".join(
+            re.escape(first) + (rests[0] if len(rests) == 1 else f"(?:{'|'.join(rests)})")
+            for first, rests in groups.items()
+        )
+    )
+
+
+_ANY_REQUIRED_TEXT = holds_any_search(text for texts in _REQUIRED_TEXT for text in texts)
 
 
 def value_credential(value: str) -> str | None:
@@ -234,8 +256,8 @@ def detect_in_arguments(arguments: list[str]) -> list[tuple[int, Credential]]:
     joined = "\n".join(arguments)
     shapes = _ANY_REQUIRED_TEXT.search(joined) is not None
     for index, argument in enumerate(arguments):
-        flag, equals, inline = argument.partition("=")
-        if flag in SECRET_FLAGS:
+        flag, equals, inline = argument.partition("=") if argument.startswith("--") else ("", "", "")
+        if flag in SECRET_FLAGS:  # every one a long option: other arguments are not split
             value = inline if equals else (arguments[index + 1] if index + 1 < len(arguments) else "")
             where = index if equals else index + 1
             hit = detect(flag.lstrip("-").replace("-", "_"), value)

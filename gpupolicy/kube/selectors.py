@@ -65,15 +65,34 @@ def text_labels(labels: Any) -> dict[str, str]:
 
 def selector_matches_text_labels(selector: Any, label_map: dict[str, str]) -> bool:
     """`selector_matches` for labels already made `text_labels`."""
+    return text_selector_matches(text_selector(selector), label_map)
+
+
+# A LabelSelector as `text_selector_matches` reads it: matchLabels as text, and the expressions.
+# None: the selector matches no labels (null, not a mapping, or expressions that are not a list).
+TextSelector = tuple[dict[str, str], list[Any]] | None
+
+
+def text_selector(selector: Any) -> TextSelector:
+    """`selector` read once for matching against many label sets (a PDB against every workload of
+    its namespace): its matchLabels made text here rather than once per label set."""
     if selector is None or not isinstance(selector, (dict, Mapping)):
-        return False
-    for key, value in _as_str_map(selector.get("matchLabels")).items():
-        if label_map.get(key) != value:
-            return False
+        return None
     expressions = selector.get("matchExpressions") or []
     if not isinstance(expressions, list):
+        return None  # the API server refuses it (an array): it selects nothing
+    return _as_str_map(selector.get("matchLabels")), expressions
+
+
+def text_selector_matches(selector: TextSelector, label_map: dict[str, str]) -> bool:
+    """matchLabels and matchExpressions, ANDed, against labels made `text_labels`."""
+    if selector is None:
         return False
-    return all(_expression_matches(expression, label_map) for expression in expressions)
+    match_labels, expressions = selector
+    for key, value in match_labels.items():
+        if label_map.get(key) != value:
+            return False
+    return not expressions or all(_expression_matches(expression, label_map) for expression in expressions)
 
 
 def selector_is_empty(selector: Any) -> bool:

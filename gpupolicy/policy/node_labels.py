@@ -140,10 +140,18 @@ _USES_KEYS = {False: "node-label-uses", True: "node-label-uses+topology"}
 
 
 def _node_label_uses(template: PodTemplate, *, topology: bool) -> Iterator[LabelUse]:
-    for key, value in as_mapping(template.spec.get("nodeSelector")).items():
+    for key, value in template.node_selector.items():
         yield LabelUse(
             str(key), template.field("nodeSelector", str(key)), "nodeSelector", "In", (str(value),)
         )
+    if as_mapping(template.spec.get("affinity")):  # most pods have none: nothing to walk
+        yield from _affinity_uses(template)
+    if topology:
+        yield from _topology_keys(template)
+
+
+def _affinity_uses(template: PodTemplate) -> Iterator[LabelUse]:
+    """The keys of required and preferred node affinity."""
     node: Any = template.spec
     for step in REQUIRED_TERMS_PATH:
         node = as_mapping(node).get(step)
@@ -155,8 +163,6 @@ def _node_label_uses(template: PodTemplate, *, topology: bool) -> Iterator[Label
     for index, item in enumerate(as_list(preferred)):
         base = template.field(*PREFERRED_TERMS_PATH, index, "preference")
         yield from _expressions(as_mapping(item).get("preference"), base, "preferred")
-    if topology:
-        yield from _topology_keys(template)
 
 
 def _topology_keys(template: PodTemplate) -> Iterator[LabelUse]:
@@ -167,6 +173,8 @@ def _topology_keys(template: PodTemplate) -> Iterator[LabelUse]:
                 key, template.field("topologySpreadConstraints", index, "topologyKey"), "topology", "", ()
             )
     affinity = as_mapping(template.spec.get("affinity"))
+    if not affinity:
+        return
     for kind in ("podAffinity", "podAntiAffinity"):
         section = as_mapping(affinity.get(kind))
         for mode in (

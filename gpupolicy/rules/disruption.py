@@ -24,10 +24,12 @@ from gpupolicy.kube.disruption import (
     hpa_for,
     hpa_replicas,
     max_pods,
+    namespace_pdbs,
     pdb_selector,
     pdb_selects_template,
     pdbs_for,
     selected_templates,
+    selecting,
     workload_kinds,
     workloads_coverage,
     workloads_in,
@@ -35,7 +37,7 @@ from gpupolicy.kube.disruption import (
 from gpupolicy.kube.inventory import Coverage, namespace_of
 from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
 from gpupolicy.kube.roles import SERVERS, serving_templates_of
-from gpupolicy.kube.selectors import selector_is_empty
+from gpupolicy.kube.selectors import TextSelector, selector_is_empty
 from gpupolicy.loading.documents import Resource
 
 DISRUPTIONS = "https://kubernetes.io/docs/concepts/workloads/pods/disruptions/"
@@ -107,7 +109,7 @@ def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violati
             once=("GP501", namespace),
         )
         return
-    if not pdbs_for(workload, ctx.inventory):
+    if not selecting(workload, _pdbs_of(namespace, ctx)):
         labels = (
             ", ".join(f"{k}={v}" for t in workload.templates[:1] for k, v in sorted(t.labels.items()))
             or "no labels"
@@ -117,6 +119,15 @@ def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violati
             f"no PodDisruptionBudget in namespace {namespace} selects the pods of "
             f"{workload.resource.ref} (pod labels: {labels})",
         )
+
+
+def _pdbs_of(namespace: str, ctx: Context) -> list[tuple[Resource, TextSelector]]:
+    """The PDBs of `namespace` with their selectors (`namespace_pdbs`, what `pdbs_for` reads),
+    kept with the namespace's memos: GP501 matches each GPU server of the namespace against them."""
+    found: list[tuple[Resource, TextSelector]] = ctx.namespace_memo(
+        namespace, "GP501-pdbs", lambda: namespace_pdbs(ctx.inventory, namespace)
+    )
+    return found
 
 
 def _most_serving_pods(workload: Workload, ctx: Context) -> int | None:

@@ -144,10 +144,13 @@ def _lookup(workload: Workload, ctx: Context) -> tuple[ArmLink, Resource | None,
 
 
 def _linked(workload: Workload, ctx: Context) -> tuple[ArmLink, ExperimentConfig] | None:
-    """The workload's arm and its experiment (looked up once per object: four rules read it)."""
-    found: tuple[ArmLink, ExperimentConfig] | None = ctx.subject_memo(
-        ("experiments:linked", id(workload.resource)), lambda: _find_linked(workload, ctx)
-    )
+    """The workload's arm and its experiment, looked up once per object (four rules read it):
+    kept on the view, made per evaluation of the object, for this context's policy and inventory."""
+    key, cache = ("experiments:linked", id(ctx)), workload.cache
+    if key in cache:
+        found: tuple[ArmLink, ExperimentConfig] | None = cache[key]
+        return found
+    found = cache[key] = _find_linked(workload, ctx)
     return found
 
 
@@ -193,10 +196,12 @@ def _control_of(workload: Workload, link: ArmLink, ctx: Context) -> tuple[Worklo
 
 def _comparison(workload: Workload, ctx: Context) -> tuple[ArmLink, ExperimentConfig, ArmComparison] | None:
     """The treatment arm against its control, under the experiment's fixed and declared variables
-    (computed once per object: GP806 and GP807 both read it)."""
-    found: tuple[ArmLink, ExperimentConfig, ArmComparison] | None = ctx.subject_memo(
-        ("experiments:comparison", id(workload.resource)), lambda: _compare(workload, ctx)
-    )
+    (computed once per object, kept on the view as `_linked` is: GP806 and GP807 both read it)."""
+    key, cache = ("experiments:comparison", id(ctx)), workload.cache
+    if key in cache:
+        found: tuple[ArmLink, ExperimentConfig, ArmComparison] | None = cache[key]
+        return found
+    found = cache[key] = _compare(workload, ctx)
     return found
 
 

@@ -32,10 +32,17 @@ EXTENDED_RESOURCES = (
 )
 
 
-def _demands(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, GpuDemand]]:
-    for template in workload.templates:
-        for demand in ctx.gpu.template_demands(template):
-            yield template, demand
+def _demands(workload: Workload, ctx: Context) -> tuple[tuple[PodTemplate, GpuDemand], ...]:
+    """Every GPU-vendor resource the workload's containers name, with its template. Five rules
+    read them: gathered once per view (for this policy's catalogue), not walked by each."""
+    key = ("gpu-demands", id(ctx.gpu))
+    found: tuple[tuple[PodTemplate, GpuDemand], ...] | None = workload.cache.get(key)
+    if found is None:
+        gpu = ctx.gpu
+        found = workload.cache[key] = tuple(
+            (template, demand) for template in workload.templates for demand in gpu.template_demands(template)
+        )
+    return found
 
 
 @rule(
@@ -174,9 +181,18 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
                 )
 
 
-def _gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
+def _gpu_containers(workload: Workload, ctx: Context) -> tuple[tuple[PodTemplate, Container], ...]:
     """Containers that request GPUs; where a pod's GPUs come from DRA claims (or a sharing
-    scheduler's annotation) and no container counts any, its main containers."""
+    scheduler's annotation) and no container counts any, its main containers. Four rules read
+    them: found once per view (for this policy's catalogue)."""
+    key = ("gpu-containers", id(ctx.gpu))
+    found: tuple[tuple[PodTemplate, Container], ...] | None = workload.cache.get(key)
+    if found is None:
+        found = workload.cache[key] = tuple(_find_gpu_containers(workload, ctx))
+    return found
+
+
+def _find_gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
     for template in workload.templates:
         found = ctx.gpu.gpu_containers(template)
         if not found and ctx.gpu.uses_gpus(template):
@@ -186,9 +202,10 @@ def _gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTempl
 
 
 def _has(container: Container, resource: str, *, sections: tuple[str, ...]) -> bool:
-    return any(
-        container.resources.get(section, {}) and resource in as_mapping(container.resources.get(section))
-        for section in sections
+    """Whether `resource` is set in one of the `sections` ("requests", "limits") of the
+    container's resources, which its view holds as mappings ({} when absent or not a mapping)."""
+    return ("requests" in sections and resource in container.requests) or (
+        "limits" in sections and resource in container.limits
     )
 
 

@@ -38,11 +38,14 @@ SHARING_LABELS = frozenset(
 
 def _targets_shared_pool(template: PodTemplate, ctx: Context) -> NodePool | None:
     """The shared pool the template's product selector points at (with or without -SHARED)."""
+    pools = node_pools(ctx.policy)
+    if not pools:
+        return None  # no catalogue (the default policy): the selector is not read, three rules ask
     wanted = required_values(template, PRODUCT_LABEL)
     if wanted is None:
         return None
     products = {value.removesuffix("-SHARED") for value in wanted[0]}
-    for pool in node_pools(ctx.policy):
+    for pool in pools:
         if pool.shared and pool.gpu_product in products:
             return pool
     return None
@@ -132,12 +135,15 @@ def _targets_sharing(keys: Set[str], ctx: Context) -> bool:
     settings=(Setting("nodePools", "gpuProduct, sharing, resource and migStrategy of each pool."),),
 )
 def shared_product_label_mismatch(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    pools = node_pools(ctx.policy)
+    if not pools:
+        return  # no pool to name a product of
     for template in workload.templates:
         wanted = required_values(template, PRODUCT_LABEL)
         if wanted is None or not ctx.gpu.uses_gpus(template):
             continue
         values, path = wanted
-        for pool in node_pools(ctx.policy):
+        for pool in pools:
             product = pool.gpu_product
             if product not in values:
                 continue

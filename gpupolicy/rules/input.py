@@ -13,7 +13,7 @@ from gpupolicy.engine.registry import Scope, Setting, Violation, input_rule, rul
 from gpupolicy.kube.images import parse_image
 from gpupolicy.kube.kube_schemas import has_schema, resolve_version, schema_errors
 from gpupolicy.kube.placeholders import NO_PLACEHOLDERS, excerpt, scan, symbolic_name, whole
-from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, workload_of
+from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import Role
 from gpupolicy.kube.secrets_detect import credential_name_kind
 from gpupolicy.loading.documents import Resource
@@ -55,7 +55,7 @@ input_rule(
     ),
 )
 def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]:
-    workload = workload_of(resource)
+    workload = ctx.workload_of(resource)
     containers = [container for _, container in workload.containers()] if workload is not None else []
     # Every placeholder form holds `$`, `<`, `{{` or `__`: an object with none of them holds no
     # placeholder in any field, and only an all-capitals image name is left to judge.
@@ -294,7 +294,7 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
     elif not metadata.get("name") and not metadata.get("generateName"):
         yield Violation(("metadata",), "object has no metadata.name (or generateName)")
     if not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version):
-        yield from _pod_spec_types(resource)
+        yield from _pod_spec_types(resource, ctx)
 
 
 _LIST_FIELDS = ("volumes", "tolerations", "imagePullSecrets", "resourceClaims")
@@ -302,8 +302,8 @@ _CONTAINER_LIST_FIELDS = ("ports", "env", "envFrom", "volumeMounts", "command", 
 _CONTAINER_MAP_FIELDS = ("resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe")
 
 
-def _pod_spec_types(resource: Resource) -> Iterator[Violation]:
-    workload = workload_of(resource)
+def _pod_spec_types(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    workload = ctx.workload_of(resource)
     if workload is None:
         return
     for template in workload.templates:

@@ -217,13 +217,16 @@ def _vendor_of_label(ctx: Context, key: str) -> str | None:
 
 
 def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
+    pools = node_pools(ctx.policy)
+    if not pools:
+        return  # no catalogue to hold the pod against (pool_conflicts finds nothing without one)
     kinds = {
         d.resource.name
         for d in ctx.gpu.counted_demands(template)
         if d.resource.kind in (GpuKind.DEVICE, GpuKind.SHARED)
     }
     demands = {name: count for name, count in ctx.gpu.pod_totals(template).items() if name in kinds}
-    for conflict in pool_conflicts(template, node_pools(ctx.policy), demands):
+    for conflict in pool_conflicts(template, pools, demands):
         largest = largest_node(ctx.policy, conflict.resource)
         if conflict.count is not None and largest is not None and conflict.count > largest[0]:
             continue  # more than any pool has: GP108's finding, not a contradiction of the selector

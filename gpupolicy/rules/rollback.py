@@ -54,10 +54,12 @@ def _serving_gpu(workload: Workload, ctx: Context) -> bool:
 
 
 def _forms(workload: Workload, ctx: Context) -> RollbackForms:
-    forms: RollbackForms = ctx.subject_memo(  # three rules of the object read them
-        ("rollback:forms", id(workload.resource)),
-        lambda: rollback_forms(workload.resource, ctx.inventory, ctx.policy.limits),
-    )
+    """What the workload has in each form, found once per object (three rules read them): kept
+    on the view, made per evaluation of the object, for this context's policy and inventory."""
+    key = ("rollback:forms", id(ctx))
+    forms: RollbackForms | None = workload.cache.get(key)
+    if forms is None:
+        forms = workload.cache[key] = rollback_forms(workload.resource, ctx.inventory, ctx.policy.limits)
     return forms
 
 
@@ -315,6 +317,8 @@ def _spare_gpus(workload: Workload, resource_name: str, ctx: Context) -> tuple[i
     settings=(Setting("nodePools[].spareGpus", "GPUs a pool keeps free for surges"),),
 )
 def surge_needs_spare_gpus(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if all(pool.spare_gpus is None for pool in node_pools(ctx.policy)):
+        return  # no pool declares spare GPUs (the default policy declares no pools): none to run out of
     per_pod = _gpus_per_pod(workload, ctx)
     if per_pod is None:
         return
