@@ -171,20 +171,23 @@ def test_the_context_of_reader_free_inputs_is_read_apart(
     assert rendered(streamed) == rendered(lint_in_memory(sources, default_policy(), context=context))
 
 
-def test_a_reader_the_quick_look_missed_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where a reported input holds a reader after all, its rules would read the context's workloads,
-    which pass 1 did not read: the run is done in memory."""
+def test_with_a_reader_the_context_read_apart_is_read_whole_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reported PDB reads the context's workloads: pass 1 still parses only the context's
+    documents that may hold an indexed kind, pass 2 reads the context whole for the reader and finds
+    what pass 1 kept of each file by document; the report is the in-memory lint's."""
     workloads, others = _one_document_a_file(tmp_path)
+    shutil.copy(EXAMPLES_DIR / "GP502" / "fires.yaml", tmp_path / "workloads-and-pdbs.yaml")
     readers = [
         path for path in others if "kind: PodDisruptionBudget" in Path(path).read_text(encoding="utf-8")
     ]
     sources, context = sources_with_context([*workloads[:5], readers[0]], tmp_path)
-    monkeypatch.setattr(streaming, "_may_hold_reader", lambda source: False)
-    with pytest.raises(Fallback):
-        stream(sources, default_policy(), context=context)
-    assert rendered(lint(sources, default_policy(), context=context)) == rendered(
-        lint_in_memory(sources, default_policy(), context=context)
-    )
+    reads = _count_reads(monkeypatch)
+    streamed = stream(sources, default_policy(), context=context)
+    monkeypatch.undo()
+    assert reads[str(tmp_path / "workloads-and-pdbs.yaml")] == 2  # its PDBs apart, then whole
+    assert rendered(streamed) == rendered(lint_in_memory(sources, default_policy(), context=context))
 
 
 def test_suppressions_comments_and_annotations(tmp_path: Path) -> None:

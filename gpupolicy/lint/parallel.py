@@ -40,6 +40,7 @@ from gpupolicy.core.immutable import immutable
 from gpupolicy.engine.report import Report
 from gpupolicy.lint.streaming import (
     Key,
+    Places,
     StreamedChunk,
     StreamRun,
     StreamRunner,
@@ -109,7 +110,7 @@ def _index(
             plain.append(unit)
             continue
         loaded = rendered.setdefault(unit, source.load(run.limits))
-        for position, resource in indexed_objects([loaded]):
+        for position, resource in indexed_objects([loaded], Places(by_document=False)):
             run.keep_indexed((unit, position), resource, indexed, release=False)
     work = _Work(run, units, {}, {}, frozenset())
     for found in _in_processes(_index_chunk, _chunks(units, plain, jobs), work, jobs):
@@ -124,10 +125,11 @@ def _index_chunk(chunk: Chunk) -> list[tuple[Key, Values]]:
     run, units = _work.run, _work.units
     found: list[tuple[Key, Values]] = []
     for unit in chunk:
-        source, reported = units[unit]
-        documents = documents_to_index(source, run.limits, apart=run.context_apart and not reported) or ()
+        # Workers keep nothing for pass 2: the indexed objects' values alone, read apart.
+        documents = documents_to_index(units[unit][0], run.limits, apart=True) or ()
         found.extend(
-            ((unit, position), Values.of(resource)) for position, resource in indexed_objects(documents)
+            ((unit, position), Values.of(resource))
+            for position, resource in indexed_objects(documents, Places(by_document=True))
         )
     return found
 

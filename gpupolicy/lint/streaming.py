@@ -130,10 +130,11 @@ RENDERED_INPUT_BYTES = 64_000
 # PROCESSES_FROM_BYTES: every tree that one process lints by default, on a machine with several
 # cores, is read once. Past the budget, inputs are read again: memory stays bounded.
 KEEP_LOADED_BYTES = 2 * PROCESSES_FROM_BYTES
-# What a byte of pre-commit's context weighs for `processes_for` when pass 1 reads only its documents
-# that may hold an indexed kind (`context_read_apart`): about a tenth of a byte read whole. The hook
-# in a repository of 14 MB (1,000 files of bench/lint_throughput.py's bundle) took 0.4 s of CPU
-# past its start so, 1.5 s reading each file whole.
+# What a byte of pre-commit's context weighs for `processes_for` when pass 2 does not read it
+# (`context_read_once`): pass 1 parses only its documents that may hold an indexed kind
+# (`documents_to_index`), about a tenth of the work of reading it whole. The hook in a repository of
+# 14 MB (1,000 files of bench/lint_throughput.py's bundle) took 0.4 s of CPU past its start so,
+# 1.5 s reading each file whole.
 CONTEXT_APART_SHARE = 0.1
 
 
@@ -163,7 +164,7 @@ def processes_for(sources: Sequence[Source], context: Sequence[Source] | None = 
     cores = available_cores()
     if cores < 2 or len(sources) + len(context or ()) < 2:
         return 1
-    share = CONTEXT_APART_SHARE if context is not None and context_read_apart(sources) else 1.0
+    share = CONTEXT_APART_SHARE if context is not None and context_read_once(sources) else 1.0
     weighed = [(source, 1.0) for source in sources] + [(source, share) for source in context or ()]
     total = 0.0
     for source, weight in weighed:
@@ -173,10 +174,10 @@ def processes_for(sources: Sequence[Source], context: Sequence[Source] | None = 
     return 1
 
 
-def context_read_apart(sources: Sequence[Source]) -> bool:
-    """Whether pass 1 reads the context's documents apart (`documents_to_index`): when no reported
-    input may hold a reader (READER_KINDS), nothing reads the context's workloads, and its indexed
-    objects lose their places once read (`_release`)."""
+def context_read_once(sources: Sequence[Source]) -> bool:
+    """Whether pass 2 leaves the context unread: no reported input may hold a reader (READER_KINDS),
+    whose rules would read the context's workloads (a quick look: a reader it misses is found by
+    pass 1 all the same, and the context read again, at a cost -j's default did not weigh)."""
     return not any(_may_hold_reader(source) for source in sources)
 
 
@@ -404,9 +405,11 @@ def documents_to_index(
 ) -> Iterator[LoadedText] | None:
     """The documents of a plain input (not rendered) that pass 1 reads: None when a quick look at
     its text finds no indexed kind (an unreadable file is reported in pass 2). `apart`: only its
-    documents whose own text may hold one, each parsed on its own (pre-commit's context, when
-    nothing reads its other objects: a repository's manifests hold a PDB or a Service beside each
-    workload, and pass 1 read every workload of the repository at each commit)."""
+    documents whose own text may hold one, each parsed on its own, for an input that pass 1 does
+    not keep for pass 2 (pre-commit's context, and reported inputs past `KEEP_LOADED_BYTES`): a
+    repository's manifests hold a PDB or a Service beside each workload, and pass 1 parsed every
+    workload of them to keep a few objects' values. Pass 2 finds what pass 1 kept by document
+    (`Places`), however many of a file's documents pass 1 read."""
     text = source.peek()
     if text is None or not _may_hold_indexed(text):
         return None
@@ -421,14 +424,43 @@ def _may_hold_reader(source: Source) -> bool:
     return text is None or _READER_KIND.search(text) is not None
 
 
-def indexed_objects(documents: Iterable[LoadedText]) -> Iterator[tuple[int, Resource]]:
-    """The indexed objects of an input's documents, with their places among its objects."""
-    position = 0
+def indexed_objects(documents: Iterable[LoadedText], places: Places) -> Iterator[tuple[int, Resource]]:
+    """The indexed objects of an input's documents, with their places (`Places`)."""
     for document in documents:
         for resource in document.resources:
+            place = places.next(resource)
             if _indexed(resource):
-                yield position, resource
-            position += 1
+                yield place, resource
+
+
+# Room for a document's objects (a List's items) in a place (`Places`).
+_OBJECTS_PER_DOCUMENT = 1 << 32
+
+
+class Places:
+    """The places of an input's objects, in their order: a key's second half, by which pass 2 finds
+    what pass 1 kept of each. In a file, an object's document and its index among that document's
+    objects (a List's items), as one number: pass 1 may read only some of a file's documents
+    (`documents_to_index`), and a count of the objects before would not be pass 2's. In a rendered
+    input (`by_document` False), whose objects come from several files, numbered alike, its index
+    among the input's objects."""
+
+    __slots__ = ("_by_document", "_document", "_item")
+
+    def __init__(self, *, by_document: bool) -> None:
+        self._by_document = by_document
+        self._document, self._item = -1, -1
+
+    def next(self, resource: Resource) -> int:
+        """The place of the input's next object."""
+        if not self._by_document:
+            self._item += 1
+            return self._item
+        if resource.doc_index == self._document:
+            self._item += 1
+        else:
+            self._document, self._item = resource.doc_index, 0
+        return self._document * _OBJECTS_PER_DOCUMENT + self._item
 
 
 @contextmanager
@@ -558,15 +590,11 @@ class StreamRun:
         self._loaded: dict[int, list[LoadedText]] = {}
         # In a worker process: the workloads kept for the readers in this chunk, for the parent's inventory.
         self.kept_for_readers: list[tuple[Key, PackedResource]] | None = None
-        # Whether pass 1 reads only the context's documents that may hold an indexed kind, each
-        # apart (`context_read_apart`, `documents_to_index`).
-        self.context_apart = False
 
     def run(self, sources: Sequence[Source], context: Sequence[Source] | None) -> Report:
         units = [(source, True) for source in sources] + [(source, False) for source in context or ()]
         if context is not None:
             self.chosen = set()
-            self.context_apart = context_read_apart(sources)
         if self.runner is not None:
             return self.runner(self, units)
         indexed, rendered = self._index(units)
@@ -583,8 +611,6 @@ class StreamRun:
         if any(
             units[unit][1] and r.kind in READER_KINDS for unit, kept in indexed.items() for r in kept.values()
         ):
-            if self.context_apart:  # the quick look missed it; the readers would read the context again
-                raise Fallback("a reported input holds a reader that its quick look did not see")
             self.readers = _Readers(self.inventory, self.evaluation.ctx)
             return
         for unit in [unit for unit in rendered if not units[unit][1]]:
@@ -634,16 +660,20 @@ class StreamRun:
             if source.rendered:
                 documents: Iterable[LoadedText] = [rendered.setdefault(unit, source.load(self.limits))]
             else:
-                read = documents_to_index(source, self.limits, apart=self.context_apart and not reported)
+                # Only reported inputs are kept: the context (pre-commit's repository) is read
+                # again only when a reader needs its workloads, which is rare, and kept it would
+                # weigh on the peak of every hook run. What is not kept is read for its indexed
+                # objects' values alone: only its documents that may hold one, each apart.
+                size = input_bytes(source) if reported else 0
+                keep = reported and size <= budget
+                read = documents_to_index(source, self.limits, apart=not keep)
                 documents = () if read is None else read
-                # Only reported inputs: the context (pre-commit's repository) is read again only
-                # when a reader needs its workloads, which is rare, and kept it would weigh on
-                # the peak of every hook run.
-                if read is not None and reported and (size := input_bytes(source)) <= budget:
+                if read is not None and keep:
                     documents = self._loaded[unit] = list(read)
                     budget -= size
             whole = unit in rendered or unit in self._loaded
-            for position, resource in indexed_objects(documents):
+            places = Places(by_document=not source.rendered)
+            for position, resource in indexed_objects(documents, places):
                 self.keep_indexed((unit, position), resource, indexed, release=not whole)
         return indexed, rendered
 
@@ -743,7 +773,7 @@ class StreamRun:
         if reported and source.is_file:
             self.files += 1
         directive_files: set[str] = set()
-        position = 0
+        places = Places(by_document=rendered is None)
         for batch in batches(documents, BATCH_OBJECTS):
             self._collect_now_and_then()  # here no local refers to an object of the last batch
             for document in batch:
@@ -752,24 +782,24 @@ class StreamRun:
                     self.directives.extend(document.directives)
                     self.skipped.extend(document.skipped)
                     directive_files.update(directive.file for directive in document.directives)
-                position = self._take_document(unit, position, document, kept, reported, directive_files)
+                self._take_document(unit, places, document, kept, reported, directive_files)
         if kept:
             raise Fallback(f"{source.name} holds fewer objects than when it was indexed")
 
     def _take_document(
         self,
         unit: int,
-        position: int,
+        places: Places,
         document: LoadedText,
         kept: dict[int, Resource],
         reported: bool,
         directive_files: set[str],
-    ) -> int:
+    ) -> None:
         for fresh in document.resources:
+            position = places.next(fresh)
             key = (unit, position)
             indexed_copy = kept.pop(position, None)
             resource = _take(indexed_copy, fresh)
-            position += 1
             if reported:
                 self._take_reported(
                     key, resource, indexed=indexed_copy is not None, directive_files=directive_files
@@ -779,7 +809,6 @@ class StreamRun:
             else:  # context, kept whole in pass 1: its values stay in the inventory, its positions go
                 _release(resource)
         self._uncollected += len(document.resources)
-        return position
 
     def _take_reported(
         self, key: Key, resource: Resource, *, indexed: bool, directive_files: set[str]
