@@ -773,7 +773,7 @@ class StreamRun:
         if reported and source.is_file:
             self.files += 1
         directive_files: set[str] = set()
-        places = Places(by_document=rendered is None)
+        places = Places(by_document=not source.rendered)  # as pass 1 placed them
         for batch in batches(documents, BATCH_OBJECTS):
             self._collect_now_and_then()  # here no local refers to an object of the last batch
             for document in batch:
@@ -806,7 +806,7 @@ class StreamRun:
                 )
             elif indexed_copy is None:
                 self._keep_if_read(key, resource)
-            else:  # context, kept whole in pass 1: its values stay in the inventory, its positions go
+            else:  # context indexed in pass 1: its values stay in the inventory, its positions go
                 _release(resource)
         self._uncollected += len(document.resources)
 
