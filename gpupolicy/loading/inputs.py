@@ -236,9 +236,7 @@ def iter_text(
     if directives:
         yield LoadedText(directives=directives)
     objects = ObjectFilter(file)
-    for document in iter_parse(text, file, limits=limits):
-        document.resources = objects.take(document.resources, problems=bool(document.problems))
-        yield document
+    yield from _objects_only(iter_parse(text, file, limits=limits), objects)
     skipped = objects.finish()
     if skipped:
         yield LoadedText(skipped=skipped)
@@ -264,8 +262,10 @@ def iter_chosen_text(
 
 
 def _objects_only(documents: Iterable[LoadedText], objects: ObjectFilter) -> Iterator[LoadedText]:
-    # A mapping is an object or not by itself (object_evidence.py); only a document that is not a
-    # mapping waits on the documents after it, and no such document is an object of a kind.
+    """Each document with only the objects `objects` (the file's filter) lets through. Of some of
+    a file's documents (`iter_chosen_text`): a mapping is an object or not by itself
+    (object_evidence.py); only a document that is not a mapping waits on those after it, and no
+    such document is an object of a kind."""
     for document in documents:
         document.resources = objects.take(document.resources, problems=bool(document.problems))
         yield document
