@@ -3,12 +3,20 @@ naming how to supply it; given the fact, the rule works at full strength."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 
 import pytest
 
 from gpupolicy.core.findings import Severity
-from gpupolicy.policy.loading import default_policy, load_policy
+from gpupolicy.engine.context import Context
+from gpupolicy.engine.evaluation import complete_kinds
+from gpupolicy.engine.registry import REGISTRY, Violation
+from gpupolicy.engine.unknowns import GPU_TAINTS, NETWORK_POLICIES, NODE_POOLS, PRIORITY_CLASSES, ClusterFact
+from gpupolicy.kube.inventory import Bundle
+from gpupolicy.kube.pod_spec import Workload
+from gpupolicy.loading.inputs import load_text
+from gpupolicy.policy.loading import Policy, default_policy, load_policy, policy_from_mapping
 from gpupolicy.policy.validation import PolicyError
 from tests.conftest import REPO, LintText
 
@@ -141,3 +149,59 @@ def test_extends_cycles_are_configuration_errors(tmp_path: Path) -> None:
     second.write_text("extends: a.yaml\n")
     with pytest.raises(PolicyError, match=r"\.yaml:1:1: policy key extends: .* forms a cycle"):
         load_policy(repo_policy=first)
+
+
+class _Unread(list):  # type: ignore[type-arg]
+    """Templates a rule must not walk: iterating them fails the test."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("the rule read the workload's templates")
+
+
+_POOLS = [
+    {"name": "h100", "resource": "nvidia.com/gpu", "gpuProduct": "NVIDIA-H100-80GB-HBM3", "gpusPerNode": 8},
+    {"name": "l4", "resource": "nvidia.com/gpu", "gpuProduct": "NVIDIA-L4", "gpusPerNode": 1},
+]
+# Each rule, the fact it needs, and a policy that declares the fact (the rule then finds the
+# 16-GPU server wanting).
+_FACT_RULES = [
+    ("GP108", NODE_POOLS, {"nodePools": _POOLS}),
+    ("GP201", NODE_POOLS, {"nodePools": _POOLS}),
+    ("GP202", GPU_TAINTS, {"placement": {"gpuTaints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}}),
+    ("GP301", PRIORITY_CLASSES, {"priority": {"clusterClasses": ["gpu-serving"]}}),
+    ("GP614", NETWORK_POLICIES, {"inventory": {"completeKinds": ["NetworkPolicy"]}}),
+]
+
+
+def _subject(policy: Policy, said: set[Hashable]) -> tuple[Workload, Context]:
+    """A 16-GPU server's view, with its role and GPU use found, as the engine and the rules
+    before any of these leave them."""
+    resources = load_text(server(gpus=16), "t.yaml").resources
+    ctx = Context(policy, Bundle(resources, complete_kinds=complete_kinds(policy)), resources, said=said)
+    ctx.next_subject(resources[0])
+    workload = ctx.workload_of(resources[0])
+    assert workload is not None
+    ctx.role(workload), ctx.uses_gpus(workload)
+    return workload, ctx
+
+
+def _run_rule(rule_id: str, workload: Workload, ctx: Context) -> list[Violation]:
+    check = REGISTRY[rule_id].check
+    assert check is not None
+    return list(check(workload, ctx))
+
+
+@pytest.mark.parametrize(("rule_id", "fact", "described"), _FACT_RULES)
+def test_a_rule_whose_one_finding_is_a_said_unknown_reads_no_object(
+    rule_id: str, fact: ClusterFact, described: dict[str, object]
+) -> None:
+    """Under a policy without the fact its one finding is that unknown: said once, the rule returns
+    before it reads a template (the engine would drop the finding anyway)."""
+    [violation] = _run_rule(rule_id, *_subject(default_policy(), set()))
+    assert violation.cluster_fact == fact.what and violation.once is not None
+    workload, ctx = _subject(default_policy(), {violation.once})
+    workload.templates = _Unread(workload.templates)
+    assert _run_rule(rule_id, workload, ctx) == []
+    # Given the fact, what the run has said does not stop the rule: it judges the object.
+    found = _run_rule(rule_id, *_subject(policy_from_mapping(described), {violation.once}))
+    assert found and not any(item.cluster_fact or item.unknown for item in found), rule_id

@@ -43,9 +43,20 @@ NETWORK_POLICIES = ClusterFact(
 )
 
 
+def _once(fact: ClusterFact) -> tuple[str, str]:
+    return ("cluster-fact", fact.what)
+
+
+def said_unknown(ctx: Context, fact: ClusterFact) -> bool:
+    """Whether this run has said that `fact` is unknown. A rule whose one possible finding, under
+    a policy and inventory without the fact, is that unknown then has nothing left to report for
+    any object (the engine would drop it): it returns before reading the object."""
+    return _once(fact) in ctx.said
+
+
 def unknown_fact(ctx: Context, fact: ClusterFact, path: JsonPath, consequence: str) -> Iterator[Violation]:
     """One info finding per run for a missing cluster fact (the engine drops it once it has been said)."""
-    once = ("cluster-fact", fact.what)
+    once = _once(fact)
     if once in ctx.said:
         # Said already: the engine would drop it (Evaluation.add). Five rules ask of every GPU
         # workload under a policy without these facts (the default one), so it is not made.

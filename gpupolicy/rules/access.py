@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Violation, rule
-from gpupolicy.engine.unknowns import NETWORK_POLICIES, unknown_fact
+from gpupolicy.engine.unknowns import NETWORK_POLICIES, said_unknown, unknown_fact
 from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.inventory import Coverage, namespace_of
 from gpupolicy.kube.placeholders import excerpt
@@ -131,9 +131,11 @@ def service_account_token_automount(workload: Workload, ctx: Context) -> Iterato
 def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterator[Violation]:
     if not ctx.uses_gpus(workload):
         return
+    coverage = ctx.inventory.coverage("NetworkPolicy")
+    if coverage is Coverage.PARTIAL and said_unknown(ctx, NETWORK_POLICIES):
+        return  # of a partial inventory that unknown is all it can say, whatever the namespace holds
     namespace = namespace_of(workload.resource)
     where = ("metadata", "namespace") if workload.namespace else ("metadata",)
-    coverage = ctx.inventory.coverage("NetworkPolicy")
     if coverage is Coverage.UNAVAILABLE:
         yield Violation(
             where,

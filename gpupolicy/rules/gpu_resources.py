@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
-from gpupolicy.engine.unknowns import NODE_POOLS, unknown_fact
+from gpupolicy.engine.unknowns import NODE_POOLS, said_unknown, unknown_fact
 from gpupolicy.kube.gpu import GpuDemand, GpuKind
 from gpupolicy.kube.pod_spec import (
     KSERVE_CONTAINER_KEYS,
@@ -283,6 +283,8 @@ def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iter
 )
 def gpu_count_exceeds_node(workload: Workload, ctx: Context) -> Iterator[Violation]:
     known = bool(node_pools(ctx.policy))
+    if not known and said_unknown(ctx, NODE_POOLS):
+        return  # without node pools that unknown is all it can say: no pool has a largest node
     for template in workload.templates:
         for name, total in ctx.gpu.pod_totals(template).items():
             if not known and total > 1:

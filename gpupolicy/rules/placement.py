@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from gpupolicy.core.findings import JsonPath, Severity
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
-from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, unknown_fact
+from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, said_unknown, unknown_fact
 from gpupolicy.kube.disruption import hpa_for, hpa_replicas
 from gpupolicy.kube.gpu import GpuKind
 from gpupolicy.kube.inventory import Coverage
@@ -65,6 +65,8 @@ def _spec_path(template: PodTemplate, key: str) -> JsonPath:
     ),
 )
 def gpu_pod_without_node_targeting(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not node_pools(ctx.policy) and said_unknown(ctx, NODE_POOLS):
+        return  # without node pools (_pool_kinds) that unknown is all it can say
     registry = ctx.policy.label_registry  # includes the node pools' labels
     for template in workload.templates:
         if not ctx.gpu.uses_gpus(template):
@@ -120,6 +122,8 @@ def _pool_kinds(ctx: Context, template: PodTemplate) -> set[str] | None:
 def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator[Violation]:
     auto = ctx.policy.placement.extended_resource_toleration
     taints = ctx.policy.placement.gpu_taints
+    if taints is None and said_unknown(ctx, GPU_TAINTS):
+        return  # without the GPU taints that unknown is all it can say
     for template in workload.templates:
         if not ctx.gpu.uses_gpus(template):
             continue

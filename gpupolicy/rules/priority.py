@@ -13,7 +13,7 @@ from typing import Any
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, rule
-from gpupolicy.engine.unknowns import PRIORITY_CLASSES, unknown_fact
+from gpupolicy.engine.unknowns import PRIORITY_CLASSES, said_unknown, unknown_fact
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT
@@ -60,6 +60,12 @@ def _gpu_templates(workload: Workload, ctx: Context) -> Iterator[PodTemplate]:
     ),
 )
 def gpu_pod_without_priority_class(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if (
+        said_unknown(ctx, PRIORITY_CLASSES)
+        and ctx.inventory.coverage("PriorityClass") is not Coverage.COMPLETE
+        and not _cluster_uses_priority(ctx)
+    ):
+        return  # not known to schedule by PriorityClass: that unknown is all it can say
     kueue = workload.labels.get(KUEUE_PRIORITY_LABEL)
     for template in _gpu_templates(workload, ctx):
         if _class_name(template) is not None or kueue or template.labels.get(KUEUE_PRIORITY_LABEL):
