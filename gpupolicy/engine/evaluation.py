@@ -189,11 +189,13 @@ class Evaluation:
         """Run the object rules of its kind and, when it carries pod templates, the workload rules."""
         ctx, report = self.ctx, self.report
         ctx.next_subject(resource)
-        ref = resource.ref
         for rule in self.plan.object_rules_for(resource.kind):
-            _run(rule, resource, self, resource, ref)
+            # Their findings are few: each makes the object's ref (finding_for), an object without
+            # pod templates (a PDB, a ConfigMap) then none at all.
+            _run(rule, resource, self, resource, None)
         workload = ctx.workload_of(resource)
         if workload is not None:
+            ref = resource.ref
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
             decision = ctx.role(workload)
             report.roles.append(WorkloadRole.of(resource, decision, ref))
