@@ -73,6 +73,22 @@ def test_lists_match_the_admission_checks() -> None:
     assert "image" in volumes and {"hostPath", "nfs", "gitRepo"}.isdisjoint(volumes)
 
 
+@pytest.mark.parametrize("level", [B, R])
+@pytest.mark.parametrize("version", ["1.16", "1.25", "1.29", "1.33", "1.34", "1.36"])
+def test_allowed_values_are_the_union_of_the_rows_in_force(level: levels.Level, version: str) -> None:
+    """`allowed` reads what was gathered when the standard was made, per check in force."""
+    standard = at(level, version)
+    for check in {row.check for row in levels.CHECKS}:
+        union: set[str] = set()
+        for row in standard.rows:
+            if row.check == check:
+                union |= row.allows
+        assert standard.allowed(check) == union, check
+    assert standard == levels.Standard(  # derived, so not part of what makes two standards equal
+        standard.level, standard.version, standard.rows, standard.in_force, standard.behaviours
+    )
+
+
 def test_parse_version_and_level() -> None:
     assert levels.parse_version("1.34") == (1, 34)
     assert levels.parse_version("v1.29.3") == (1, 29)

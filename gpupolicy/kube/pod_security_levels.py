@@ -21,6 +21,8 @@ from __future__ import annotations
 import enum
 import functools
 import re
+from collections.abc import Mapping
+from dataclasses import field
 from typing import Any
 
 from gpupolicy.core.identity_enum import IdentityEnum
@@ -268,16 +270,16 @@ class Standard:
     in_force: frozenset[str]  # the IDs of `rows`
     # (check, behaviour) of every row: what `has` asks, for each container of each pod checked.
     behaviours: frozenset[tuple[str, Behaviour | None]] = frozenset()
+    # What `allowed` answers, per check in force: asked for each container of each pod checked
+    # (derived from `rows`, so not part of the identity).
+    allows: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def applies(self, check: str) -> bool:
         return check in self.in_force
 
     def allowed(self, check: str) -> frozenset[str]:
-        allowed: set[str] = set()
-        for row in self.rows:
-            if row.check == check:
-                allowed |= row.allows
-        return frozenset(allowed)
+        """The values its rows in force allow for `check` (none for a check not in force)."""
+        return self.allows.get(check, _NOTHING_ALLOWED)
 
     def has(self, check: str, behaviour: Behaviour) -> bool:
         return (check, behaviour) in self.behaviours
@@ -300,13 +302,18 @@ def standard_for(level: Level, version: Version) -> Standard:
     candidates = [row for row in CHECKS if row.level <= level and row.since <= version]
     overridden = {check for row in candidates if row.level == level for check in row.overrides}
     rows = tuple(row for row in candidates if row.check not in overridden)
+    in_force = frozenset(row.check for row in rows)
     return Standard(
         level,
         version,
         rows,
-        frozenset(row.check for row in rows),
+        in_force,
         frozenset((row.check, row.adds) for row in rows),
+        {check: frozenset().union(*(row.allows for row in rows if row.check == check)) for check in in_force},
     )
+
+
+_NOTHING_ALLOWED: frozenset[str] = frozenset()
 
 
 def is_windows(template: PodTemplate) -> bool:
