@@ -433,18 +433,22 @@ def canary_targets(canary: Resource, workload: Resource) -> bool:
     )
 
 
-def canaries_for(workload: Resource, inventory: Inventory) -> list[Resource]:
+def canaries_for(workload: Resource, inventory: Inventory, namespace: str | None = None) -> list[Resource]:
+    """Flagger Canaries targeting the workload; `namespace`: its namespace, when the caller has it."""
     return [
         canary
-        for canary in inventory.list("Canary", namespace_of(workload))
+        for canary in inventory.list("Canary", namespace_of(workload) if namespace is None else namespace)
         if is_flagger_canary(canary) and canary_targets(canary, workload)
     ]
 
 
-def rollouts_referencing(workload: Resource, inventory: Inventory) -> list[Resource]:
-    """Argo Rollouts that take their pod template from this workload (`spec.workloadRef`)."""
+def rollouts_referencing(
+    workload: Resource, inventory: Inventory, namespace: str | None = None
+) -> list[Resource]:
+    """Argo Rollouts that take their pod template from this workload (`spec.workloadRef`);
+    `namespace`: its namespace, when the caller has it."""
     found = []
-    for rollout in inventory.list("Rollout", namespace_of(workload)):
+    for rollout in inventory.list("Rollout", namespace_of(workload) if namespace is None else namespace):
         ref = as_mapping(as_mapping(rollout.obj.get("spec")).get("workloadRef"))
         if ref.get("name") == workload.name and ref.get("kind", "Deployment") == workload.kind:
             found.append(rollout)
@@ -486,22 +490,23 @@ class RollbackForms:
 def rollback_forms(
     workload: Resource, inventory: Inventory, limits: LoadLimits = DEFAULT_LIMITS
 ) -> RollbackForms:
-    """`limits` (the policy's) bound the annotation's YAML as they bound a manifest's."""
-    forms = RollbackForms()
+    """`limits` (the policy's) bound the annotation's YAML as they bound a manifest's. (Made in
+    one call: three rules read it of every serving GPU workload.)"""
     annotations = workload.annotations
+    annotation_path: JsonPath | None = None
+    criteria: list[Criterion] = []
+    errors: list[str] = []
     if ROLLBACK_ANNOTATION in annotations:
-        forms.annotation_path = ANNOTATION_KEYS
-        forms.criteria, forms.annotation_errors = parse_criteria(annotations[ROLLBACK_ANNOTATION], limits)
-    for kind in ("Rollout", "Canary"):
-        if inventory.coverage(kind) is Coverage.UNAVAILABLE:
-            forms.unknown.append(kind)
-    forms.rollouts = [workload] if is_argo_rollout(workload) else []
-    if "Rollout" not in forms.unknown:
-        forms.rollouts += rollouts_referencing(workload, inventory)
-    forms.analyses = [(rollout, use) for rollout in forms.rollouts for use in rollout_analyses(rollout)]
-    if "Canary" not in forms.unknown:
-        forms.canaries = canaries_for(workload, inventory)
-    return forms
+        annotation_path = ANNOTATION_KEYS
+        criteria, errors = parse_criteria(annotations[ROLLBACK_ANNOTATION], limits)
+    unknown = [kind for kind in ("Rollout", "Canary") if inventory.coverage(kind) is Coverage.UNAVAILABLE]
+    namespace = namespace_of(workload)
+    rollouts = [workload] if is_argo_rollout(workload) else []
+    if "Rollout" not in unknown:
+        rollouts += rollouts_referencing(workload, inventory, namespace)
+    analyses = [(rollout, use) for rollout in rollouts for use in rollout_analyses(rollout)]
+    canaries = canaries_for(workload, inventory, namespace) if "Canary" not in unknown else []
+    return RollbackForms(annotation_path, criteria, errors, rollouts, analyses, canaries, unknown)
 
 
 # -- surge (GP908) ---------------------------------------------------------------------------------------
