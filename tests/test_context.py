@@ -57,3 +57,47 @@ def test_an_unknown_fact_said_once_is_not_made_again() -> None:
     )
     facts = [finding.extra["clusterFact"] for finding in report.findings if "clusterFact" in finding.extra]
     assert facts and len(facts) == len(set(facts))
+
+
+def test_a_rule_that_cannot_find_anything_under_the_policy_is_not_called() -> None:
+    """`Rule.can_find`: under a policy without an allow list, node pools or spare GPUs, GP703,
+    GP153 and GP908 are left out of the plan's calls, and are still active (what suppressions
+    count); under a policy that gives them something to judge they are called, and find."""
+    from gpupolicy.engine.evaluation import RulePlan, evaluate
+    from gpupolicy.engine.registry import REGISTRY
+    from gpupolicy.kube.roles import Role
+    from gpupolicy.policy.loading import policy_from_mapping
+
+    skipped = {"GP703", "GP153", "GP908"}
+    assert {rule.id for rule in REGISTRY if rule.can_find is not None} == skipped
+    plan = RulePlan(REGISTRY, default_policy())
+    called = {rule.id for role in Role for rule, _ in plan.workload_rules_for(role)}
+    assert skipped.isdisjoint(called) and skipped <= plan.active_ids
+    # The rules' own early returns agree: called anyway, they find nothing under this policy.
+    resources = load_text(TWO, "t.yaml").resources
+    ctx = Context(default_policy(), Bundle(resources), resources)
+    ctx.next_subject(resources[0])
+    view = ctx.workload_of(resources[0])
+    assert view is not None
+    for rule_id in skipped:
+        check = REGISTRY[rule_id].check
+        assert check is not None and list(check(view, ctx)) == []
+    described = policy_from_mapping(
+        {
+            "supplyChain": {"allowedRegistries": ["registry.example.com"]},
+            "nodePools": [
+                {
+                    "name": "a",
+                    "resource": "nvidia.com/gpu",
+                    "gpuProduct": "X",
+                    "gpusPerNode": 8,
+                    "spareGpus": 0,
+                }
+            ],
+        }
+    )
+    plan = RulePlan(REGISTRY, described)
+    assert skipped <= {rule.id for role in Role for rule, _ in plan.workload_rules_for(role)}
+    image = "registry.other.com/team/app:v1"
+    found = evaluate(load_text(TWO.replace("IMAGE_PLACEHOLDER", image), "t.yaml").resources, described)
+    assert "GP703" in {finding.rule_id for finding in found.findings}

@@ -111,9 +111,12 @@ class RulePlan:
     def __init__(self, rules: Iterable[Rule], policy: Policy) -> None:
         self.policy = policy
         active = [rule for rule in rules if policy.rule(rule.id).enabled]
-        self.object_rules = tuple(rule for rule in active if rule.scope is Scope.OBJECT)
-        self.workload_rules = tuple(rule for rule in active if rule.scope is Scope.WORKLOAD)
-        self.bundle_rules = tuple(rule for rule in active if rule.scope is Scope.BUNDLE)
+        # Those that cannot find anything under this policy are not called (Rule.can_find); they
+        # are still active, as a rule that found nothing is.
+        called = [rule for rule in active if rule.can_find is None or rule.can_find(policy)]
+        self.object_rules = tuple(rule for rule in called if rule.scope is Scope.OBJECT)
+        self.workload_rules = tuple(rule for rule in called if rule.scope is Scope.WORKLOAD)
+        self.bundle_rules = tuple(rule for rule in called if rule.scope is Scope.BUNDLE)
         self.active_ids = frozenset(rule.id for rule in active)
         self._by_kind: dict[str, tuple[Rule, ...]] = {}
         self._by_role: dict[Role, tuple[tuple[Rule, WorkloadCheck], ...]] = {}

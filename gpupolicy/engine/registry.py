@@ -72,6 +72,10 @@ class Rule:
     # WORKLOAD scope: the roles (gpupolicy/kube/roles.py) of the workloads it judges (None: every role).
     roles: frozenset[Role] | None = None
     check: Callable[..., Iterable[Violation]] | None = None
+    # Whether the check can find anything under a policy (None: under every one). A check that
+    # returns at once under some policies (GP703 without an allow list) is then not called at all,
+    # for every object; it still counts as run (suppressions of it are not unused).
+    can_find: Callable[[Any], bool] | None = None
     # A custom rule (gpupolicy/custom/): the file that defines it. Custom ids are the team's own
     # (ORG001); GPnnn stays the built-in rules'.
     source: str | None = None
@@ -178,6 +182,7 @@ def rule(
     settings: Sequence[Setting] = (),
     kinds: Iterable[str] | None = None,
     roles: Iterable[Role] | None = None,
+    can_find: Callable[[Any], bool] | None = None,
     registry: RuleRegistry = REGISTRY,
 ) -> Callable[[Callable[..., Iterable[Violation]]], Callable[..., Iterable[Violation]]]:
     """Register a check function with its metadata."""
@@ -198,6 +203,7 @@ def rule(
                 kinds=frozenset(kinds) if kinds is not None else None,
                 roles=frozenset(roles) if roles is not None else None,
                 check=check,
+                can_find=can_find,
             )
         )
         return check

@@ -16,6 +16,7 @@ from gpupolicy.kube.gpu import GpuDemand, GpuKind, dra_gpu_claims
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.quantities import format_quantity
 from gpupolicy.kube.scheduling import required_values, targeted_keys
+from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.node_pools import NodePool, node_pools
 
 GPU_SHARING = "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html"
@@ -122,8 +123,13 @@ def _targets_sharing(keys: Set[str], ctx: Context) -> bool:
     )
 
 
+def _declares_pools(policy: Policy) -> bool:
+    return bool(node_pools(policy))
+
+
 @rule(
     id="GP153",
+    can_find=_declares_pools,  # no pool to name a product of
     name="shared-product-label-mismatch",
     severity="warning",
     summary="Reports a selector on nvidia.com/gpu.product naming a time-sliced or MPS pool's product without "
@@ -137,7 +143,7 @@ def _targets_sharing(keys: Set[str], ctx: Context) -> bool:
 def shared_product_label_mismatch(workload: Workload, ctx: Context) -> Iterator[Violation]:
     pools = node_pools(ctx.policy)
     if not pools:
-        return  # no pool to name a product of
+        return
     for template in workload.templates:
         wanted = required_values(template, PRODUCT_LABEL)
         if wanted is None or not ctx.gpu.uses_gpus(template):

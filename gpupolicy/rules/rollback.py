@@ -38,6 +38,7 @@ from gpupolicy.kube.rollback import (
 from gpupolicy.kube.scheduling import required_values
 from gpupolicy.kube.surge import rollout_surge
 from gpupolicy.loading.documents import Resource
+from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.node_pools import node_pools
 
 ARGO_ANALYSIS = "https://argo-rollouts.readthedocs.io/en/stable/features/analysis/"
@@ -298,8 +299,15 @@ def _spare_gpus(workload: Workload, resource_name: str, ctx: Context) -> tuple[i
     return (spare, names) if names else None
 
 
+def _pools_keep_spare_gpus(policy: Policy) -> bool:
+    """Whether a node pool declares spare GPUs (the default policy declares no pools): else there
+    are none to run out of."""
+    return any(pool.spare_gpus is not None for pool in node_pools(policy))
+
+
 @rule(
     id="GP908",
+    can_find=_pools_keep_spare_gpus,
     roles=SERVERS,
     name="surge-needs-spare-gpus",
     severity="warning",
@@ -317,8 +325,8 @@ def _spare_gpus(workload: Workload, resource_name: str, ctx: Context) -> tuple[i
     settings=(Setting("nodePools[].spareGpus", "GPUs a pool keeps free for surges"),),
 )
 def surge_needs_spare_gpus(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if all(pool.spare_gpus is None for pool in node_pools(ctx.policy)):
-        return  # no pool declares spare GPUs (the default policy declares no pools): none to run out of
+    if not _pools_keep_spare_gpus(ctx.policy):
+        return
     per_pod = _gpus_per_pod(workload, ctx)
     if per_pod is None:
         return

@@ -21,6 +21,7 @@ from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, workloa
 from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import Container, Workload
 from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_templates_of
+from gpupolicy.policy.loading import Policy
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
 SLSA = "https://slsa.dev/spec/v1.0/requirements"
@@ -104,8 +105,13 @@ def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Viola
             )
 
 
+def _has_allow_list(policy: Policy) -> bool:
+    return bool(policy.supply_chain.allowed_registries)
+
+
 @rule(
     id="GP703",
+    can_find=_has_allow_list,  # no check without an allow list
     name="image-registry-not-allowed",
     severity="error",
     summary="Reports an image whose registry (or registry/path prefix) is not in the policy's allow list; no check "
@@ -122,9 +128,9 @@ def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Viola
     ),
 )
 def image_registry_not_allowed(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    allowed = ctx.policy.supply_chain.allowed_registries
-    if not allowed:
+    if not _has_allow_list(ctx.policy):
         return
+    allowed = ctx.policy.supply_chain.allowed_registries
     for container, ref in _images(workload):
         if ref.registry_known and not registry_allowed(ref, allowed):
             yield Violation(
