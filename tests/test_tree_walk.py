@@ -87,3 +87,33 @@ def test_duplicate_keys_of_a_tree_are_found() -> None:
         ("True", 3, ("b", "true")),
         ("a", 1, ("a",)),
     ]
+
+
+def test_repeated_keys_around_merge_keys_and_collection_keys() -> None:
+    """A mapping finds a repeated key in the values it built until a merge key adds keys not written
+    (`b` below is written once), a collection key or a first repeated key; then in a dict of the keys
+    written before: every repeated key is found, in the order written, with its last earlier line."""
+    text = (
+        "a: 1\n<<: {a: 0, b: 0}\nb: 2\na: 3\n? [x]\n: 1\n? [x]\n: 2\n1: one\n01: two\n'1': s\n1: again\n"
+        "c: {d: 1, <<: {d: 2}, d: 3}\ne: {f: 1, f: 2, ? [g]\n  : 3, f: 4}\n"
+    )
+    (resource,) = parse_text(text, "repeated.yaml").resources
+    assert [(duplicate.key, duplicate.first_line, duplicate.path) for duplicate in resource.duplicates] == [
+        ("a", 1, ("a",)),
+        ("['x']", 5, ("?",)),
+        ("1", 9, ("01",)),
+        ("1", 10, ("1",)),
+        ("d", 13, ("c", "d")),
+        ("f", 14, ("e", "f")),
+        ("f", 14, ("e", "f")),
+    ]
+    assert resource.obj == {
+        "a": 3,
+        "b": 2,
+        "['x']": 2,
+        1: "again",
+        "1": "s",
+        "c": {"d": 3},
+        "e": {"f": 4, "['g']": 3},
+    }
+    assert walks(text, shared=False) == walks(text, shared=True)

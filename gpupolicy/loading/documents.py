@@ -19,7 +19,7 @@ import yaml
 
 from gpupolicy.core.findings import JsonPath, ObjectRef, excerpt
 from gpupolicy.core.immutable import immutable
-from gpupolicy.loading.composer import compose_documents
+from gpupolicy.loading.composer import TAG_STR, compose_documents
 from gpupolicy.loading.positions import (
     PLACE_BITS,
     Child,
@@ -494,7 +494,11 @@ def construct_with_positions(
     extents: dict[int, tuple[int, int]] = {}
     expanded = 0
     max_depth, max_expansion = limits.max_depth, limits.max_alias_expansion
-    scalar_node, mapping_node, tag_str, tag_merge = yaml.ScalarNode, yaml.MappingNode, _TAG_STR, _TAG_MERGE
+    scalar_node, mapping_node, tag_merge = yaml.ScalarNode, yaml.MappingNode, _TAG_MERGE
+    # The tag object the composer gives a string (composer.resolve_tag): `is` it, the hot path, is one
+    # comparison of pointers; any other tag, even an equal string (`!!str` written), goes through
+    # scalar_value, which gives the same value.
+    tag_str = TAG_STR
     scalar_value, block_styles = _scalar_value, _BLOCK_STYLES
     # A span is start << bits | end, each a mark's index (positions.py): one attribute read per mark.
     bits = lines.bits if lines is not None else PLACE_BITS
@@ -525,7 +529,7 @@ def construct_with_positions(
 
     def value_of(node: yaml.Node, depth: int) -> tuple[Any, Child]:
         if type(node) is scalar_node:
-            value = node.value if node.tag == tag_str else scalar_value(node)
+            value = node.value if node.tag is tag_str else scalar_value(node)
             return value, (node.start_mark.index if node.style in block_styles else None)
         return (mapping_of if type(node) is mapping_node else sequence_of)(node, depth)
 
@@ -541,27 +545,47 @@ def construct_with_positions(
         table: dict[str, Entry] = {}
         if shared:
             memo[id(node)] = result, table
-        earlier: dict[Any, yaml.Node] = {}
+        # Where a repeated key is found: the values built so far, which hold only the keys written
+        # before until a merge key adds others; from a merge key, a collection key or a first
+        # repeated key on (rare), `earlier`, each written key's last node. A dict less per mapping.
+        earlier: dict[Any, yaml.Node] | None = None
         sources: list[dict[str, Entry]] | None = None  # made at a merge key: most mappings have none
         for key_node, value_node in node.value:
-            if key_node.tag == tag_merge:
+            tag = key_node.tag
+            if tag is tag_str:  # the tag object the composer gives a string: the hot path
+                written: str | None = key_node.value
+                key: Any = written
+            elif tag == tag_merge:
+                if earlier is None:
+                    earlier = _keys_written_before(node, key_node)
                 merged, merged_table = value_of(value_node, depth + 1)
                 _merge_into(result, merged)
                 if sources is None:
                     sources = []
                 sources.extend(_merge_sources(merged_table))
                 continue
-            if type(key_node) is scalar_node:  # inline: the hot path (a scalar's value is hashable)
-                written: str | None = key_node.value
-                key = written if key_node.tag == tag_str else scalar_value(key_node)
+            elif type(key_node) is scalar_node:  # a typed key (`1:`, `true:`), or `!!str` written
+                written = key_node.value
+                key = scalar_value(key_node)
             else:  # a collection as a key: its text stands in
+                if earlier is None:
+                    earlier = _keys_written_before(node, key_node)
                 written, key = None, str(value_of(key_node, depth + 1)[0])
-            if key in earlier:
-                repeated.append(RepeatedKey(str(key), earlier[key].start_mark.line + 1, key_node))
-            earlier[key] = key_node
+            if earlier is None:
+                if key in result:
+                    earlier = _keys_written_before(node, key_node)
+                    repeated.append(RepeatedKey(str(key), earlier[key].start_mark.line + 1, key_node))
+                    earlier[key] = key_node
+            else:
+                if key in earlier:
+                    repeated.append(RepeatedKey(str(key), earlier[key].start_mark.line + 1, key_node))
+                earlier[key] = key_node
             if type(value_node) is scalar_node:  # inline: the hot path
-                result[key] = value_node.value if value_node.tag == tag_str else scalar_value(value_node)
-                child: Child = value_node.start_mark.index if value_node.style in block_styles else None
+                tag = value_node.tag
+                result[key] = value_node.value if tag is tag_str else scalar_value(value_node)
+                # A plain scalar's style is "" (None from PyYAML's Python parser): no set lookup.
+                style = value_node.style
+                child: Child = value_node.start_mark.index if style and style in block_styles else None
             else:
                 collection = mapping_of if type(value_node) is mapping_node else sequence_of
                 result[key], child = collection(value_node, depth + 1)
@@ -586,8 +610,10 @@ def construct_with_positions(
             memo[id(node)] = items, table
         for item in node.value:  # a loop, not a generator: one stack frame per level
             if type(item) is scalar_node:  # inline: the hot path
-                items.append(item.value if item.tag == tag_str else scalar_value(item))
-                child: Child = item.start_mark.index if item.style in block_styles else None
+                tag = item.tag
+                items.append(item.value if tag is tag_str else scalar_value(item))
+                style = item.style
+                child: Child = item.start_mark.index if style and style in block_styles else None
                 end = item.end_mark.index
             else:
                 value, child = (mapping_of if type(item) is mapping_node else sequence_of)(item, depth + 1)
@@ -608,6 +634,17 @@ def construct_with_positions(
         charge_alias = too_deep = value_of = mapping_of = sequence_of = None  # type: ignore[assignment]
     where = root.start_mark.index << bits | collection_end(root.end_mark)
     return value, (where if child is None else (where, child)), repeated
+
+
+def _keys_written_before(node: yaml.Node, stop: yaml.Node) -> dict[Any, yaml.Node]:
+    """Each key of a mapping before the key `stop`, with the node of its last occurrence there, when
+    those keys are all scalars and none is a merge key (`construct_with_positions` asks then)."""
+    written: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if key_node is stop:
+            break
+        written[key_node.value if key_node.tag is TAG_STR else _scalar_value(key_node)] = key_node
+    return written
 
 
 def _mark_index(mark: yaml.Mark) -> Place:
