@@ -1082,8 +1082,12 @@ def _read_apart(text: str) -> bool:
     follow it without `---`) and no other line break than "\n" and "\r\n"
     (https://yaml.org/spec/1.2.2/#91-documents). A line that only starts like a marker says no too.
     String searches, not an expression: a regular expression tried at every place of a 14 MB
-    repository took a third of a second."""
-    if text.startswith(("%", "...", "\ufeff%", "\ufeff...")) or "\n%" in text or "\n..." in text:
+    repository took a third of a second. A directive's `%` is looked for alone first, a search that
+    skips at memchr's speed: one for a line break and `%` stops at every line (12.5 ms over those
+    14 MB, 0.4 alone)."""
+    if text.startswith(("%", "...", "\ufeff%", "\ufeff...")):
+        return False
+    if ("%" in text and "\n%" in text) or "\n..." in text:
         return False
     if "\r" in text and text.count("\r") != text.count("\r\n"):
         return False
