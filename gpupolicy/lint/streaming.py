@@ -12,7 +12,9 @@ checked. Two passes over the inputs:
    seen by a quick look at its `kind:` lines) or an experiment arm (whose rules compare it with
    the other arms) is read, and those objects are kept, values only.
 2. The stream. Every input is read again one document at a time (but those pass 1 read whole and
-   kept, as read, within `KEEP_LOADED_BYTES`: in one process, a small tree is read once). Each
+   kept, as read, within `KEEP_LOADED_BYTES`: in one process, a small tree is read once; and past
+   it, the documents pass 1 read apart and kept within `KEEP_CHOSEN_BYTES`, which pass 2 takes
+   back among the file's other documents, which alone it parses). Each
    object is checked (an indexed one gets its positions back for that time), what the
    suppressions need of it is noted (`SuppressionSubject`), and it is released.
 
