@@ -14,8 +14,10 @@ from gpupolicy.loading.documents import (
     _DOCUMENT_START,
     LoadedText,
     _document_starts,
+    iter_chosen_chunks,
     iter_chosen_documents,
     iter_parse,
+    iter_parse_given,
     split_documents,
 )
 from tests.yaml_texts import TRICKY, manifests
@@ -136,3 +138,39 @@ def test_document_starts_are_the_expressions(text: str) -> None:
 def test_document_starts_of_every_text_are_the_expressions(name: str) -> None:
     text = TEXTS[name]
     assert _document_starts(text) == [match.start() for match in _DOCUMENT_START.finditer(text)]
+
+
+@pytest.mark.parametrize("name", APART)
+def test_a_stream_read_around_the_chunks_given_reads_as_the_whole_stream(name: str) -> None:
+    """Pass 2 of a large file (`iter_parse_given`): the chunks pass 1 read apart given as read,
+    every other chunk read apart, and the documents are those of the whole stream."""
+    text = TEXTS[name]
+
+    def chosen(chunk: str) -> bool:
+        return zlib.crc32(chunk.encode("utf-8", "surrogatepass")) % 2 == 0
+
+    read = iter_chosen_chunks(text, "f.yaml", chosen)
+    assert read is not None
+    given = dict(read)
+    documents = iter_parse_given(text, "f.yaml", given)
+    assert documents is not None
+    documents = list(documents)
+    assert _reading(documents) == _reading(list(iter_parse(text, "f.yaml")))
+    given_documents = [document for chunk in given.values() for document in chunk.documents]
+    assert all(any(document is mine for mine in documents) for document in given_documents)
+
+
+def test_a_chunk_given_for_another_text_is_read_again() -> None:
+    """A file changed between the two readings: a chunk whose text or first line is not the
+    text's any more is parsed again, not given."""
+    before = "a: 1\n---\nkind: Service\nb: 2\n---\nc: 3\n"
+    read = iter_chosen_chunks(before, "f.yaml", lambda chunk: "Service" in chunk)
+    assert read is not None
+    given = dict(read)
+    assert list(given) == [1]
+    for after in (before.replace("b: 2", "b: 20"), "x: 0\n" + before):
+        documents = iter_parse_given(after, "f.yaml", given)
+        assert documents is not None
+        documents = list(documents)
+        assert _reading(documents) == _reading(list(iter_parse(after, "f.yaml")))
+        assert not any(document is given[1].documents[0] for document in documents)

@@ -19,6 +19,7 @@ from gpupolicy.lint.packed import PackedResource
 from gpupolicy.lint.parallel import in_processes
 from gpupolicy.lint.streaming import Fallback, StreamInventory, StreamRun, lint, lint_in_memory, stream
 from gpupolicy.loading import documents as documents_module
+from gpupolicy.loading import inputs as inputs_module
 from gpupolicy.loading.documents import parse_text, split_documents
 from gpupolicy.loading.inputs import Source, iter_sources, sources_with_context
 from gpupolicy.policy.loading import Policy, default_policy
@@ -31,12 +32,16 @@ RULE_IDS = sorted(path.name for path in EXAMPLES_DIR.iterdir() if path.is_dir())
 FORMATS = ("json", "text", "sarif")
 
 
-@pytest.fixture(autouse=True, params=["kept", "read-again"])
+@pytest.fixture(autouse=True, params=["kept", "chunks-kept", "read-again"])
 def pass_two_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test twice: with the inputs pass 1 reads whole kept for pass 2 (as a lint of a small
-    tree runs), and with every input read again in pass 2 (as beyond `KEEP_LOADED_BYTES`)."""
-    if request.param == "read-again":
+    """Every test three times: with the inputs pass 1 reads whole kept for pass 2 (as a lint of a
+    small tree runs); with every input read apart in pass 1, the documents it read kept and pass 2
+    reading only the others (as beyond `KEEP_LOADED_BYTES`); and with every input read again in
+    pass 2 (as beyond `KEEP_CHOSEN_BYTES` too)."""
+    if request.param != "kept":
         monkeypatch.setattr(streaming, "KEEP_LOADED_BYTES", 0)
+    if request.param == "read-again":
+        monkeypatch.setattr(streaming, "KEEP_CHOSEN_BYTES", 0)
     return str(request.param)
 
 
@@ -153,21 +158,24 @@ def test_the_context_of_reader_free_inputs_is_read_apart(
     ]
     sources, context = sources_with_context(readable[::3], tmp_path)  # (a broken one is parsed in chunks)
     read_whole: list[str] = []
-    parsed: list[str] = []
+    parsed: list[tuple[str, str]] = []
     iter_load, chunk_documents = Source.iter_load, documents_module._chunk_documents
     monkeypatch.setattr(
-        Source, "iter_load", lambda self, *args: read_whole.append(self.name) or iter_load(self, *args)
+        Source,
+        "iter_load",
+        lambda self, *args, **kwargs: read_whole.append(self.name) or iter_load(self, *args, **kwargs),
     )
     monkeypatch.setattr(
         documents_module,
         "_chunk_documents",
-        lambda chunk, *args: parsed.append(chunk) or chunk_documents(chunk, *args),
+        lambda chunk, file, *args: parsed.append((file, chunk)) or chunk_documents(chunk, file, *args),
     )
     streamed = stream(sources, default_policy(), context=context)
     monkeypatch.undo()
     context_names = {source.name for source in context}
     assert streamed.objects > 30 and not context_names & set(read_whole)
-    assert parsed and all(streaming._may_hold_indexed(chunk) for chunk in parsed)
+    in_context = [chunk for file, chunk in parsed if file in context_names]
+    assert in_context and all(streaming._may_hold_indexed(chunk) for chunk in in_context)
     assert rendered(streamed) == rendered(lint_in_memory(sources, default_policy(), context=context))
 
 
@@ -504,6 +512,74 @@ def test_inputs_past_the_budget_are_read_again(tmp_path: Path, monkeypatch: pyte
     reads = _count_reads(monkeypatch)
     assert_streams_the_same(sources, default_policy())
     assert [reads[source.name] for source in sources] == [1, 1, 2, 2, 2, 2]
+
+
+def _count_parses(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+    """How many times each input is parsed whole (`documents.iter_parse`), and each chunk of it on
+    its own (`documents._chunk_documents`)."""
+    whole: dict[str, int] = {}
+    chunks: dict[tuple[str, str], int] = {}
+    iter_parse, chunk_documents = inputs_module.iter_parse, documents_module._chunk_documents
+
+    def counted_whole(text: str, file: str, **kwargs: object) -> object:
+        whole[file] = whole.get(file, 0) + 1
+        return iter_parse(text, file, **kwargs)  # type: ignore[arg-type]
+
+    def counted_chunk(chunk: str, file: str, *args: object) -> object:
+        chunks[(file, chunk)] = chunks.get((file, chunk), 0) + 1
+        return chunk_documents(chunk, file, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inputs_module, "iter_parse", counted_whole)
+    monkeypatch.setattr(documents_module, "_chunk_documents", counted_chunk)
+    return whole, chunks
+
+
+def test_past_the_budget_no_document_is_parsed_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs past KEEP_LOADED_BYTES: pass 1 parses the documents that may hold an indexed kind,
+    each apart, and keeps them as read; pass 2 parses the others only. Past KEEP_CHOSEN_BYTES (the
+    bytes of those documents kept), pass 2 reads the file whole again, as before."""
+    sources = _pdb_beside_each_deployment(tmp_path, 6)
+    expected = rendered(lint_in_memory(sources, default_policy()))
+    monkeypatch.setattr(streaming, "KEEP_LOADED_BYTES", 0)
+    monkeypatch.setattr(streaming, "KEEP_CHOSEN_BYTES", 1 << 20)
+    whole, chunks = _count_parses(monkeypatch)
+    assert rendered(stream(sources, default_policy())) == expected
+    assert not whole and set(chunks.values()) == {1}
+    assert {file for file, _ in chunks} == {source.name for source in sources}
+    assert any(not streaming._may_hold_indexed(chunk) for _, chunk in chunks)  # the Deployments, in pass 2
+
+    first = sources[0].peek() or ""
+    chosen = [chunk for _, chunk in split_documents(first) if streaming._may_hold_indexed(chunk)]
+    monkeypatch.setattr(streaming, "KEEP_CHOSEN_BYTES", 2 * sum(len(chunk) for chunk in chosen))
+    whole.clear()
+    chunks.clear()
+    assert rendered(stream(sources, default_policy())) == expected
+    assert sorted(whole) == sorted(source.name for source in sources[2:])
+    assert set(whole.values()) == {1}
+
+
+def test_a_file_changed_between_the_passes_is_read_as_pass_two_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document pass 1 read and kept, changed before pass 2 reads its file: pass 2 parses it
+    again, and the stream sees the change (it falls back to the in-memory lint, which reads the
+    new text)."""
+    sources = _pdb_beside_each_deployment(tmp_path, 2)
+    monkeypatch.setattr(streaming, "KEEP_LOADED_BYTES", 0)
+    monkeypatch.setattr(streaming, "KEEP_CHOSEN_BYTES", 1 << 20)
+    index = streaming.StreamRun._index
+
+    def changed_after_pass_one(run: streaming.StreamRun, units: streaming.Units) -> object:
+        found = index(run, units)
+        path = tmp_path / "app-01.yaml"
+        path.write_text(
+            path.read_text(encoding="utf-8").replace("minAvailable: 2", "minAvailable: 1"), encoding="utf-8"
+        )
+        return found
+
+    monkeypatch.setattr(streaming.StreamRun, "_index", changed_after_pass_one)
+    with pytest.raises(streaming.Fallback, match="changed between the passes"):
+        stream(sources, default_policy())
 
 
 def test_the_context_is_never_kept_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

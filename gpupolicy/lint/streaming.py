@@ -12,7 +12,9 @@ checked. Two passes over the inputs:
    seen by a quick look at its `kind:` lines) or an experiment arm (whose rules compare it with
    the other arms) is read, and those objects are kept, values only.
 2. The stream. Every input is read again one document at a time (but those pass 1 read whole and
-   kept, as read, within `KEEP_LOADED_BYTES`: in one process, a small tree is read once). Each
+   kept, as read, within `KEEP_LOADED_BYTES`: in one process, a small tree is read once; and past
+   it, the documents pass 1 read apart and kept within `KEEP_CHOSEN_BYTES`, which pass 2 takes
+   back among the file's other documents, which alone it parses). Each
    object is checked (an indexed one gets its positions back for that time), what the
    suppressions need of it is noted (`SuppressionSubject`), and it is released.
 
@@ -59,6 +61,7 @@ from gpupolicy.lint.packed import PackedResource, Unpacked, place_of
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
+    ChunkRead,
     DuplicateKey,
     LoadedText,
     LoadLimits,
@@ -130,6 +133,15 @@ RENDERED_INPUT_BYTES = 64_000
 # PROCESSES_FROM_BYTES: every tree that one process lints by default, on a machine with several
 # cores, is read once. Past the budget, inputs are read again: memory stays bounded.
 KEEP_LOADED_BYTES = 2 * PROCESSES_FROM_BYTES
+# Of the reported inputs past KEEP_LOADED_BYTES, pass 1 reads only the documents that may hold an
+# indexed kind, each apart (`documents_to_index`); those it keeps as read, positions included, up to
+# this many bytes of their text in all, and pass 2 reads only the file's other documents
+# (`Source.iter_load`'s `given`). Read again, they were the part of a large tree's lint that grew
+# with its size: in bench/lint_throughput.py's bundle, 16.5 of 143 MB (a PDB beside each
+# Deployment), parsed in both passes past 16 MB (docs/performance.md, "Linear from 10,000 to
+# 100,000 objects"). A PDB (a kind the deferred readers check) keeps its positions until the end
+# of the run anyway.
+KEEP_CHOSEN_BYTES = 2 * KEEP_LOADED_BYTES
 # What a byte of pre-commit's context weighs for `processes_for` when pass 2 does not read it
 # (`context_read_once`): pass 1 parses only its documents that may hold an indexed kind
 # (`documents_to_index`), about a tenth of the work of reading it whole. The hook in a repository of
@@ -401,7 +413,7 @@ def batches(documents: Iterable[LoadedText], objects: int) -> Iterator[list[Load
 
 
 def documents_to_index(
-    source: Source, limits: LoadLimits, *, apart: bool = False
+    source: Source, limits: LoadLimits, *, apart: bool = False, chunks: dict[int, ChunkRead] | None = None
 ) -> Iterator[LoadedText] | None:
     """The documents of a plain input (not rendered) that pass 1 reads: None when a quick look at
     its text finds no indexed kind (an unreadable file is reported in pass 2). `apart`: only its
@@ -409,12 +421,13 @@ def documents_to_index(
     not keep for pass 2 (pre-commit's context, and reported inputs past `KEEP_LOADED_BYTES`): a
     repository's manifests hold a PDB or a Service beside each workload, and pass 1 parsed every
     workload of them to keep a few objects' values. Pass 2 finds what pass 1 kept by document
-    (`Places`), however many of a file's documents pass 1 read."""
+    (`Places`), however many of a file's documents pass 1 read. `chunks`: filled with the chunks
+    read apart, for pass 2 not to read them again (`Source.iter_load_chosen`)."""
     text = source.peek()
     if text is None or not _may_hold_indexed(text):
         return None
     del text
-    if apart and (documents := source.iter_load_chosen(_may_hold_indexed, limits)) is not None:
+    if apart and (documents := source.iter_load_chosen(_may_hold_indexed, limits, chunks=chunks)) is not None:
         return documents
     return source.iter_load(limits)
 
@@ -588,6 +601,8 @@ class StreamRun:
         self._uncollected = 0
         # Inputs pass 1 read whole and kept for pass 2 (KEEP_LOADED_BYTES), in one process only.
         self._loaded: dict[int, list[LoadedText]] = {}
+        # The chunks of inputs past that budget that pass 1 read apart and kept (KEEP_CHOSEN_BYTES).
+        self._chunks: dict[int, dict[int, ChunkRead]] = {}
         # In a worker process: the workloads kept for the readers in this chunk, for the parent's inventory.
         self.kept_for_readers: list[tuple[Key, PackedResource]] | None = None
 
@@ -655,8 +670,9 @@ class StreamRun:
         which are kept whole for pass 2: their renderer is not run twice)."""
         indexed: dict[int, dict[int, Resource]] = {}
         rendered: dict[int, LoadedText] = {}
-        budget = KEEP_LOADED_BYTES
+        budget, chosen_budget = KEEP_LOADED_BYTES, KEEP_CHOSEN_BYTES
         for unit, (source, reported) in enumerate(units):
+            chunks: dict[int, ChunkRead] | None = None
             if source.rendered:
                 documents: Iterable[LoadedText] = [rendered.setdefault(unit, source.load(self.limits))]
             else:
@@ -666,15 +682,21 @@ class StreamRun:
                 # objects' values alone: only its documents that may hold one, each apart.
                 size = input_bytes(source) if reported else 0
                 keep = reported and size <= budget
-                read = documents_to_index(source, self.limits, apart=not keep)
+                chunks = {} if reported and not keep and chosen_budget > 0 else None
+                read = documents_to_index(source, self.limits, apart=not keep, chunks=chunks)
                 documents = () if read is None else read
                 if read is not None and keep:
                     documents = self._loaded[unit] = list(read)
                     budget -= size
-            whole = unit in rendered or unit in self._loaded
             places = Places(by_document=not source.rendered)
-            for position, resource in indexed_objects(documents, places):
-                self.keep_indexed((unit, position), resource, indexed, release=not whole)
+            found = list(indexed_objects(documents, places))
+            if chunks and (chosen := sum(chunk.length for chunk in chunks.values())) <= chosen_budget:
+                self._chunks[unit] = chunks
+                chosen_budget -= chosen
+            # What pass 2 takes back as read keeps its positions; the rest its values only.
+            as_read = unit in rendered or unit in self._loaded or unit in self._chunks
+            for position, resource in found:
+                self.keep_indexed((unit, position), resource, indexed, release=not as_read)
         return indexed, rendered
 
     def keep_indexed(
@@ -769,7 +791,7 @@ class StreamRun:
         elif loaded is not None:
             documents = loaded
         else:
-            documents = source.iter_load(self.limits)
+            documents = source.iter_load(self.limits, given=self._chunks.pop(unit, None))
         if reported and source.is_file:
             self.files += 1
         directive_files: set[str] = set()
@@ -871,7 +893,7 @@ def _take(kept: Resource | None, fresh: Resource) -> Resource:
             raise Fallback(f"{fresh.file}: {fresh.ref} was missed by the quick look")
         return fresh
     if kept is fresh:
-        return kept  # an input kept whole: rendered, or read once (KEEP_LOADED_BYTES)
+        return kept  # an input kept whole (rendered, or KEEP_LOADED_BYTES) or its chunks (KEEP_CHOSEN_BYTES)
     if kept.obj != fresh.obj or kept.doc_index != fresh.doc_index:
         raise Fallback(f"{fresh.file} changed between the passes")
     Positions.of(fresh).restore(kept)

@@ -12,7 +12,7 @@ import fnmatch
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
+    ChunkRead,
     LoadedText,
     LoadLimits,
     LoadProblem,
@@ -27,8 +28,10 @@ from gpupolicy.loading.documents import (
     Skipped,
     find_helm_action,
     helm_actions_only_in_strings,
+    iter_chosen_chunks,
     iter_chosen_documents,
     iter_parse,
+    iter_parse_given,
     parse_text,
 )
 from gpupolicy.loading.kustomizations import (
@@ -224,10 +227,17 @@ def load_text(
 
 
 def iter_text(
-    text: str, file: str, *, hint_path: Path | None = None, limits: LoadLimits = DEFAULT_LIMITS
+    text: str,
+    file: str,
+    *,
+    hint_path: Path | None = None,
+    limits: LoadLimits = DEFAULT_LIMITS,
+    given: Mapping[int, ChunkRead] | None = None,
 ) -> Iterator[LoadedText]:
     """What `load_text` finds, one document at a time (documents.iter_parse); the file's
-    `# gpupolicy: ignore` comments come first, on their own, and what it skipped last."""
+    `# gpupolicy: ignore` comments come first, on their own, and what it skipped last. `given`:
+    chunks of the text an earlier reading read apart (`iter_chosen_text`), whose documents are
+    given as read, the others then read apart too (documents.iter_parse_given)."""
     helm = _helm_problem(text, file, hint_path, limits)
     if helm is not None:
         yield LoadedText(problems=[helm])
@@ -236,7 +246,8 @@ def iter_text(
     if directives:
         yield LoadedText(directives=directives)
     objects = ObjectFilter(file)
-    yield from _objects_only(iter_parse(text, file, limits=limits), objects)
+    documents = iter_parse_given(text, file, given, limits=limits) if given else None
+    yield from _objects_only(documents or iter_parse(text, file, limits=limits), objects)
     skipped = objects.finish()
     if skipped:
         yield LoadedText(skipped=skipped)
@@ -249,16 +260,34 @@ def iter_chosen_text(
     *,
     hint_path: Path | None = None,
     limits: LoadLimits = DEFAULT_LIMITS,
+    chunks: dict[int, ChunkRead] | None = None,
 ) -> Iterator[LoadedText] | None:
     """The documents `iter_text` gives whose own text `chosen` accepts (its objects only: no
     comments' directives, no skipped documents), or None where the stream's documents cannot be
-    read apart. A chart's template gives none (`iter_text` gives its GP004 problem)."""
+    read apart. A chart's template gives none (`iter_text` gives its GP004 problem). `chunks`:
+    filled with each chunk read, by its place, as `iter_text` takes it back (`given`)."""
     if _helm_problem(text, file, hint_path, limits) is not None:
         return iter(())
+    if chunks is not None:
+        read = iter_chosen_chunks(text, file, chosen, limits=limits)
+        return None if read is None else _objects_of_chunks(read, ObjectFilter(file), chunks)
     documents = iter_chosen_documents(text, file, chosen, limits=limits)
     if documents is None:
         return None
     return _objects_only(documents, ObjectFilter(file))
+
+
+def _objects_of_chunks(
+    read: Iterable[tuple[int, ChunkRead]], objects: ObjectFilter, chunks: dict[int, ChunkRead]
+) -> Iterator[LoadedText]:
+    """`_objects_only` of the chunks' documents, each chunk noted in `chunks` as read: its
+    documents keep all they hold, for the filter of a reading of the whole file to sort them
+    (`iter_text`'s `given`), which sees the documents before them too."""
+    for place, chunk in read:
+        chunks[place] = chunk
+        for document in chunk.documents:
+            resources = objects.take(document.resources, problems=bool(document.problems))
+            yield LoadedText(resources=resources, problems=document.problems)
 
 
 def _objects_only(documents: Iterable[LoadedText], objects: ObjectFilter) -> Iterator[LoadedText]:
@@ -572,37 +601,45 @@ class Source:
             return LoadedText(problems=[problem] if problem else [])
         return load_text(text, self.name, hint_path=self.path, limits=limits)
 
-    def iter_load(self, limits: LoadLimits = DEFAULT_LIMITS) -> Iterator[LoadedText]:
+    def iter_load(
+        self, limits: LoadLimits = DEFAULT_LIMITS, *, given: Mapping[int, ChunkRead] | None = None
+    ) -> Iterator[LoadedText]:
         """What `load` finds, one document at a time where the input is a file or stdin (a rendered
-        directory comes whole: its renderer's output is read at once anyway)."""
+        directory comes whole: its renderer's output is read at once anyway). `given`: the chunks
+        `iter_load_chosen` read and noted, whose documents are not read again (`iter_text`)."""
         if self.problem is not None or self.rendered:
             yield self.load(limits)
         elif self.text is not None:
-            yield from iter_text(self.text, self.name, limits=limits)
+            yield from iter_text(self.text, self.name, limits=limits, given=given)
         else:
             assert self.path is not None
             data, problem = _read(self.path, self.name)
             if data is None:
                 yield LoadedText(problems=[problem] if problem else [])
             else:
-                yield from iter_text(data, self.name, hint_path=self.path, limits=limits)
+                yield from iter_text(data, self.name, hint_path=self.path, limits=limits, given=given)
 
     def iter_load_chosen(
-        self, chosen: Callable[[str], bool], limits: LoadLimits = DEFAULT_LIMITS
+        self,
+        chosen: Callable[[str], bool],
+        limits: LoadLimits = DEFAULT_LIMITS,
+        *,
+        chunks: dict[int, ChunkRead] | None = None,
     ) -> Iterator[LoadedText] | None:
         """What `iter_load` finds in the documents whose own text `chosen` accepts, the others left
         unparsed (documents.iter_chosen_documents): for a reader that wants a few kinds out of large
         files. None where the input is not a file's or stdin's text, or its documents cannot be
-        read apart: `iter_load` reads it."""
+        read apart: `iter_load` reads it. `chunks`: filled with the chunks read, for `iter_load`'s
+        `given`."""
         if self.problem is not None or self.rendered:
             return None
         if self.text is not None:
-            return iter_chosen_text(self.text, self.name, chosen, limits=limits)
+            return iter_chosen_text(self.text, self.name, chosen, limits=limits, chunks=chunks)
         assert self.path is not None
         text, _ = _read(self.path, self.name)
         if text is None:
             return None  # unreadable: `iter_load` says so
-        return iter_chosen_text(text, self.name, chosen, hint_path=self.path, limits=limits)
+        return iter_chosen_text(text, self.name, chosen, hint_path=self.path, limits=limits, chunks=chunks)
 
     def peek(self) -> str | None:
         """The text, for a quick look before loading (None for a rendered directory, or when the
