@@ -16,7 +16,8 @@ from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpupolicy.core.findings import Finding
+from gpupolicy.core.bounded_cache import bounded_memo
+from gpupolicy.core.findings import Finding, Severity, format_path
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import (
     ARM_LABEL,
@@ -299,13 +300,19 @@ def _experiment_fields(workload: Workload, experiment_config: Mapping[str, Any] 
     }
 
 
+# The webhook writes the findings of every admission it journals, on its event loop, and the
+# same few paths come back (10 distinct among 5,185 findings of the realistic mix): written once.
+_json_path = bounded_memo(max_bytes=1 << 20)(format_path)
+_SEVERITY_LABELS = {severity: severity.label for severity in Severity}
+
+
 def finding_entry(finding: Finding) -> dict[str, Any]:
     """A finding as a record keeps it (before redaction)."""
     return {
         "rule": finding.rule_id,
         "name": finding.rule_name,
-        "severity": finding.severity.label,
-        "path": finding.json_path,
+        "severity": _SEVERITY_LABELS[finding.severity],
+        "path": _json_path(finding.path),
         "message": finding.message,
         "container": finding.container,
     }

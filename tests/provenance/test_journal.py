@@ -10,6 +10,7 @@ import json
 import math
 import os
 import threading
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
 from pathlib import Path
@@ -59,6 +60,19 @@ def test_a_frame_is_whole_or_nothing() -> None:
     flipped[-1] ^= 1
     assert frames.decode(bytes(flipped), 0) is None  # the CRC disagrees
     assert frames.decode(bytes(64), 0) is None  # zeros: not written yet
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 9000, 70_000])
+def test_a_frame_of_parts_is_the_frame_of_their_join(size: int) -> None:
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    cuts = (size // 3, size // 2)
+    parts = (payload[: cuts[0]], payload[cuts[0] : cuts[1]], payload[cuts[1] :])
+    frame = frames.encode_parts(entries.ADMISSION, *parts)
+    assert frame == frames.encode(entries.ADMISSION, payload)
+    decoded = frames.decode(frame, 0)
+    assert decoded is not None and decoded.payload == payload
+    # The CRC is CRC-32 of kind, spare, length and payload, whichever way it was computed.
+    assert frame[12:16] == zlib.crc32(frame[4:8] + frame[8:12] + payload).to_bytes(4, "little")
 
 
 def test_appends_are_read_back_in_order_after_the_policy_they_were_decided_under(

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from gpupolicy.core.findings import Finding, Severity, format_path
 from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 from gpupolicy.provenance import NotRecordable, ProvenanceRecord, build_record, should_record
-from gpupolicy.provenance.record import git_source, split_image, template_hash
+from gpupolicy.provenance.record import finding_entry, git_source, split_image, template_hash
 from gpupolicy.provenance.redaction import REDACTED, redact, redact_text
 from gpupolicy.provenance.rendering import flat
 from tests.provenance.samples import (
@@ -89,6 +90,26 @@ def test_record_holds_the_design_fields(gpu_policy: Policy) -> None:
     )
     assert record.template_hash.startswith("sha256:") and len(record.template_hash) == 71
     assert record.status == "admitted"
+
+
+def test_a_finding_is_kept_as_its_fields_say_whatever_was_written_before() -> None:
+    # finding_entry remembers the JSON paths it wrote: the same entry, fresh or remembered.
+    def finding(path: tuple[str | int, ...], severity: Severity) -> Finding:
+        return Finding("GP001", "rule-name", severity, "message", "fix", None, path, container="main")
+
+    paths = [("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"), ("metadata", "a-b_c"), ()]
+    for _ in range(2):
+        for path in paths:
+            for severity in Severity:
+                entry = finding_entry(finding(path, severity))
+                assert entry == {
+                    "rule": "GP001",
+                    "name": "rule-name",
+                    "severity": severity.label,
+                    "path": format_path(path),
+                    "message": "message",
+                    "container": "main",
+                }
 
 
 def test_fixed_factors_come_from_the_experiment_configmap(gpu_policy: Policy) -> None:

@@ -71,9 +71,9 @@ class End:
 Entry = Admission | PolicySnapshot | End
 
 
-def _payload(header: dict[str, Any], raw: bytes) -> bytes:
+def _frame(kind: int, header: dict[str, Any], raw: bytes) -> bytes:
     encoded = _dumps(header)
-    return _LENGTH.pack(len(encoded)) + encoded + raw
+    return frames.encode_parts(kind, _LENGTH.pack(len(encoded)), encoded, raw)
 
 
 def encode_admission(
@@ -93,13 +93,13 @@ def encode_admission(
         "findings": findings,
         "config": experiment_config,
     }
-    return frames.encode(ADMISSION, _payload(header, body))
+    return _frame(ADMISSION, header, body)
 
 
 def encode_policy(digest: str, data: Any) -> bytes:
     """The frame of a policy's snapshot (`data`: the policy's data, serialised as its digest is)."""
     raw = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return frames.encode(POLICY, _payload({"digest": digest}, raw))
+    return _frame(POLICY, {"digest": digest}, raw)
 
 
 def decode(frame: frames.Frame) -> Entry:

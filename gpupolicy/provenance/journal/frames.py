@@ -36,22 +36,41 @@ class Frame:
     end: int  # the offset just after the frame
 
 
+_CRC_HEAD = struct.Struct("<B3xI")  # kind, spare, length: what the CRC covers before the payload
 # zlib.crc32 lets go of the GIL for buffers past 5 KiB: on the event loop (the route encodes its
 # frame there) taking it back behind the journal's thread cost 50 µs and more a frame, ten times
 # the CRC itself. Chunks below that size keep it.
 _CRC_CHUNK = 4096
 
 
-def _crc(kind: int, payload: bytes) -> int:
-    crc = zlib.crc32(struct.pack("<B3xI", kind, len(payload)))
-    view = memoryview(payload)
-    for start in range(0, len(view), _CRC_CHUNK):
-        crc = zlib.crc32(view[start : start + _CRC_CHUNK], crc)
+def _crc_of_parts(kind: int, length: int, parts: tuple[bytes, ...]) -> int:
+    """The CRC of a frame whose payload is `parts` joined (`length` bytes), in chunks that keep
+    the GIL."""
+    crc = zlib.crc32(_CRC_HEAD.pack(kind, length))
+    for part in parts:
+        if len(part) <= _CRC_CHUNK:
+            crc = zlib.crc32(part, crc)
+            continue
+        view = memoryview(part)
+        for start in range(0, len(view), _CRC_CHUNK):
+            crc = zlib.crc32(view[start : start + _CRC_CHUNK], crc)
     return crc
 
 
+def _crc_at_once(kind: int, payload: bytes) -> int:
+    """The CRC in one call, for a reader (the replayer has no event loop to keep the GIL for)."""
+    return zlib.crc32(payload, zlib.crc32(_CRC_HEAD.pack(kind, len(payload))))
+
+
 def encode(kind: int, payload: bytes) -> bytes:
-    return _HEAD.pack(MAGIC, kind, len(payload), _crc(kind, payload)) + payload
+    return encode_parts(kind, payload)
+
+
+def encode_parts(kind: int, *parts: bytes) -> bytes:
+    """The frame whose payload is `parts` joined: the payload is copied once, into the frame
+    (an admission's body is most of it, and the route encodes it on the event loop)."""
+    length = sum(map(len, parts))
+    return b"".join((_HEAD.pack(MAGIC, kind, length, _crc_of_parts(kind, length, parts)), *parts))
 
 
 def frame_length(data: bytes | memoryview, offset: int) -> int | None:
@@ -72,6 +91,6 @@ def decode(data: bytes | memoryview, offset: int) -> Frame | None:
         return None
     _magic, kind, _length, crc = _HEAD.unpack_from(data, offset)
     payload = bytes(data[offset + HEADER_BYTES : offset + length])
-    if _crc(kind, payload) != crc:
+    if _crc_at_once(kind, payload) != crc:
         return None
     return Frame(int(kind), payload, offset + length)
