@@ -19,7 +19,7 @@ import pytest
 from gpupolicy.provenance import open_store
 from gpupolicy.provenance.spool import Spool
 from tests.webhook.reviews import admission_review, gpu_deployment
-from tests.webhook.server_process import ServerProcess, free_port, start_server
+from tests.webhook.server_process import ServerProcess, free_port, start_server, wait_for_replay
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -168,6 +168,10 @@ def test_store_spool_and_log_hold_no_secret(tmp_path: Path, database: str) -> No
     server = start_server(tmp_path, *args)
     try:
         admit_everything(server)
+        # The journal holds admitted bodies as received until the replayer has made their
+        # records: wait for that here rather than leave it to the shutdown's drain, whose few
+        # seconds a loaded machine can overrun (the drain has tests of its own, test_shutdown.py).
+        wait_for_replay(server)
     finally:
         server.stop()
     files = list(written_files(server.data_dir))
