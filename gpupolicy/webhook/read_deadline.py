@@ -103,12 +103,12 @@ class OneWritePerTick:
     turn of the event loop goes out in one write.
 
     uvicorn writes a response in two calls, the status line and headers, then the body. Over TLS
-    each write is a record of its own and a `send()` of its own, and on this path they were the
-    largest cost of a served answer after `review()` (py-spy of a saturated server: the two
-    writes about as much as the route's own work). A route that answers at once (every route
-    of the webhook's: a `Response` of bytes) writes both in the same turn of the loop: they are
-    joined here and sent as one record. Whatever is still held when the turn ends (a response
-    that waits between its parts) is sent then, in order; closing sends it first."""
+    each write is a record of its own and a `send()` of its own: two of the three `write` system
+    calls of a served `/validate` (strace; the third is its log line). A route that answers at
+    once (every route of the webhook's: a `Response` of bytes) writes both in the same turn of
+    the loop: they are joined here and sent as one record. Whatever is still held when the turn
+    ends (a response that waits between its parts, a `100 Continue`) is sent then, in order;
+    closing sends it first."""
 
     __slots__ = ("_held", "_loop", "_transport")
 
