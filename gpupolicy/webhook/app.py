@@ -31,7 +31,14 @@ from starlette.requests import ClientDisconnect
 
 from gpupolicy.kube.inventory import Inventory
 from gpupolicy.webhook.live_facts import LiveFacts
-from gpupolicy.webhook.logs import LOGGER, MAX_LOGGED_FINDINGS, excerpt, log, recurring_excerpt
+from gpupolicy.webhook.logs import (
+    LOGGER,
+    MAX_LOGGED_FINDINGS,
+    excerpt,
+    finding_entry,
+    log,
+    recurring_excerpt,
+)
 from gpupolicy.webhook.metrics import WebhookMetrics
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.recording import Provenance
@@ -297,7 +304,7 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
     metrics.count_request(decision.decision, mode, dry_run, decision.kind)
     metrics.duration.observe(elapsed)
     if decision.mode is not None:
-        metrics.decision_cache.labels("hit" if decision.remembered else "miss").inc()
+        metrics.count_decision_cache(remembered=decision.remembered)
     metrics.count_findings(decision.findings)
     if decision.report is not None:
         for error in decision.report.errors:
@@ -328,16 +335,7 @@ def _account(state: WebhookState, decision: Decision, elapsed: float, provenance
         duration_ms=round(elapsed * 1000, 3),
         provenance=provenance,
         findings_total=len(decision.findings),
-        findings=[
-            {
-                "rule": finding.rule_id,
-                "severity": finding.severity.label,
-                "path": recurring_excerpt(finding.json_path),
-                "container": recurring_excerpt(finding.container),
-                "message": recurring_excerpt(finding.message),
-            }
-            for finding in decision.findings[:MAX_LOGGED_FINDINGS]
-        ],
+        findings=[finding_entry(finding) for finding in decision.findings[:MAX_LOGGED_FINDINGS]],
         suppressed_total=len(suppressed),
         suppressed=[
             {"rule": finding.rule_id, "reason": recurring_excerpt(reason)}

@@ -249,6 +249,7 @@ class WebhookMetrics:
         # MAX_KINDS kinds; the policy's rules and their severities.
         self._request_children: dict[tuple[str, str, str, str], Any] = {}
         self._finding_children: dict[tuple[str, Severity], Any] = {}
+        self._cache_children: dict[str, Any] = {}  # made at first use, as `labels()` would be
 
     def count_request(self, decision: str, mode: str, dry_run: str, kind: str) -> None:
         """`requests{decision, mode, dry_run, kind}` += 1, `kind` bounded by `kind_label`."""
@@ -256,6 +257,14 @@ class WebhookMetrics:
         child = self._request_children.get(key)
         if child is None:
             child = self._request_children[key] = self.requests.labels(*key)
+        child.inc()
+
+    def count_decision_cache(self, *, remembered: bool) -> None:
+        """`decision_cache{result}` += 1: "hit" for a remembered decision, else "miss"."""
+        result = "hit" if remembered else "miss"
+        child = self._cache_children.get(result)
+        if child is None:
+            child = self._cache_children[result] = self.decision_cache.labels(result)
         child.inc()
 
     def count_findings(self, findings: Iterable[Finding]) -> None:

@@ -365,3 +365,19 @@ def test_the_linter_never_imports_the_webhook_dependencies(tmp_path: Path) -> No
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_decision_cache_results_are_counted_and_shown_only_once_seen() -> None:
+    """`count_decision_cache` keeps the children it made: a result never seen is no line of
+    /metrics, as with `labels()` called each time."""
+    from prometheus_client import generate_latest
+
+    from gpupolicy.webhook.metrics import WebhookMetrics
+
+    metrics = WebhookMetrics()
+    assert b"gpupolicy_decision_cache_total{" not in generate_latest(metrics.registry)
+    for remembered in (False, True, True):
+        metrics.count_decision_cache(remembered=remembered)
+    text = generate_latest(metrics.registry).decode()
+    assert 'gpupolicy_decision_cache_total{result="miss"} 1.0' in text
+    assert 'gpupolicy_decision_cache_total{result="hit"} 2.0' in text

@@ -122,3 +122,51 @@ def test_log_writes_the_fields_without_looking_for_the_caller() -> None:
     entry = json.loads(JsonFormatter().format(lines[0]))
     assert entry["uid"] == "b" and entry["findings_total"] == 2 and entry["level"] == "info"
     assert lines[0].lineno == 0  # the stack was not walked
+
+
+def test_the_time_is_written_as_datetime_writes_it_to_the_millisecond() -> None:
+    """Each second's text is made once; the milliseconds are the instant rounded to the
+    microsecond as `fromtimestamp` rounds it (half to even, into the next second), then cut."""
+    import random
+    from datetime import UTC, datetime
+
+    from gpupolicy.webhook.logs import _UtcMilliseconds
+
+    written = _UtcMilliseconds()
+    second = 1_765_000_000
+    edges = [0.0, 0.0005, 0.0009995, 0.0000005, 0.0000015, 0.999, 0.9995, 0.99999949, 0.9999995, 0.9999996]
+    instants = [second + step + edge for step in range(3) for edge in edges]
+    instants += [random.Random(16).uniform(0, 4e9) for _ in range(2_000)]
+    instants += [0.0, 0.25, -1.5]  # the epoch itself, and before it (left to datetime)
+    for instant in instants:
+        expected = datetime.fromtimestamp(instant, UTC).isoformat(timespec="milliseconds")
+        assert written.text(instant) == expected
+
+
+def test_a_finding_entry_is_the_admission_lines_excerpts_remembered_within_a_byte_bound() -> None:
+    from gpupolicy.core.findings import Finding, ObjectRef, Severity
+    from gpupolicy.webhook import logs
+
+    def finding(message: str, path: tuple[str | int, ...] = ("spec", "containers", 0)) -> Finding:
+        return Finding(
+            "GP601", "privileged", Severity.ERROR, message, "Drop it.", ObjectRef("Pod", "a", "p"),
+            path=path, container="server",
+        )  # fmt: skip
+
+    quoted = finding("env HF_TOKEN=hf_" + "Q" * 40 + " is set inline")
+    entry = logs.finding_entry(quoted)
+    assert entry == {
+        "rule": "GP601",
+        "severity": "error",
+        "path": "$.spec.containers[0]",
+        "container": "server",
+        "message": logs.excerpt(quoted.message),
+    }
+    assert "QQQQ" not in (entry["message"] or "")
+    assert logs.finding_entry(finding(quoted.message)) is entry  # another object, the same texts
+    long = finding("m" * (logs._REDACTED_HEAD_CHARS + 1))
+    first, again = logs.finding_entry(long), logs.finding_entry(long)
+    assert first == again and first is not again  # past the redacted head: made each time
+    for number in range(20_000):
+        logs.finding_entry(finding(f"container 'server-{number:05d}' has no readinessProbe " + "." * 200))
+    assert 0 < logs._FINDING_ENTRIES.nbytes <= logs._FINDING_ENTRIES.max_bytes
