@@ -194,6 +194,9 @@ class AdmissionInventory:
         self._kind = admitted.kind
         self._name = admitted.name
         self._namespace = admitted.namespace
+        # Each kind's coverage, asked once per admission: rules ask it about seven times, through
+        # the decision cache's note of the kinds read and the cluster inventory's lookup.
+        self._coverages: dict[str, Coverage] = {}
 
     def _is_admitted(self, item: Resource) -> bool:
         return item.kind == self._kind and item.name == self._name and item.namespace == self._namespace
@@ -215,7 +218,10 @@ class AdmissionInventory:
         return self._base.get(kind, name, namespace)
 
     def coverage(self, kind: str) -> Coverage:
-        return self._base.coverage(kind)
+        found = self._coverages.get(kind)
+        if found is None:
+            found = self._coverages[kind] = self._base.coverage(kind)
+        return found
 
 
 class NoInventory:
@@ -273,9 +279,23 @@ def _request_of(admission_review: Any) -> dict[str, Any]:
     return request
 
 
-def _response(uid: str, allowed: bool, **extra: Any) -> dict[str, Any]:
+def _response(
+    uid: str,
+    allowed: bool,
+    *,
+    status: dict[str, Any] | None = None,
+    warnings: Sequence[str] = (),
+    audit_annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The AdmissionReview answered: what is empty is left out (each a copy of the outcome's,
+    which a remembered decision shares)."""
     body: dict[str, Any] = {"uid": uid, "allowed": allowed}
-    body.update({key: value for key, value in extra.items() if value})
+    if status:
+        body["status"] = status
+    if warnings:
+        body["warnings"] = list(warnings)
+    if audit_annotations:
+        body["auditAnnotations"] = dict(audit_annotations)
     return {"apiVersion": API_VERSION, "kind": KIND, "response": body}
 
 
@@ -423,8 +443,8 @@ def _decision(admission: Admission, outcome: Outcome, *, remembered: bool = Fals
         admission.uid,
         outcome.allowed,
         status=outcome.status,
-        warnings=list(outcome.warnings),
-        auditAnnotations=dict(outcome.audit_annotations),
+        warnings=outcome.warnings,
+        audit_annotations=outcome.audit_annotations,
     )
     return Decision(
         admission,
