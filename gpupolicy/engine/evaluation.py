@@ -211,7 +211,7 @@ class Evaluation:
                 _internal_error(rule, resource, exc, report)
         workload = ctx.workload_of(resource)
         if workload is not None:
-            ref = resource.ref
+            ref = workload.ref()
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
             decision = ctx.role(workload)
             report.roles.append(WorkloadRole.of(resource, decision, ref))
