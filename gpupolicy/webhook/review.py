@@ -382,8 +382,8 @@ def _evaluated(
     cache, cluster = engine.decisions, generations_of(inventory)
     if cache is None or cluster is None or admission.object is None:
         base = inventory if inventory is not None else NoInventory()
-        outcome = _outcome(admission, resource, workload, engine, base, gpu_workload=gpu_workload)
-        return _decision(admission, outcome)
+        evaluated = _outcome(admission, resource, workload, engine, base, gpu_workload=gpu_workload)
+        return _decision(admission, evaluated)
     key = cache.key(
         operation=admission.operation,
         kind=admission.kind,
