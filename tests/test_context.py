@@ -101,3 +101,22 @@ def test_a_rule_that_cannot_find_anything_under_the_policy_is_not_called() -> No
     image = "registry.other.com/team/app:v1"
     found = evaluate(load_text(TWO.replace("IMAGE_PLACEHOLDER", image), "t.yaml").resources, described)
     assert "GP703" in {finding.rule_id for finding in found.findings}
+
+
+def test_a_view_the_caller_made_is_the_subjects_view() -> None:
+    from gpupolicy.engine.evaluation import evaluate, evaluate_subject
+    from gpupolicy.kube.pod_spec import workload_of
+
+    resources = load_text(TWO, "t.yaml").resources
+    deployment = resources[0]
+    policy = default_policy()
+    view = workload_of(deployment)
+    assert view is not None
+    ctx = Context(policy, Bundle(resources), resources)
+    ctx.next_subject(deployment, view)
+    assert ctx.workload_of(deployment) is view
+    # evaluate_subject is evaluate() reporting on one object of the inventory, with the view given.
+    report = evaluate_subject(deployment, policy, Bundle(resources), view=view)
+    assert view.cache  # the rules read (and memoised on) the view given
+    alone = evaluate(resources, policy, Bundle(resources), report_on=lambda item: item is deployment)
+    assert report.findings == alone.findings and report.roles == alone.roles and report.objects == 1

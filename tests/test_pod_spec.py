@@ -482,3 +482,18 @@ def test_containers_and_volumes_are_found_once_per_view() -> None:
     ]
     volumes.clear()  # each caller's own list
     assert len(leader.volumes()) == 2 and found.templates[1].volumes() == []
+
+
+def test_a_views_ref_is_its_resources() -> None:
+    for obj in (
+        {
+            "kind": "Deployment",
+            "metadata": {"name": "a", "namespace": "n"},
+            "spec": {"template": {"spec": {}}},
+        },
+        {"kind": "Job", "metadata": {"generateName": "b-"}, "spec": {"template": {"spec": {}}}},
+        {"metadata": {"namespace": ""}, "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
+    ):
+        resource = Resource(obj, file="x.yaml", doc_index=0)
+        view = workload_of(resource)
+        assert view is not None and view.ref() == resource.ref

@@ -155,6 +155,24 @@ def test_probe_hosts() -> None:
     ]
 
 
+def test_ports_and_hosts_come_in_probe_and_handler_order_from_one_walk() -> None:
+    server = container(
+        {
+            "livenessProbe": {"httpGet": {"host": "a", "port": 1}, "tcpSocket": {"host": "b", "port": 2}},
+            "startupProbe": {"grpc": {"host": "c", "port": 3}, "httpGet": "not a handler"},
+            "readinessProbe": {"exec": {"command": ["true"]}},
+        }
+    )
+    assert [(p.probe, p.handler) for p in probe_ports(server)] == [
+        ("startupProbe", "grpc"),
+        ("livenessProbe", "httpGet"),
+        ("livenessProbe", "tcpSocket"),
+    ]
+    walked = server.cache["probe-handlers"]  # kept on the container: GP405 and GP409 read it
+    assert [host for _, _, host, _ in probe_hosts(server)] == ["a", "b"]  # gRPC has no host
+    assert server.cache["probe-handlers"] is walked
+
+
 def test_progress_deadline_defaults_to_600() -> None:
     assert progress_deadline({}) == (DEFAULT_PROGRESS_DEADLINE_SECONDS, False)
     assert DEFAULT_PROGRESS_DEADLINE_SECONDS == 600

@@ -144,3 +144,9 @@ def test_the_required_text_search_of_the_value_patterns() -> None:
         "s-k",
     ]:
         assert (_ANY_REQUIRED_TEXT.search(value) is not None) is any(text in value for text in every)
+
+
+def test_arguments_without_a_flag_or_token_text_are_not_walked_yet_flags_are_found() -> None:
+    assert detect_in_arguments(["--model=meta-llama/Llama-3.1-8B", "--port=8000", "--tokenizer", "x"]) == []
+    found = detect_in_arguments(["--port=8000", "--hf-token=hf_" + "a" * 34])
+    assert [where for where, _ in found] == [1]

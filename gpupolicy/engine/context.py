@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from gpupolicy.kube.inventory import Inventory, namespace_of
+from gpupolicy.kube.inventory import Inventory, workload_namespace
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, workload_of
 from gpupolicy.kube.roles import Role, RoleDecision, decide, service_selects
 from gpupolicy.loading.documents import Resource
@@ -85,13 +85,14 @@ class Context:
             value = memo[key] = compute()
         return value
 
-    def next_subject(self, resource: Resource | None = None) -> None:
+    def next_subject(self, resource: Resource | None = None, view: Workload | None = None) -> None:
         """The engine starts on another object (`resource`; None for the bundle rules): per-object
-        memos no longer apply."""
+        memos no longer apply. `view`: its workload view (`pod_spec.workload_of`), when the caller
+        made it already (the webhook, to tell whether the object names GPUs)."""
         if self._subject_memo:
             self._subject_memo = {}
         self._subject = resource
-        self._subject_view = _MISSING
+        self._subject_view = view if view is not None else _MISSING
 
     def workload_of(self, resource: Resource) -> Workload | None:
         """`pod_spec.workload_of`; for the object being checked, one view made once, which the
@@ -153,7 +154,7 @@ class Context:
         labels = template.labels
         if not labels:
             return None
-        namespace = namespace_of(workload.resource)
+        namespace = workload_namespace(workload)
         for service in self.inventory.list("Service", namespace):
             if service_selects(service.obj, labels):
                 return service.name

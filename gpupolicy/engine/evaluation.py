@@ -195,10 +195,11 @@ class Evaluation:
         if once is not None:
             self.once[len(self.findings) - 1] = once
 
-    def check(self, resource: Resource) -> None:
-        """Run the object rules of its kind and, when it carries pod templates, the workload rules."""
+    def check(self, resource: Resource, *, view: Workload | None = None) -> None:
+        """Run the object rules of its kind and, when it carries pod templates, the workload rules.
+        `view`: the object's workload view, when the caller has made it (else made here)."""
         ctx, report = self.ctx, self.report
-        ctx.next_subject(resource)
+        ctx.next_subject(resource, view)
         # _run written out, as for the workload rules below: a PDB has ten object rules. Their
         # findings are few: each makes the object's ref (finding_for), an object without pod
         # templates (a PDB, a ConfigMap) then none at all.
@@ -210,7 +211,7 @@ class Evaluation:
                 _internal_error(rule, resource, exc, report)
         workload = ctx.workload_of(resource)
         if workload is not None:
-            ref = resource.ref
+            ref = workload.ref()
             # _run written out: this loop runs ~90 rules per object, most finding nothing.
             decision = ctx.role(workload)
             report.roles.append(WorkloadRole.of(resource, decision, ref))
@@ -283,6 +284,25 @@ def evaluate(
     chosen = None if report_on is None else {(resource.file, resource.doc_index) for resource in subjects}
     report = evaluation.finish(problems=problems, subjects=subjects, directives=directives, chosen=chosen)
     report.objects = len(resources)
+    return report
+
+
+def evaluate_subject(
+    resource: Resource,
+    policy: Policy,
+    inventory: Inventory,
+    *,
+    rules: Iterable[Rule] | RulePlan | None = None,
+    view: Workload | None = None,
+) -> Report:
+    """`evaluate([resource], policy, inventory, report_on=...)` for one object the inventory may
+    hold beside others (the webhook's admitted object): only findings about it are kept, its
+    suppressions applied. `view`: its workload view, when the caller has made it."""
+    evaluation = Evaluation(policy, inventory, (resource,), rules=rules)
+    evaluation.check(resource, view=view)
+    evaluation.check_bundle()
+    report = evaluation.finish(subjects=(resource,), chosen=((resource.file, resource.doc_index),))
+    report.objects = 1
     return report
 
 

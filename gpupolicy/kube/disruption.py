@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gpupolicy.core.immutable import immutable
-from gpupolicy.kube.inventory import DEFAULT_NAMESPACE, Coverage, Inventory, namespace_of
+from gpupolicy.kube.inventory import DEFAULT_NAMESPACE, Coverage, Inventory, namespace_of, workload_namespace
 from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_mapping, int_or_default, workload_of
 from gpupolicy.kube.selectors import (
     TextSelector,
@@ -126,7 +126,7 @@ def pdb_selects_template(pdb: Resource, workload: Workload, template: PodTemplat
     """Same namespace, and the selector matches the labels of the template's pods. Those are made
     text once per template (`_pod_text_labels`), not once per PDB: GP501 matches a workload against
     every PDB of its namespace, GP504 and the streaming lint every PDB against every workload."""
-    if namespace_of(pdb) != namespace_of(workload.resource):
+    if namespace_of(pdb) != workload_namespace(workload):
         return False
     return selector_matches_text_labels(pdb_selector(pdb), _pod_text_labels(workload, template))
 
@@ -174,7 +174,7 @@ def workloads_coverage(inventory: Inventory, kinds: Sequence[str]) -> Coverage:
 
 def pdbs_for(workload: Workload, inventory: Inventory) -> list[Resource]:
     """The PDBs that select the workload's pods (`pdb_selects`)."""
-    return selecting(workload, namespace_pdbs(inventory, namespace_of(workload.resource)))
+    return selecting(workload, namespace_pdbs(inventory, workload_namespace(workload)))
 
 
 def namespace_pdbs(inventory: Inventory, namespace: str) -> list[tuple[Resource, TextSelector]]:
@@ -208,7 +208,7 @@ def selected_workloads(pdb: Resource, inventory: Inventory, kinds: Sequence[str]
 
 def hpa_targets(hpa: Resource, workload: Workload) -> bool:
     """spec.scaleTargetRef names the workload (kind and name, same namespace)."""
-    if namespace_of(hpa) != namespace_of(workload.resource):
+    if namespace_of(hpa) != workload_namespace(workload):
         return False
     ref = as_mapping(as_mapping(as_mapping(hpa.obj).get("spec")).get("scaleTargetRef"))
     return ref.get("kind") == workload.kind and ref.get("name") == workload.name
@@ -223,7 +223,7 @@ def hpa_for(workload: Workload, inventory: Inventory) -> Resource | None:
         found: Resource | None = cache[key]
         return found
     found = cache[key] = next(
-        (hpa for hpa in inventory.list(HPA, namespace_of(workload.resource)) if hpa_targets(hpa, workload)),
+        (hpa for hpa in inventory.list(HPA, workload_namespace(workload)) if hpa_targets(hpa, workload)),
         None,
     )
     return found

@@ -10,10 +10,13 @@ import bisect
 import heapq
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.loading.documents import Resource
+
+if TYPE_CHECKING:
+    from gpupolicy.kube.pod_spec import Workload
 
 DEFAULT_NAMESPACE = "default"
 
@@ -39,6 +42,12 @@ class Inventory(Protocol):
 
 def namespace_of(resource: Resource) -> str:
     return resource.namespace or DEFAULT_NAMESPACE
+
+
+def workload_namespace(workload: Workload) -> str:
+    """`namespace_of(workload.resource)`, from the namespace the view read when it was made
+    (rules ask it of each workload about ten times)."""
+    return workload.namespace or DEFAULT_NAMESPACE
 
 
 class _Kind:

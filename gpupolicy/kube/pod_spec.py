@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import field
 from typing import Any
 
-from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.findings import JsonPath, ObjectRef
 from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.documents import Resource
 
@@ -516,6 +516,10 @@ class Workload:
                 (template, container) for template in self.templates for container in template.containers
             )
         return found
+
+    def ref(self) -> ObjectRef:
+        """`Resource.ref`, from the identity the view read when it was made."""
+        return ObjectRef(self.kind or "<no kind>", self.namespace, self.name or "<no name>")
 
     @property
     def is_pod(self) -> bool:

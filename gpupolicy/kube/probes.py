@@ -175,34 +175,45 @@ def _resolve(value: Any, names: set[str], numbers: set[int]) -> PortStatus:
     return PortStatus.INVALID
 
 
+_HANDLERS = "probe-handlers"  # Container.cache key of `_probe_handlers`
+
+
+def _probe_handlers(container: Container) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+    """(probe, handler, action) for each handler object a probe of the container sets, in the
+    order of PROBES and PORT_HANDLERS: walked once per container (GP405 reads their ports,
+    GP409 their hosts; each walked three probes and their handlers)."""
+    cache = container.cache
+    found: tuple[tuple[str, str, dict[str, Any]], ...] | None = cache.get(_HANDLERS)
+    if found is None:
+        handlers = []
+        for name in PROBES:
+            probe = container.spec.get(name)
+            if isinstance(probe, dict):
+                for handler in PORT_HANDLERS:
+                    action = probe.get(handler)
+                    if isinstance(action, dict):
+                        handlers.append((name, handler, action))
+        found = cache[_HANDLERS] = tuple(handlers)
+    return found
+
+
 def probe_ports(container: Container, only: frozenset[PortStatus] | None = None) -> Iterator[ProbePort]:
     """Every port a probe of the container connects to, resolved against its declared ports
     (`only`: just the ports of those statuses)."""
     declared: tuple[set[str], set[int]] | None = None  # read once, when a probe names a port
-    for name in PROBES:
-        probe = probe_of(container, name)
-        if probe is None:
-            continue
-        for handler in PORT_HANDLERS:
-            action = probe.get(handler)
-            if isinstance(action, dict) and "port" in action:
-                if declared is None:
-                    declared = declared_ports(container)
-                status = _resolve(action["port"], *declared)
-                if only is None or status in only:
-                    yield ProbePort(
-                        name, handler, action["port"], container.field(name, handler, "port"), status
-                    )
+    for name, handler, action in _probe_handlers(container):
+        if "port" in action:
+            if declared is None:
+                declared = declared_ports(container)
+            status = _resolve(action["port"], *declared)
+            if only is None or status in only:
+                yield ProbePort(name, handler, action["port"], container.field(name, handler, "port"), status)
 
 
 def probe_hosts(container: Container) -> Iterator[tuple[str, str, Any, JsonPath]]:
-    """(probe, handler, host, path) for every probe handler that sets `host`."""
-    for name in PROBES:
-        probe = probe_of(container, name)
-        if probe is None:
-            continue
-        for handler in ("httpGet", "tcpSocket"):
-            action = as_mapping(probe.get(handler))
+    """(probe, handler, host, path) for every probe handler that sets `host` (gRPC has none)."""
+    for name, handler, action in _probe_handlers(container):
+        if handler != "grpc":
             host = action.get("host")
             if host not in (None, ""):
                 yield name, handler, host, container.field(name, handler, "host")

@@ -249,12 +249,20 @@ SECRET_FLAGS = frozenset(
 )
 
 
+# Any of SECRET_FLAGS in a text (literals: searched in linear time).
+_ANY_SECRET_FLAG = re.compile("|".join(re.escape(flag) for flag in sorted(SECRET_FLAGS)))
+
+
 def detect_in_arguments(arguments: list[str]) -> list[tuple[int, Credential]]:
     """Credentials in a command/args list: values of secret flags, and token-shaped words."""
     found: list[tuple[int, Credential]] = []
-    # No argument holds a token shape unless the arguments together hold one's required text.
+    # No argument holds a token shape unless the arguments together hold one's required text,
+    # nor starts with a secret flag unless they hold its text: most command lines hold neither,
+    # and are then not walked argument by argument.
     joined = "\n".join(arguments)
     shapes = _ANY_REQUIRED_TEXT.search(joined) is not None
+    if not shapes and _ANY_SECRET_FLAG.search(joined) is None:
+        return found
     for index, argument in enumerate(arguments):
         flag, equals, inline = argument.partition("=") if argument.startswith("--") else ("", "", "")
         if flag in SECRET_FLAGS:  # every one a long option: other arguments are not split

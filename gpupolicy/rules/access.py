@@ -13,7 +13,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Violation, rule
 from gpupolicy.engine.unknowns import NETWORK_POLICIES, said_unknown, unknown_fact
 from gpupolicy.kube import pod_security_levels as levels
-from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.inventory import Coverage, namespace_of, workload_namespace
 from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.kube.roles import NOT_AGENT, SERVERS
@@ -134,7 +134,7 @@ def namespace_without_network_policy(workload: Workload, ctx: Context) -> Iterat
     coverage = ctx.inventory.coverage("NetworkPolicy")
     if coverage is Coverage.PARTIAL and said_unknown(ctx, NETWORK_POLICIES):
         return  # of a partial inventory that unknown is all it can say, whatever the namespace holds
-    namespace = namespace_of(workload.resource)
+    namespace = workload_namespace(workload)
     where = ("metadata", "namespace") if workload.namespace else ("metadata",)
     if coverage is Coverage.UNAVAILABLE:
         yield Violation(

@@ -34,7 +34,7 @@ from gpupolicy.kube.disruption import (
     workloads_coverage,
     workloads_in,
 )
-from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.inventory import Coverage, namespace_of, workload_namespace
 from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
 from gpupolicy.kube.roles import SERVERS, serving_templates_of
 from gpupolicy.kube.selectors import TextSelector, selector_is_empty
@@ -99,7 +99,7 @@ def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violati
     path: JsonPath = (
         ("spec", "replicas") if "replicas" in as_mapping(_spec(workload.resource)) else ("metadata", "name")
     )
-    namespace = namespace_of(workload.resource)
+    namespace = workload_namespace(workload)
     if ctx.inventory.coverage(PDB) is Coverage.UNAVAILABLE:
         yield Violation(
             path,

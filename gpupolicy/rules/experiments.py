@@ -23,7 +23,7 @@ from gpupolicy.kube.experiments import (
     is_experiment_config,
     parse_experiment,
 )
-from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.inventory import Coverage, workload_namespace
 from gpupolicy.kube.pod_spec import EXTRACTORS, Workload, workload_of
 from gpupolicy.loading.documents import Resource
 
@@ -135,10 +135,21 @@ def experiment_utilization_only(resource: Resource, ctx: Context) -> Iterator[Vi
 
 
 def _lookup(workload: Workload, ctx: Context) -> tuple[ArmLink, Resource | None, Coverage] | None:
+    """The workload's arm, its experiment's ConfigMap and whether the inventory could list
+    ConfigMaps, looked up once per object (GP804 and `_linked` read them): kept on the view."""
+    key, cache = ("experiments:lookup", id(ctx)), workload.cache
+    if key in cache:
+        found: tuple[ArmLink, Resource | None, Coverage] | None = cache[key]
+        return found
+    found = cache[key] = _look_up(workload, ctx)
+    return found
+
+
+def _look_up(workload: Workload, ctx: Context) -> tuple[ArmLink, Resource | None, Coverage] | None:
     link = arm_link(workload)
     if link is None:
         return None
-    namespace = namespace_of(workload.resource)
+    namespace = workload_namespace(workload)
     found = ctx.inventory.get("ConfigMap", link.experiment, namespace)
     return link, found, ctx.inventory.coverage("ConfigMap")
 
@@ -189,7 +200,7 @@ def _same_object(a: Workload, b: Workload) -> bool:
 
 
 def _control_of(workload: Workload, link: ArmLink, ctx: Context) -> tuple[Workload | None, bool]:
-    arms, complete = _arms(namespace_of(workload.resource), link.experiment, ctx)
+    arms, complete = _arms(workload_namespace(workload), link.experiment, ctx)
     controls = [arm for arm, other in arms if other.arm == CONTROL_ARM and not _same_object(arm, workload)]
     return (controls[0] if controls else None), complete
 
@@ -235,7 +246,7 @@ def experiment_undefined(workload: Workload, ctx: Context) -> Iterator[Violation
     if looked_up is None:
         return
     link, found, coverage = looked_up
-    namespace = namespace_of(workload.resource)
+    namespace = workload_namespace(workload)
     if found is None and coverage is Coverage.UNAVAILABLE:
         yield Violation(
             link.experiment_path,

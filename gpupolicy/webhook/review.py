@@ -22,11 +22,11 @@ from typing import Any
 from gpupolicy.core.findings import Finding, Severity
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.json_text import use_encoder
-from gpupolicy.engine.evaluation import RulePlan, evaluate
+from gpupolicy.engine.evaluation import RulePlan, evaluate_subject
 from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.engine.report import Report
-from gpupolicy.kube.inventory import Coverage, Inventory, namespace_of
-from gpupolicy.kube.pod_spec import as_mapping, workload_of
+from gpupolicy.kube.inventory import Coverage, Inventory
+from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.validation import PolicyError
@@ -190,35 +190,38 @@ class AdmissionInventory:
     def __init__(self, base: Inventory, admitted: Resource) -> None:
         self._base = base
         self._admitted = admitted
+        # Its identity read once: rules ask the inventory a dozen times per admission.
+        self._kind = admitted.kind
+        self._name = admitted.name
+        self._namespace = admitted.namespace
+        # Each kind's coverage, asked once per admission: rules ask it about seven times, through
+        # the decision cache's note of the kinds read and the cluster inventory's lookup.
+        self._coverages: dict[str, Coverage] = {}
 
     def _is_admitted(self, item: Resource) -> bool:
-        admitted = self._admitted
-        return (
-            item.kind == admitted.kind
-            and item.name == admitted.name
-            and (item.namespace or None) == (admitted.namespace or None)
-        )
+        return item.kind == self._kind and item.name == self._name and item.namespace == self._namespace
 
     def list(self, kind: str, namespace: str | None = None) -> Sequence[Resource]:
         found = self._base.list(kind, namespace)
-        admitted = self._admitted
-        if kind != admitted.kind:
+        if kind != self._kind:
             return found
-        if namespace is not None and admitted.namespace is not None and namespace_of(admitted) != namespace:
+        admitted_namespace = self._namespace
+        if namespace is not None and admitted_namespace is not None and admitted_namespace != namespace:
             return found
-        return [*(item for item in found if not self._is_admitted(item)), admitted]
+        return [*(item for item in found if not self._is_admitted(item)), self._admitted]
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Resource | None:
-        admitted = self._admitted
-        same_namespace = (
-            namespace is None or admitted.namespace is None or namespace_of(admitted) == namespace
-        )
-        if kind == admitted.kind and name == admitted.name and same_namespace:
-            return admitted
+        admitted_namespace = self._namespace
+        same_namespace = namespace is None or admitted_namespace is None or admitted_namespace == namespace
+        if kind == self._kind and name == self._name and same_namespace:
+            return self._admitted
         return self._base.get(kind, name, namespace)
 
     def coverage(self, kind: str) -> Coverage:
-        return self._base.coverage(kind)
+        found = self._coverages.get(kind)
+        if found is None:
+            found = self._coverages[kind] = self._base.coverage(kind)
+        return found
 
 
 class NoInventory:
@@ -276,9 +279,23 @@ def _request_of(admission_review: Any) -> dict[str, Any]:
     return request
 
 
-def _response(uid: str, allowed: bool, **extra: Any) -> dict[str, Any]:
+def _response(
+    uid: str,
+    allowed: bool,
+    *,
+    status: dict[str, Any] | None = None,
+    warnings: Sequence[str] = (),
+    audit_annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The AdmissionReview answered: what is empty is left out (each a copy of the outcome's,
+    which a remembered decision shares)."""
     body: dict[str, Any] = {"uid": uid, "allowed": allowed}
-    body.update({key: value for key, value in extra.items() if value})
+    if status:
+        body["status"] = status
+    if warnings:
+        body["warnings"] = list(warnings)
+    if audit_annotations:
+        body["auditAnnotations"] = dict(audit_annotations)
     return {"apiVersion": API_VERSION, "kind": KIND, "response": body}
 
 
@@ -343,7 +360,7 @@ def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | N
         is_cross_object(resource) and (workload is None or admission.kind == "Rollout")
     ):
         return _allowed_at_once(admission, "no-gpus" if workload is not None else "not-checked")
-    return _evaluated(admission, resource, engine, inventory, gpu_workload=gpu_workload)
+    return _evaluated(admission, resource, workload, engine, inventory, gpu_workload=gpu_workload)
 
 
 def _allowed_at_once(admission: Admission, reason: str) -> Decision:
@@ -354,6 +371,7 @@ def _allowed_at_once(admission: Admission, reason: str) -> Decision:
 def _evaluated(
     admission: Admission,
     resource: Resource,
+    workload: Workload | None,
     engine: ReviewEngine,
     inventory: Inventory | None,
     *,
@@ -364,7 +382,8 @@ def _evaluated(
     cache, cluster = engine.decisions, generations_of(inventory)
     if cache is None or cluster is None or admission.object is None:
         base = inventory if inventory is not None else NoInventory()
-        return _decision(admission, _outcome(admission, resource, engine, base, gpu_workload=gpu_workload))
+        evaluated = _outcome(admission, resource, workload, engine, base, gpu_workload=gpu_workload)
+        return _decision(admission, evaluated)
     key = cache.key(
         operation=admission.operation,
         kind=admission.kind,
@@ -375,7 +394,7 @@ def _evaluated(
     if outcome is not None:
         return _decision(admission, outcome, remembered=True)
     read = ReadKinds(cluster)
-    outcome = _outcome(admission, resource, engine, read, gpu_workload=gpu_workload)
+    outcome = _outcome(admission, resource, workload, engine, read, gpu_workload=gpu_workload)
     if key is not None:
         cache.put(key, outcome, read, cluster)
     return _decision(admission, outcome)
@@ -384,17 +403,15 @@ def _evaluated(
 def _outcome(
     admission: Admission,
     resource: Resource,
+    workload: Workload | None,
     engine: ReviewEngine,
     inventory: Inventory,
     *,
     gpu_workload: bool,
 ) -> Outcome:
-    report = evaluate(
-        [resource],
-        engine.policy,
-        AdmissionInventory(inventory, resource),
-        report_on=lambda item: item is resource,
-        rules=engine.plan,
+    # The view `review` made to tell whether the object names GPUs is the one its rules read.
+    report = evaluate_subject(
+        resource, engine.policy, AdmissionInventory(inventory, resource), rules=engine.plan, view=workload
     )
     findings = report.findings  # exemptions and allowed suppressions already applied
     mode = engine.settings.mode_for(admission.namespace)
@@ -426,8 +443,8 @@ def _decision(admission: Admission, outcome: Outcome, *, remembered: bool = Fals
         admission.uid,
         outcome.allowed,
         status=outcome.status,
-        warnings=list(outcome.warnings),
-        auditAnnotations=dict(outcome.audit_annotations),
+        warnings=outcome.warnings,
+        audit_annotations=outcome.audit_annotations,
     )
     return Decision(
         admission,

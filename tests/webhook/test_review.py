@@ -490,6 +490,20 @@ def test_admission_inventory_replaces_the_stored_version() -> None:
     assert NoInventory().coverage("PodDisruptionBudget") is Coverage.UNAVAILABLE
 
 
+def test_the_admission_inventory_asks_each_kind_coverage_once() -> None:
+    asked: list[str] = []
+
+    class Counting(NoInventory):
+        def coverage(self, kind: str) -> Coverage:
+            asked.append(kind)
+            return Coverage.COMPLETE
+
+    admitted = Resource({"kind": "Deployment", "metadata": {"name": "a"}}, file="admission:x", doc_index=0)
+    view = AdmissionInventory(Counting(), admitted)
+    assert [view.coverage(kind) for kind in ("ConfigMap", "ConfigMap", "Service")] == [Coverage.COMPLETE] * 3
+    assert asked == ["ConfigMap", "Service"]  # one answer per kind for the whole admission
+
+
 @pytest.mark.parametrize(
     "changes",
     [
