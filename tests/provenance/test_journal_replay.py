@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,57 @@ def test_a_dead_store_writer_ends_the_replay_and_leaves_the_checkpoint(
     with pytest.raises(WriterStopped):  # the process exits; the webhook starts another one
         replayer.run(threading.Event())
     assert segments.read_checkpoint(tmp_path / "journal") == segments.START
+
+
+class AcceptingStore:
+    """A store that holds every record at once."""
+
+    def __init__(self) -> None:
+        self.uids: list[str] = []
+
+    def submit(self, record: Any, *, block: bool = False) -> Future[str]:
+        self.uids.append(record.uid)
+        done: Future[str] = Future()
+        done.set_result(record.uid)
+        return done
+
+
+class CountingReplayer(JournalReplayer):
+    """Keeps how many admissions each replay found."""
+
+    found: list[int]
+
+    def replay_once(self, *, after_store: Any = None) -> int:
+        found = super().replay_once(after_store=after_store)
+        self.found.append(found)
+        return found
+
+
+class StopAtFirstWait(threading.Event):
+    """Notes the replays made before the loop's first wait, and its timeout; then ends the loop."""
+
+    def __init__(self, replayer: CountingReplayer) -> None:
+        super().__init__()
+        self.replayer = replayer
+        self.waits: list[tuple[list[int], float | None]] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append((list(self.replayer.found), timeout))
+        self.set()
+        return True
+
+
+def test_the_replayer_goes_on_at_once_after_a_full_batch_and_waits_its_poll_once_caught_up(
+    tmp_path: Path, gpu_policy: Policy
+) -> None:
+    frames = [admission_frame(f"uid-{number}", gpu_policy) for number in range(3)]
+    journal_of(tmp_path / "journal", frames, gpu_policy)
+    store = AcceptingStore()
+    replayer = CountingReplayer(tmp_path / "journal", store, record_of_admission, batch=2)
+    replayer.found = []
+    stop = StopAtFirstWait(replayer)
+    replayer.run(stop, poll=0.25)
+    # A full batch of two, then at once the one left; caught up (a batch short of two), the
+    # replayer waits its poll rather than read again for what arrives meanwhile.
+    assert stop.waits == [([2, 1], 0.25)]
+    assert store.uids == ["uid-0", "uid-1", "uid-2"]
