@@ -187,8 +187,8 @@ def _probe_handlers(container: Container) -> tuple[tuple[str, str, dict[str, Any
     if found is None:
         handlers = []
         for name in PROBES:
-            probe = container.spec.get(name)
-            if isinstance(probe, dict):
+            probe = probe_of(container, name)
+            if probe is not None:
                 for handler in PORT_HANDLERS:
                     action = probe.get(handler)
                     if isinstance(action, dict):
