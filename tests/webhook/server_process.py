@@ -133,6 +133,17 @@ def start_server(
     raise RuntimeError(f"gpupolicy serve did not answer within {wait_seconds} s:\n{server.logs()}")
 
 
+def replayer_pid(server: ServerProcess, seconds: float = 60.0) -> int:
+    """The process id of the server's provenance replayer, once /readyz reports one."""
+    deadline = time.monotonic() + seconds
+    with server.client() as client:
+        while (pid := client.get("/readyz").json()["provenance"]["replayer"]["pid"]) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no provenance replayer within {seconds} s:\n{server.logs()[-5_000:]}")
+            time.sleep(0.1)
+    return int(pid)
+
+
 def wait_for_replayer(server: ServerProcess, seconds: float = 60.0) -> None:
     """Until no provenance replayer holds the server's journal: one whose webhook was killed
     replays what the journal holds, then exits."""

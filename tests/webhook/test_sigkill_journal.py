@@ -23,7 +23,13 @@ from sqlalchemy import func, select
 from gpupolicy.provenance.schema import records
 from gpupolicy.provenance.store import open_reader
 from tests.webhook.reviews import admission_review, gpu_deployment
-from tests.webhook.server_process import ServerProcess, start_server, wait_for_replay, wait_for_replayer
+from tests.webhook.server_process import (
+    ServerProcess,
+    replayer_pid,
+    start_server,
+    wait_for_replay,
+    wait_for_replayer,
+)
 from tests.webhook.test_sigkill import Database, postgres_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -73,15 +79,6 @@ class Stream:
         self._stop.set()
         for thread in self._threads:
             thread.join(30)
-
-
-def replayer_pid(server: ServerProcess) -> int:
-    deadline = time.monotonic() + 60
-    with server.client() as client:
-        while (pid := client.get("/readyz").json()["provenance"]["replayer"]["pid"]) is None:
-            assert time.monotonic() < deadline, "no replayer process"
-            time.sleep(0.1)
-    return int(pid)
 
 
 def kill(pid: int) -> None:
