@@ -151,7 +151,9 @@ class Server:
     folder: Path
 
 
-def start(folder: Path, name: str, kubeconfig: Path, extra: list[str]) -> Server:
+def start(folder: Path, name: str, kubeconfig: Path, extra: list[str], *, checkout: Path = REPO) -> Server:
+    """`gpupolicy serve` of `checkout` (this one, or an unpacked `git archive` of another commit,
+    run with this environment's interpreter and dependencies) in a child process, once ready."""
     import socket
 
     import trustme
@@ -171,7 +173,11 @@ def start(folder: Path, name: str, kubeconfig: Path, extra: list[str]) -> Server
     ]  # fmt: skip
     log = (folder / "server.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, __file__, "--serve", *argv], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+        [sys.executable, str(checkout / "bench" / "webhook_latency.py"), "--serve", *argv],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=checkout,  # the replayer's `python -m gpupolicy...` then imports the checkout's code
+        env={**os.environ, "PYTHONPATH": str(checkout)},
     )
     context = ssl.create_default_context()
     ca.configure_trust(context)
