@@ -26,6 +26,7 @@ from gpupolicy.kube.disruption import (
 from gpupolicy.kube.inventory import Bundle
 from gpupolicy.kube.pod_spec import Workload, workload_of
 from gpupolicy.loading.documents import Resource
+from tests.conftest import LintText
 
 
 def resource(obj: dict[str, Any]) -> Resource:
@@ -215,6 +216,73 @@ def test_controller_labels_count_as_pod_labels() -> None:
     )
     assert pdb_selects(pdb("a", {"matchLabels": {"serving.kserve.io/inferenceservice": "llama"}}), isvc)
     assert not pdb_selects(pdb("a", {"matchLabels": {"serving.kserve.io/inferenceservice": "other"}}), isvc)
+
+
+def nim_service(*, platform: str | None = None) -> Workload:
+    spec: dict[str, Any] = {"image": {"repository": "nvcr.io/nim/meta/llama", "tag": "1.3.3"}, "replicas": 2}
+    if platform is not None:
+        spec["inferencePlatform"] = platform
+    return as_workload(
+        resource(
+            {
+                "apiVersion": "apps.nvidia.com/v1alpha1",
+                "kind": "NIMService",
+                "metadata": {"name": "llama", "namespace": "ai-lab"},
+                "spec": spec,
+            }
+        )
+    )
+
+
+def test_the_nim_operator_labels_the_pods_of_its_own_deployment_app_name() -> None:
+    by_app = pdb("a", {"matchLabels": {"app": "llama"}})
+    for platform in (None, "", "standalone"):
+        assert pdb_selects(by_app, nim_service(platform=platform)), platform
+    assert not pdb_selects(pdb("a", {"matchLabels": {"app": "other"}}), nim_service())
+    # Served through KServe, the pods are KServe's: the operator's `app` label is not theirs.
+    assert not pdb_selects(by_app, nim_service(platform="kserve"))
+
+
+def test_gp501_names_the_labels_a_pdb_could_select_the_pods_by(lint_text: LintText) -> None:
+    lws = """
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: vllm, namespace: ai-lab}
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    leaderTemplate:
+      spec:
+        containers:
+          - name: leader
+            image: vllm/vllm-openai:v0.6.3
+            command: [vllm, serve, /models/llama, --port, "8000"]
+            ports: [{containerPort: 8000}]
+            resources: {limits: {nvidia.com/gpu: 8}}
+"""
+    llmisvc = """
+apiVersion: serving.kserve.io/v1alpha1
+kind: LLMInferenceService
+metadata: {name: qwen, namespace: ai-lab}
+spec:
+  replicas: 2
+  model: {uri: "hf://Qwen/Qwen2.5-7B-Instruct"}
+  template:
+    containers:
+      - name: main
+        image: vllm/vllm-openai:v0.6.3
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+    report = lint_text(lws + "---\n" + llmisvc)
+    messages = {f.object.kind: f.message for f in report.findings if f.rule_id == "GP501" and f.object}
+    # The controller's own label is on every LeaderWorkerSet pod: a PDB may select by it.
+    assert "(pod labels: leaderworkerset.sigs.k8s.io/name=vllm)" in messages["LeaderWorkerSet"]
+    # KServe's controller labels the pods it builds from the spec; the manifest does not say how.
+    assert (
+        "none in the manifest; the LLMInferenceService controller sets its pods' labels"
+        in (messages["LLMInferenceService"])
+    )
 
 
 def test_pod_labels_match_as_text_and_every_view_of_the_object_reads_them() -> None:

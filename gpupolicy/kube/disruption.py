@@ -108,18 +108,32 @@ def pdb_selector(pdb: Resource) -> Any:
 # Labels a controller adds to every pod it creates, besides the template's own: PDBs often select
 # on them. https://kserve.github.io/website/ (serving.kserve.io/inferenceservice),
 # https://lws.sigs.k8s.io/docs/reference/labels-annotations-and-environment-variables/,
-# https://kubernetes.io/docs/reference/labels-annotations-taints/#batch-kubernetes-io-job-name
+# https://kubernetes.io/docs/reference/labels-annotations-taints/#batch-kubernetes-io-job-name,
+# NVIDIA's NIM operator (github.com/NVIDIA/k8s-nim-operator, manifests/deployment.yaml and
+# NIMService.GetSelectorLabels: the Deployment it makes selects and labels its pods `app: <name>`;
+# only on its own platform, see `_controller_labels`).
 CONTROLLER_LABELS: dict[str, tuple[str, ...]] = {
     "InferenceService": ("serving.kserve.io/inferenceservice",),
     "LeaderWorkerSet": ("leaderworkerset.sigs.k8s.io/name",),
     "Job": ("job-name", "batch.kubernetes.io/job-name"),
+    "NIMService": ("app",),
 }
 
 
 def pod_labels(workload: Workload, template: PodTemplate) -> dict[str, Any]:
     """The labels the workload's pods carry: the template's, plus the controller's own."""
-    added = {key: workload.name for key in CONTROLLER_LABELS.get(workload.kind, ())}
-    return {**added, **template.labels}
+    return {**_controller_labels(workload), **template.labels}
+
+
+def _controller_labels(workload: Workload) -> dict[str, str]:
+    """A NIMService with `inferencePlatform: kserve` is served through a KServe InferenceService the
+    operator makes, whose pods KServe labels: the `app` label of the operator's own Deployment
+    ("standalone", the default) is not theirs, and what is cannot be told from the manifest."""
+    if workload.kind == "NIMService":
+        platform = as_mapping(as_mapping(workload.resource.obj).get("spec")).get("inferencePlatform")
+        if platform not in (None, "", "standalone"):
+            return {}
+    return {key: workload.name for key in CONTROLLER_LABELS.get(workload.kind, ())}
 
 
 def pdb_selects_template(pdb: Resource, workload: Workload, template: PodTemplate) -> bool:

@@ -28,6 +28,7 @@ from gpupolicy.kube.disruption import (
     pdb_selector,
     pdb_selects_template,
     pdbs_for,
+    pod_labels,
     selected_templates,
     selecting,
     workload_kinds,
@@ -36,7 +37,7 @@ from gpupolicy.kube.disruption import (
 )
 from gpupolicy.kube.inventory import Coverage, namespace_of, workload_namespace
 from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
-from gpupolicy.kube.roles import SERVERS, serving_templates_of
+from gpupolicy.kube.roles import CONTROLLER_INJECTS, SERVERS, serving_templates_of
 from gpupolicy.kube.selectors import TextSelector, selector_is_empty
 from gpupolicy.loading.documents import Resource
 
@@ -110,15 +111,23 @@ def gpu_server_without_pdb(workload: Workload, ctx: Context) -> Iterator[Violati
         )
         return
     if not selecting(workload, _pdbs_of(namespace, ctx)):
-        labels = (
-            ", ".join(f"{k}={v}" for t in workload.templates[:1] for k, v in sorted(t.labels.items()))
-            or "no labels"
-        )
         yield Violation(
             path,
             f"no PodDisruptionBudget in namespace {namespace} selects the pods of "
-            f"{workload.resource.ref} (pod labels: {labels})",
+            f"{workload.resource.ref} (pod labels: {_pod_labels_said(workload)})",
         )
+
+
+def _pod_labels_said(workload: Workload) -> str:
+    """The labels a PDB could select the workload's pods by: the first template's, with those its
+    controller adds (`pod_labels`). A controller that builds the pods from fields of its own (KServe's
+    LLMInferenceService) labels them as it likes: the message says so rather than "no labels"."""
+    labels = pod_labels(workload, workload.templates[0]) if workload.templates else {}
+    if labels:
+        return ", ".join(f"{key}={value}" for key, value in sorted(labels.items()))
+    if workload.kind in CONTROLLER_INJECTS:
+        return f"none in the manifest; the {workload.kind} controller sets its pods' labels"
+    return "no labels"
 
 
 def _pdbs_of(namespace: str, ctx: Context) -> list[tuple[Resource, TextSelector]]:
