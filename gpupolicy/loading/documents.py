@@ -551,11 +551,11 @@ def construct_with_positions(
         earlier: dict[Any, yaml.Node] | None = None
         sources: list[dict[str, Entry]] | None = None  # made at a merge key: most mappings have none
         for key_node, value_node in node.value:
-            tag = key_node.tag
-            if tag is tag_str:  # the tag object the composer gives a string: the hot path
-                written: str | None = key_node.value
-                key: Any = written
-            elif tag == tag_merge:
+            if key_node.tag is tag_str:  # the tag object the composer gives a string: the hot path
+                key: Any
+                written: str | None
+                key = written = key_node.value
+            elif key_node.tag == tag_merge:
                 if earlier is None:
                     earlier = _keys_written_before(node, key_node)
                 merged, merged_table = value_of(value_node, depth + 1)
