@@ -111,6 +111,18 @@ def test_positions_around_a_block_scalar() -> None:
     assert resource.lines.parsed(child_of(written)) == (1, 5)  # type: ignore[arg-type]
 
 
+def test_positions_around_a_block_scalar_in_a_list() -> None:
+    """An item of a list that is a block scalar keeps where its text starts too; a plain or quoted
+    item keeps its span alone."""
+    resource = only('a:\n  - plain\n  - >\n    folded\n  - "quoted"\n')
+    assert resource.positions is not None and resource.lines is not None
+    items = child_of(resource.positions.written(("a",)))  # type: ignore[arg-type]
+    assert isinstance(items, list) and len(items) == 3
+    assert resource.lines.parsed(child_of(items[1])) == (2, 4)  # type: ignore[arg-type]
+    assert child_of(items[0]) is None and child_of(items[2]) is None
+    assert resource.position(("a", 2)) == (5, 5)
+
+
 def test_identity_fields() -> None:
     resource = only(DEPLOYMENT)
     assert (resource.api_version, resource.group, resource.kind) == ("apps/v1", "apps", "Deployment")

@@ -551,11 +551,11 @@ def construct_with_positions(
         earlier: dict[Any, yaml.Node] | None = None
         sources: list[dict[str, Entry]] | None = None  # made at a merge key: most mappings have none
         for key_node, value_node in node.value:
-            tag = key_node.tag
-            if tag is tag_str:  # the tag object the composer gives a string: the hot path
-                written: str | None = key_node.value
-                key: Any = written
-            elif tag == tag_merge:
+            if key_node.tag is tag_str:  # the tag object the composer gives a string: the hot path
+                key: Any
+                written: str | None
+                key = written = key_node.value
+            elif key_node.tag == tag_merge:
                 if earlier is None:
                     earlier = _keys_written_before(node, key_node)
                 merged, merged_table = value_of(value_node, depth + 1)
@@ -580,18 +580,24 @@ def construct_with_positions(
                 if key in earlier:
                     repeated.append(RepeatedKey(str(key), earlier[key].start_mark.line + 1, key_node))
                 earlier[key] = key_node
-            if type(value_node) is scalar_node:  # inline: the hot path
+            if type(value_node) is scalar_node:  # inline: the hot path, its entry made here
                 tag = value_node.tag
                 result[key] = value_node.value if tag is tag_str else scalar_value(value_node)
-                # A plain scalar's style is "" (None from PyYAML's Python parser): no set lookup.
-                style = value_node.style
-                child: Child = value_node.start_mark.index if style and style in block_styles else None
-            else:
-                collection = mapping_of if type(value_node) is mapping_node else sequence_of
-                result[key], child = collection(value_node, depth + 1)
-            if written is not None:  # spans computed inline: a call per span cost a fifth of the walk
+                if written is not None:  # spans computed inline: a call per span cost a fifth of the walk
+                    where = key_node.start_mark.index << bits | key_node.end_mark.index
+                    # A plain scalar's style is "" (None from PyYAML's Python parser): no set lookup,
+                    # and its entry is its key's span alone.
+                    style = value_node.style
+                    if style and style in block_styles:
+                        table[written] = where, value_node.start_mark.index
+                    else:
+                        table[written] = where
+                continue
+            collection = mapping_of if type(value_node) is mapping_node else sequence_of
+            result[key], child = collection(value_node, depth + 1)
+            if written is not None:
                 where = key_node.start_mark.index << bits | key_node.end_mark.index
-                table[written] = where if child is None else (where, child)  # a plain scalar: its span alone
+                table[written] = where if child is None else (where, child)
         if sources:
             table = MergedMapping(table, sources)
             if shared:
@@ -609,16 +615,17 @@ def construct_with_positions(
         if shared:
             memo[id(node)] = items, table
         for item in node.value:  # a loop, not a generator: one stack frame per level
-            if type(item) is scalar_node:  # inline: the hot path
+            if type(item) is scalar_node:  # inline: the hot path, its entry made here
                 tag = item.tag
                 items.append(item.value if tag is tag_str else scalar_value(item))
+                start = item.start_mark.index
+                where = start << bits | item.end_mark.index
                 style = item.style
-                child: Child = item.start_mark.index if style and style in block_styles else None
-                end = item.end_mark.index
-            else:
-                value, child = (mapping_of if type(item) is mapping_node else sequence_of)(item, depth + 1)
-                items.append(value)
-                end = collection_end(item.end_mark)  # libyaml may move it past the last line
+                table.append((where, start) if style and style in block_styles else where)
+                continue
+            value, child = (mapping_of if type(item) is mapping_node else sequence_of)(item, depth + 1)
+            items.append(value)
+            end = collection_end(item.end_mark)  # libyaml may move it past the last line
             where = item.start_mark.index << bits | end
             table.append(where if child is None else (where, child))
         return items, table
