@@ -381,3 +381,45 @@ def test_decision_cache_results_are_counted_and_shown_only_once_seen() -> None:
     text = generate_latest(metrics.registry).decode()
     assert 'gpupolicy_decision_cache_total{result="miss"} 1.0' in text
     assert 'gpupolicy_decision_cache_total{result="hit"} 2.0' in text
+
+
+def test_plain_routes_skip_the_middleware_stack_and_the_rest_takes_it(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/validate`, `/healthz` ... are called straight from the application; another method on
+    their path (405), an unknown path (404) and, with FastAPI's telemetry on, every request go
+    through FastAPI's middleware and router as before."""
+    app: Any = client.app
+    stacked: list[tuple[str, str]] = []
+    stack = app.middleware_stack
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        stacked.append((scope["method"], scope["path"]))
+        await stack(scope, receive, send)
+
+    app.middleware_stack = counted
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert stacked == []
+    assert client.get("/validate").status_code == 405
+    missing = client.post("/nowhere", json={})
+    assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
+    assert stacked == [("GET", "/validate"), ("POST", "/nowhere")]
+    monkeypatch.setattr(app, "_telemetry_on", lambda: True)
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+    assert stacked[-1] == ("POST", "/validate")
+
+
+def test_added_middleware_still_sees_the_plain_routes() -> None:
+    from starlette.middleware.base import BaseHTTPMiddleware
+
+    async def tag(request: Any, call_next: Any) -> Any:
+        response = await call_next(request)
+        response.headers["x-seen"] = "yes"
+        return response
+
+    client = make_client()
+    client.app.add_middleware(BaseHTTPMiddleware, dispatch=tag)  # type: ignore[attr-defined]
+    with client:
+        response = client.post("/validate", json=admission_review(gpu_deployment()))
+    assert response.status_code == 200 and response.headers["x-seen"] == "yes"
