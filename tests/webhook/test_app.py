@@ -383,13 +383,8 @@ def test_decision_cache_results_are_counted_and_shown_only_once_seen() -> None:
     assert 'gpupolicy_decision_cache_total{result="hit"} 2.0' in text
 
 
-def test_plain_routes_skip_the_middleware_stack_and_the_rest_takes_it(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`/validate`, `/healthz` ... are called straight from the application; another method on
-    their path (405), an unknown path (404) and, with FastAPI's telemetry on, every request go
-    through FastAPI's middleware and router as before."""
-    app: Any = client.app
+def stack_calls(app: Any) -> list[tuple[str, str]]:
+    """The requests that go through the application's middleware stack from now on."""
     stacked: list[tuple[str, str]] = []
     stack = app.middleware_stack
 
@@ -398,6 +393,13 @@ def test_plain_routes_skip_the_middleware_stack_and_the_rest_takes_it(
         await stack(scope, receive, send)
 
     app.middleware_stack = counted
+    return stacked
+
+
+def test_plain_routes_skip_the_middleware_stack_and_the_rest_takes_it(client: TestClient) -> None:
+    """`/validate`, `/healthz` ... are called straight from the application; another method on
+    their path (405) and an unknown path (404) go through FastAPI's middleware and router."""
+    stacked = stack_calls(client.app)
     assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
     assert client.get("/healthz").json() == {"status": "ok"}
     assert stacked == []
@@ -405,9 +407,22 @@ def test_plain_routes_skip_the_middleware_stack_and_the_rest_takes_it(
     missing = client.post("/nowhere", json={})
     assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
     assert stacked == [("GET", "/validate"), ("POST", "/nowhere")]
-    monkeypatch.setattr(app, "_telemetry_on", lambda: True)
+
+
+def test_with_fastapi_telemetry_on_every_request_takes_the_stack(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether FastAPI traces requests (an OpenTelemetry provider set) is asked once a second:
+    once it says yes, `/validate` goes FastAPI's way, traced."""
+    app: Any = client.app
+    stacked = stack_calls(app)
     assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
-    assert stacked[-1] == ("POST", "/validate")
+    monkeypatch.setattr(app._native_telemetry, "enabled", lambda: True)
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+    assert stacked == []  # within the second: the answer asked before
+    monkeypatch.setattr(app, "_telemetry_checked_until", float("-inf"))  # the second has passed
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+    assert stacked == [("POST", "/validate")]
 
 
 def test_added_middleware_still_sees_the_plain_routes() -> None:
