@@ -273,13 +273,13 @@ _NOT_PARSED = ("none", "unknown", "")  # the metric labels of a request never re
 async def _admission_body(state: WebhookState, request: Request, limit: int) -> Response | tuple[bytes, Any]:
     """The body and its parsed JSON, or the error response: 415 when it is not JSON, 413 past
     `limit`, 408 when the client left while sending it, 400 when it does not parse."""
-    content_type = request.headers.get("content-type")
+    content_type, declared = _content_headers(request.scope["headers"])
     if not _is_json(content_type):
         state.metrics.requests.labels("unsupported-media-type", *_NOT_PARSED).inc()
         log(_log, logging.WARNING, "admission request is not JSON", content_type=excerpt(content_type))
         return _error(415, f"the AdmissionReview must be sent as {JSON}")
     try:
-        body = await _read_body(request, limit)
+        body = await _read_body(request, limit, declared)
     except ClientDisconnect:  # gone, or cut off by the read deadline: nobody to answer
         log(_log, logging.INFO, "admission request abandoned by the client while sending it")
         return _error(408, "the AdmissionReview was not received")
@@ -319,19 +319,43 @@ def create_provenance_app(router: Any) -> FastAPI:
     return app
 
 
-async def _read_body(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it passes `limit` (declared or actual: chunked bodies are counted)."""
-    declared = request.headers.get("content-length")
+def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
+    """The request's Content-Type and Content-Length, the first of each, read in one pass over
+    the ASGI headers (as `request.headers.get` reads them, which builds a `Headers` and walks
+    the list once per name). uvicorn gives the names in lower case."""
+    content_type = declared = None
+    for name, value in headers:
+        if name == b"content-type":
+            if content_type is None:
+                content_type = value.decode("latin-1")
+        elif name == b"content-length" and declared is None:
+            declared = value.decode("latin-1")
+    return content_type, declared
+
+
+async def _read_body(request: Request, limit: int, declared: str | None) -> bytes | None:
+    """The body, or None once it passes `limit` (`declared`, its Content-Length, or the bytes
+    received: chunked bodies are counted). The ASGI messages are read here, as
+    `request.stream()` reads them, without an async generator between: a client gone before
+    the end is `ClientDisconnect`."""
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         return None
+    receive = request.receive
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
+    while True:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.request":
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+        elif kind == "http.disconnect":
+            raise ClientDisconnect()
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -438,3 +438,31 @@ def test_added_middleware_still_sees_the_plain_routes() -> None:
     with client:
         response = client.post("/validate", json=admission_review(gpu_deployment()))
     assert response.status_code == 200 and response.headers["x-seen"] == "yes"
+
+
+def test_the_body_is_read_from_its_messages_to_the_end_or_the_limit() -> None:
+    """`/validate` reads the ASGI messages itself: chunks joined, a total past the limit is
+    None, a client gone before the last chunk is `ClientDisconnect` (answered 408)."""
+    import asyncio
+
+    from starlette.requests import ClientDisconnect, Request
+
+    from gpupolicy.webhook.app import _read_body
+
+    def request(*messages: dict[str, Any]) -> Request:
+        queue = list(messages)
+
+        async def receive() -> dict[str, Any]:
+            return queue.pop(0)
+
+        return Request({"type": "http", "headers": []}, receive)
+
+    def more(body: bytes) -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": True}
+
+    last = {"type": "http.request", "body": b"c"}
+    assert asyncio.run(_read_body(request(more(b"a"), more(b""), more(b"b"), last), 10, None)) == b"abc"
+    assert asyncio.run(_read_body(request(more(b"aaaaaa"), more(b"bbbbbb")), 10, None)) is None
+    assert asyncio.run(_read_body(request(last), 10, "11")) is None  # declared past the limit
+    with pytest.raises(ClientDisconnect):
+        asyncio.run(_read_body(request(more(b"a"), {"type": "http.disconnect"}), 10, None))
