@@ -10,7 +10,8 @@ the collector's settings of the server, logging at info, one JSON line per admis
 a file as a served log is), then calls it over ASGI in a loop, with `time.process_time()`:
 
 - `/noop`: a route that reads the body and answers a fixed AdmissionReview, served the way
-  `/validate` is (a plain Starlette route of the same application, behind the same middleware);
+  `/validate` is (a plain route of the same application, added with `add_route` and called
+  straight from it, as `/validate` is: `WebhookApplication` in gpupolicy/webhook/app.py);
 - `/parse-only`: also parses the review as JSON and answers with its uid;
 - `/validate`: the webhook's route (body, JSON, `review()`, the admission log line, metrics), with
   a new review engine (an empty decision cache) at the start of each run.

@@ -381,3 +381,88 @@ def test_decision_cache_results_are_counted_and_shown_only_once_seen() -> None:
     text = generate_latest(metrics.registry).decode()
     assert 'gpupolicy_decision_cache_total{result="miss"} 1.0' in text
     assert 'gpupolicy_decision_cache_total{result="hit"} 2.0' in text
+
+
+def stack_calls(app: Any) -> list[tuple[str, str]]:
+    """The requests that go through the application's middleware stack from now on."""
+    stacked: list[tuple[str, str]] = []
+    stack = app.middleware_stack
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        stacked.append((scope["method"], scope["path"]))
+        await stack(scope, receive, send)
+
+    app.middleware_stack = counted
+    return stacked
+
+
+def test_plain_routes_skip_the_middleware_stack_and_the_rest_takes_it(client: TestClient) -> None:
+    """`/validate`, `/healthz` ... are called straight from the application; another method on
+    their path (405) and an unknown path (404) go through FastAPI's middleware and router."""
+    stacked = stack_calls(client.app)
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert stacked == []
+    assert client.get("/validate").status_code == 405
+    missing = client.post("/nowhere", json={})
+    assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
+    assert stacked == [("GET", "/validate"), ("POST", "/nowhere")]
+
+
+def test_with_fastapi_telemetry_on_every_request_takes_the_stack(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether FastAPI traces requests (an OpenTelemetry provider set) is asked once a second:
+    once it says yes, `/validate` goes FastAPI's way, traced."""
+    app: Any = client.app
+    stacked = stack_calls(app)
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+    monkeypatch.setattr(app._native_telemetry, "enabled", lambda: True)
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+    assert stacked == []  # within the second: the answer asked before
+    monkeypatch.setattr(app, "_telemetry_checked_until", float("-inf"))  # the second has passed
+    assert client.post("/validate", json=admission_review(gpu_deployment())).status_code == 200
+    assert stacked == [("POST", "/validate")]
+
+
+def test_added_middleware_still_sees_the_plain_routes() -> None:
+    from starlette.middleware.base import BaseHTTPMiddleware
+
+    async def tag(request: Any, call_next: Any) -> Any:
+        response = await call_next(request)
+        response.headers["x-seen"] = "yes"
+        return response
+
+    client = make_client()
+    client.app.add_middleware(BaseHTTPMiddleware, dispatch=tag)  # type: ignore[attr-defined]
+    with client:
+        response = client.post("/validate", json=admission_review(gpu_deployment()))
+    assert response.status_code == 200 and response.headers["x-seen"] == "yes"
+
+
+def test_the_body_is_read_from_its_messages_to_the_end_or_the_limit() -> None:
+    """`/validate` reads the ASGI messages itself: chunks joined, a total past the limit is
+    None, a client gone before the last chunk is `ClientDisconnect` (answered 408)."""
+    import asyncio
+
+    from starlette.requests import ClientDisconnect, Request
+
+    from gpupolicy.webhook.app import _read_body
+
+    def request(*messages: dict[str, Any]) -> Request:
+        queue = list(messages)
+
+        async def receive() -> dict[str, Any]:
+            return queue.pop(0)
+
+        return Request({"type": "http", "headers": []}, receive)
+
+    def more(body: bytes) -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": True}
+
+    last = {"type": "http.request", "body": b"c"}
+    assert asyncio.run(_read_body(request(more(b"a"), more(b""), more(b"b"), last), 10, None)) == b"abc"
+    assert asyncio.run(_read_body(request(more(b"aaaaaa"), more(b"bbbbbb")), 10, None)) is None
+    assert asyncio.run(_read_body(request(last), 10, "11")) is None  # declared past the limit
+    with pytest.raises(ClientDisconnect):
+        asyncio.run(_read_body(request(more(b"a"), {"type": "http.disconnect"}), 10, None))
