@@ -229,10 +229,15 @@ def cpu_seconds(pid: int) -> float:
     except OSError:  # gone meanwhile
         return 0.0
     own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    children: list[int] = []
+    return own + sum(cpu_seconds(child) for child in children_of(pid))
+
+
+def children_of(pid: int) -> list[int]:
+    """The live children of a process (those of every thread of it), from /proc."""
+    found: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        children += [int(child) for child in task.read_text().split()]
-    return own + sum(cpu_seconds(child) for child in children)
+        found += [int(child) for child in task.read_text().split()]
+    return found
 
 
 def journal_counts(server: Server) -> dict[str, Any]:

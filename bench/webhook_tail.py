@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from admission_load import MIXES, closed_loop, fixed_rate, make_bodies, run  # noqa: E402
-from webhook_latency import Server, settle, start, stop  # noqa: E402
+from webhook_latency import Server, children_of, settle, start, stop  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -51,13 +51,6 @@ class ThreadReading:
     cpu_seconds: float
     voluntary: int
     involuntary: int
-
-
-def children_of(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        found += [int(child) for child in task.read_text().split()]
-    return found
 
 
 def threads_of(pid: int) -> dict[int, ThreadReading]:
