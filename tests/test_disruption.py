@@ -17,6 +17,7 @@ from gpupolicy.kube.disruption import (
     namespace_pdbs,
     parse_int_or_percent,
     pdb_selects,
+    pdb_selects_template,
     pdbs_for,
     selected_templates,
     selected_workloads,
@@ -241,6 +242,100 @@ def test_the_nim_operator_labels_the_pods_of_its_own_deployment_app_name() -> No
     assert not pdb_selects(pdb("a", {"matchLabels": {"app": "other"}}), nim_service())
     # Served through KServe, the pods are KServe's: the operator's `app` label is not theirs.
     assert not pdb_selects(by_app, nim_service(platform="kserve"))
+
+
+def ray(kind: str, *, worker_labels: dict[str, str] | None = None, group_labels: Any = None) -> Workload:
+    """A KubeRay object of `kind` named llm: a head and a worker group `gpu` of 4 pods."""
+    worker: dict[str, Any] = {
+        "groupName": "gpu",
+        "replicas": 4,
+        "template": {"metadata": {"labels": worker_labels or {}}, "spec": {"containers": [{"name": "w"}]}},
+    }
+    if group_labels is not None:
+        worker["labels"] = group_labels
+    cluster = {
+        "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h"}]}}},
+        "workerGroupSpecs": [worker],
+    }
+    spec = {"rayClusterConfig": cluster} if kind == "RayService" else cluster
+    metadata = {"name": "llm", "namespace": "ai-lab"}
+    return as_workload(
+        resource({"apiVersion": "ray.io/v1", "kind": kind, "metadata": metadata, "spec": spec})
+    )
+
+
+def selects_workers(selector: dict[str, Any], workload: Workload) -> bool:
+    head, worker = workload.templates
+    assert (head.role, worker.role) == ("head", "worker gpu")
+    return pdb_selects_template(pdb("a", selector), workload, worker)
+
+
+def test_kuberay_labels_every_ray_pod_with_its_node_type_group_and_cluster() -> None:
+    cluster = ray("RayCluster")
+    workers = {"matchLabels": {"ray.io/cluster": "llm", "ray.io/node-type": "worker"}}
+    assert selects_workers(workers, cluster)
+    assert selects_workers({"matchLabels": {"ray.io/group": "gpu", "ray.io/is-ray-node": "yes"}}, cluster)
+    assert selects_workers({"matchLabels": {"app.kubernetes.io/created-by": "kuberay-operator"}}, cluster)
+    assert not selects_workers({"matchLabels": {"ray.io/node-type": "head"}}, cluster)
+    head_only = pdb("a", {"matchLabels": {"ray.io/group": "headgroup"}})
+    assert pdb_selects_template(head_only, cluster, cluster.templates[0])
+    assert not selects_workers({"matchLabels": {"ray.io/cluster": "other"}}, cluster)
+
+
+def test_a_rayservice_cluster_has_a_generated_name_so_its_pods_are_not_labelled_with_the_service() -> None:
+    service = ray("RayService")
+    assert selects_workers({"matchLabels": {"ray.io/node-type": "worker", "ray.io/group": "gpu"}}, service)
+    assert not selects_workers({"matchLabels": {"ray.io/cluster": "llm"}}, service)
+
+
+def test_kuberay_merges_the_group_labels_and_keeps_its_own_node_type() -> None:
+    # A template's label cannot override the node type, group or cluster; the group's top-level
+    # `labels` (KubeRay 1.5+) win over the template's; both override the other operator labels.
+    cluster = ray(
+        "RayCluster",
+        worker_labels={"ray.io/node-type": "head", "tier": "a", "app.kubernetes.io/name": "mine"},
+        group_labels={"tier": "b"},
+    )
+    assert selects_workers({"matchLabels": {"ray.io/node-type": "worker", "tier": "b"}}, cluster)
+    assert selects_workers({"matchLabels": {"app.kubernetes.io/name": "mine"}}, cluster)
+    assert not selects_workers({"matchLabels": {"tier": "a"}}, cluster)
+    assert not selects_workers({"matchLabels": {"ray.io/node-type": "head"}}, cluster)
+    # Not a mapping: ignored, as the operator's API would refuse it.
+    assert selects_workers({"matchLabels": {"ray.io/group": "gpu"}}, ray("RayCluster", group_labels=["x"]))
+
+
+def test_gp503_accepts_a_pdb_of_a_ray_clusters_workers(lint_text: LintText) -> None:
+    text = """
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: llm, namespace: ml}
+spec:
+  headGroupSpec:
+    template:
+      spec:
+        containers: [{name: head, image: "rayproject/ray:2.40.0"}]
+  workerGroupSpecs:
+    - groupName: gpu
+      replicas: 4
+      template:
+        spec:
+          containers:
+            - name: worker
+              image: "rayproject/ray:2.40.0"
+              resources: {limits: {nvidia.com/gpu: 1}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: llm-workers, namespace: ml}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchLabels: {ray.io/cluster: llm, ray.io/node-type: worker}
+"""
+    assert "GP503" in {
+        f.rule_id for f in lint_text(text.replace("ray.io/cluster: llm", "ray.io/cluster: x")).findings
+    }
+    assert "GP503" not in {f.rule_id for f in lint_text(text).findings}
 
 
 def test_gp501_names_the_labels_a_pdb_could_select_the_pods_by(lint_text: LintText) -> None:

@@ -122,7 +122,8 @@ CONTROLLER_LABELS: dict[str, tuple[str, ...]] = {
 
 def pod_labels(workload: Workload, template: PodTemplate) -> dict[str, Any]:
     """The labels the workload's pods carry: the template's, plus the controller's own."""
-    return {**_controller_labels(workload), **template.labels}
+    own = template.pod_labels if template.pod_labels is not None else template.labels
+    return {**_controller_labels(workload), **own}
 
 
 def _controller_labels(workload: Workload) -> dict[str, str]:

@@ -104,6 +104,7 @@ class PodTemplate:
         "metadata_path",
         "node_selector",
         "path",
+        "pod_labels",
         "replicas",
         "role",
         "security_context",
@@ -131,6 +132,9 @@ class PodTemplate:
         self.cache: dict[str, Any] = {}
         # Read once: every rule about placement, security or experiments asks for them.
         self.labels: dict[str, Any] = as_mapping(self.metadata.get("labels"))
+        # The labels of the pods a controller makes from this template, where it sets its own or
+        # merges another field's (KubeRay: `_ray_pod_labels`); None when they are `labels`.
+        self.pod_labels: dict[str, Any] | None = None
         self.annotations: dict[str, Any] = as_mapping(self.metadata.get("annotations"))
         self.node_selector: dict[str, Any] = as_mapping(spec.get("nodeSelector"))
         self.security_context: dict[str, Any] = as_mapping(spec.get("securityContext"))
@@ -257,30 +261,59 @@ def _leader_worker_set(obj: dict[str, Any]) -> Iterator[PodTemplate]:
         yield worker
 
 
-def _ray_cluster_spec(spec: Any, base: JsonPath) -> Iterator[PodTemplate]:
+def _ray_cluster_spec(spec: Any, base: JsonPath, cluster: str | None) -> Iterator[PodTemplate]:
     spec = as_mapping(spec)
-    head = _template(
-        _dig(spec, ("headGroupSpec", "template")), (*base, "headGroupSpec", "template"), role="head"
-    )
+    head_group = as_mapping(spec.get("headGroupSpec"))
+    head = _template(head_group.get("template"), (*base, "headGroupSpec", "template"), role="head")
     if head:
+        head.pod_labels = _ray_pod_labels(head, head_group, "head", RAY_HEAD_GROUP, cluster)
         yield head
     for index, group in enumerate(as_list(spec.get("workerGroupSpecs"))):
         group = as_mapping(group)
-        name = group.get("groupName") if isinstance(group.get("groupName"), str) else f"worker[{index}]"
+        group_name = group.get("groupName")
+        name = group_name if isinstance(group_name, str) else f"worker[{index}]"
         replicas = int_or_default(group.get("replicas"), int_or_default(group.get("minReplicas"), 1))
         path = (*base, "workerGroupSpecs", index, "template")
         found = _template(group.get("template"), path, role=f"worker {name}", replicas=replicas)
         if found:
+            group_label = group_name if isinstance(group_name, str) else None
+            found.pod_labels = _ray_pod_labels(found, group, "worker", group_label, cluster)
             yield found
+
+
+# What the KubeRay operator labels every Ray pod with (ray-operator/controllers/ray/common/pod.go,
+# `labelPod`; the keys in utils/constant.go). The template's labels, merged with the group's
+# top-level `labels` (KubeRay 1.5+, which win), override the first three; they cannot override the
+# node type, the group or the cluster. The cluster is the RayCluster's name: a RayService or RayJob
+# makes its RayCluster under a generated name, so theirs cannot be told from the manifest.
+RAY_POD_LABELS = {
+    "ray.io/is-ray-node": "yes",
+    "app.kubernetes.io/name": "kuberay",
+    "app.kubernetes.io/created-by": "kuberay-operator",
+}
+RAY_HEAD_GROUP = "headgroup"
+
+
+def _ray_pod_labels(
+    template: PodTemplate, group: dict[str, Any], node_type: str, group_name: str | None, cluster: str | None
+) -> dict[str, Any]:
+    labels: dict[str, Any] = {**RAY_POD_LABELS, **template.labels, **as_mapping(group.get("labels"))}
+    labels["ray.io/node-type"] = node_type
+    if group_name is not None:
+        labels["ray.io/group"] = group_name
+    if cluster is not None:
+        labels["ray.io/cluster"] = cluster
+    return labels
 
 
 def _ray(cluster_key: str | None) -> Extractor:
     def extract(obj: dict[str, Any]) -> Iterator[PodTemplate]:
         if cluster_key is None:
-            yield from _ray_cluster_spec(obj.get("spec"), ("spec",))
+            name = as_mapping(obj.get("metadata")).get("name")
+            yield from _ray_cluster_spec(obj.get("spec"), ("spec",), name if isinstance(name, str) else None)
         else:
             spec = as_mapping(obj.get("spec"))
-            yield from _ray_cluster_spec(spec.get(cluster_key), ("spec", cluster_key))
+            yield from _ray_cluster_spec(spec.get(cluster_key), ("spec", cluster_key), None)
             # RayJob may also run its submitter as a pod of its own.
             submitter = _template(
                 spec.get("submitterPodTemplate"), ("spec", "submitterPodTemplate"), role="submitter"
