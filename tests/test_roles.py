@@ -10,6 +10,7 @@ from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.kube.roles import COMMAND_TEXT_LIMIT, Role, decide
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import default_policy
+from tests.conftest import LintText, rule_ids
 
 DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -177,3 +178,33 @@ def test_roles_and_their_evidence_are_in_the_json_report() -> None:
     assert (
         entry["object"] == {"kind": "Deployment", "namespace": "ai-lab", "name": "w"} and entry["line"] == 1
     )
+
+
+LLMISVC_CONFIG = """\
+apiVersion: serving.kserve.io/v1alpha2
+kind: LLMInferenceServiceConfig
+metadata: {name: decode-base, namespace: ai-lab}
+spec:
+  replicas: 3
+  template:
+    containers:
+      - name: main
+        image: ghcr.io/llm-d/llm-d-cuda:latest
+        securityContext: {privileged: true}
+        resources:
+          limits: {nvidia.com/gpu: "1"}
+        livenessProbe:
+          httpGet: {path: /health, port: 8000}
+          initialDelaySeconds: 10
+"""
+
+
+def test_an_llm_inference_service_config_is_part_of_pods_not_a_server(lint_text: LintText) -> None:
+    # KServe merges the well-known template (startup probe, ports, /dev/shm) under a config, and the
+    # service over it: what the config writes is checked, what it leaves out is not claimed.
+    assert role_of(LLMISVC_CONFIG)[0] is Role.WORKLOAD
+    found = set(rule_ids(lint_text(LLMISVC_CONFIG)))
+    assert {"GP601", "GP702"} <= found  # privileged, and tagged latest: written, so checked
+    # No startupProbe of its own (GP403), no CPU or memory (GP106), replicas without a PDB,
+    # spread or rollback criteria: the merge or the service gives those.
+    assert not found & {"GP403", "GP106", "GP107", "GP401", "GP501", "GP208", "GP901"}

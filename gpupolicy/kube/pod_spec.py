@@ -486,6 +486,8 @@ EXTRACTORS: dict[str, Extractor] = {
     "NIMService": _nim_service,
     "SparkApplication": _spark_application,
     "LLMInferenceService": _llm_inference_service,
+    # The same spec, partial: what services name in `baseRefs` (gpupolicy/kube/roles.py, CONFIG_KINDS).
+    "LLMInferenceServiceConfig": _llm_inference_service,
     "RayCluster": _ray(None),
     "RayService": _ray("rayClusterConfig"),
     "RayJob": _ray("rayClusterSpec"),

@@ -84,7 +84,19 @@ CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
     "InferenceService": frozenset({"probes", "ports", "resources"}),
     "LLMInferenceService": frozenset({"probes", "ports", "shm"}),
     "NIMService": frozenset({"probes", "ports", "shm"}),
+    # A partial spec (CONFIG_KINDS): the well-known template merged under it, or the service
+    # merged over it, may give what it leaves out, resources included.
+    "LLMInferenceServiceConfig": frozenset({"probes", "ports", "shm", "resources"}),
 }
+
+# Kinds that hold part of the pods of other objects, and run none themselves. KServe's
+# LLMInferenceServiceConfig is an LLMInferenceService spec that services name in `baseRefs`; the
+# controller merges its well-known configs (`kserve-config-llm-template`: probes, ports, /dev/shm),
+# then those, then the service's own spec, by strategic merge patch (containers by name):
+# https://kserve.github.io/website/docs/next/model-serving/generative-inference/llmisvc/llmisvc-config-composition
+# What they write (images, privileges, env) is checked; what they lack is not claimed, and rules
+# about a running workload (replicas, disruption budgets, rollbacks) are not theirs.
+CONFIG_KINDS = frozenset({"LLMInferenceServiceConfig"})
 
 
 def injected(kind: str, what: str) -> bool:
@@ -290,6 +302,10 @@ def decide(
     agent = None if dev is not None else _agent_evidence(workload)
     if agent is not None:
         return RoleDecision(Role.AGENT, agent)
+    if workload.kind in CONFIG_KINDS:
+        return RoleDecision(
+            Role.WORKLOAD, f"a {workload.kind} is part of the pods of the services that name it"
+        )
     if workload.kind in SERVING_KINDS or workload.kind in serving_kinds or _kaito_inference(workload):
         return RoleDecision(Role.SERVER, f"a {workload.kind} serves requests")
     templates = workload.templates
