@@ -10,11 +10,13 @@ import pytest
 
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.loading.inputs import (
+    RENDERER_ERROR_CHARS,
     display_path,
     iter_manifest_files,
     iter_sources,
     load_paths,
     load_text,
+    renderer_error,
     resolved_cwd,
 )
 from gpupolicy.policy.loading import default_policy
@@ -210,6 +212,45 @@ def test_a_chart_is_rendered_with_helm_and_linted(tmp_path: Path, monkeypatch: p
         gp102.line == HELM_TEMPLATE_FULL.splitlines().index("            requests: {nvidia.com/gpu: 2}") + 1
     )
     assert not [f for f in report.findings if f.rule_id == "GP004"]
+
+
+@pytest.mark.skipif(
+    HELM is None, reason="helm is not installed (charts/install-helm.sh puts it at .tools/helm)"
+)
+def test_a_chart_that_fails_to_render_says_why_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NVIDIA's device-plugin chart refuses the default namespace with a `fail` over several lines,
+    # which Helm follows with a hint to use --debug: the finding says the chart's reason.
+    assert HELM is not None
+    monkeypatch.chdir(tmp_path)
+    chart = helm_chart(tmp_path)
+    reason = (
+        "Running in the default namespace is not recommended.\\nSet allowDefaultNamespace=true to bypass."
+    )
+    write(
+        chart / "templates" / "validation.yaml",
+        '{{- if eq .Release.Namespace "default" }}{{ fail "' + reason + '" }}{{- end }}\n',
+    )
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    ((file, _, message),) = gp004(["charts"])
+    assert file == "charts/llm"
+    assert "\n" not in message and "--debug" not in message
+    assert message.startswith("helm template gpupolicy-lint charts/llm failed: Error: execution error at")
+    assert message.endswith(
+        "Running in the default namespace is not recommended. Set allowDefaultNamespace=true to bypass."
+    )
+
+
+def test_a_renderers_error_is_its_error_paragraph_on_one_line() -> None:
+    helm = "Error: execution error at (c/t.yaml:1:4): \nfirst\nsecond\n\nUse --debug flag to render out invalid YAML\n"
+    assert renderer_error(helm) == "Error: execution error at (c/t.yaml:1:4): first second"
+    kustomize = "some warning\nerror: accumulating resources: missing.yaml: no such file\n"
+    assert renderer_error(kustomize) == "error: accumulating resources: missing.yaml: no such file"
+    assert renderer_error("panic\nlast words\n") == "last words"
+    assert renderer_error("") == ""
+    long = renderer_error("Error: " + "x" * 5000)
+    assert len(long) == RENDERER_ERROR_CHARS and long.endswith("…")
 
 
 def test_a_helm_template_given_as_a_file_stands_for_its_chart_rendered(

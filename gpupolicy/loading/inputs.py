@@ -558,10 +558,29 @@ def _run(argv: list[str], shown: str, command: str) -> str | LoadProblem:
     except subprocess.TimeoutExpired:
         return LoadProblem("GP004", f"{command} timed out", shown)
     if completed.returncode != 0:
-        reason = completed.stderr.decode("utf-8", "replace").strip().splitlines()
-        detail = reason[-1] if reason else f"exit code {completed.returncode}"
+        detail = (
+            renderer_error(completed.stderr.decode("utf-8", "replace")) or f"exit code {completed.returncode}"
+        )
         return LoadProblem("GP004", f"{command} failed: {detail}", shown)
     return completed.stdout.decode("utf-8", "replace")
+
+
+RENDERER_ERROR_CHARS = 500
+
+
+def renderer_error(stderr: str) -> str:
+    """What a renderer said went wrong, on one line: its `Error:` paragraph (Helm writes a chart's
+    `fail` message there, over several lines, then a hint to use --debug; kubectl kustomize writes
+    `error: ...`), else its last line. Bounded: the finding's message is one line of a report."""
+    lines = [line.strip() for line in stderr.strip().splitlines()]
+    start = next((index for index, line in enumerate(lines) if line.lower().startswith("error:")), None)
+    if start is None:
+        said = lines[-1] if lines else ""
+    else:
+        paragraph = lines[start:]
+        end = paragraph.index("") if "" in paragraph else len(paragraph)
+        said = " ".join(paragraph[:end])
+    return said if len(said) <= RENDERER_ERROR_CHARS else said[: RENDERER_ERROR_CHARS - 1] + "…"
 
 
 @immutable
