@@ -65,6 +65,21 @@ def test_what_the_placeholder_leaves_intact_is_still_checked(lint_text: LintText
         assert [f.rule_id for f in of(report, "GP702", "GP703")] == ["GP702"]
 
 
+def test_a_gpu_count_placeholder_is_gp004_alone(lint_text: LintText) -> None:
+    # `nvidia.com/gpu: $NUM_GPU_PER_NODE`, filled in by envsubst: one problem, GP004's; GP103 judges
+    # the counts a renderer will not change (a `$(VAR)` is the kubelet's, and never in resources).
+    for count, expected in (
+        ("$NUM_GPUS", ["GP004"]),
+        ("${NUM_GPUS}", ["GP004"]),
+        ("<number-of-gpus>", ["GP004"]),
+        ("$(NUM_GPUS)", ["GP103"]),
+        ("one", ["GP103"]),
+    ):
+        text = pod().replace("limits: {nvidia.com/gpu: 1}", f"limits: {{nvidia.com/gpu: {count!r}}}")
+        found = [f for f in of(lint_text(text), "GP004", "GP103") if f.path[-1] == "nvidia.com/gpu"]
+        assert [f.rule_id for f in found] == expected, count
+
+
 def test_env_placeholders(lint_text: LintText) -> None:
     report = lint_text(
         pod(MODEL_NAME="${MODEL_NAME}", HF_TOKEN="$HF_TOKEN", API_KEY="<secret>", SUFFIX="-${POD}")

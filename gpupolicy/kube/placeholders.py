@@ -152,6 +152,23 @@ def whole(value: str, *, strict: bool = False) -> str | None:
     return None
 
 
+def braced(value: str) -> str | None:
+    """The first `${VAR}` in a value (the form envsubst fills in); None when there is none."""
+    if "${" not in value:
+        return None
+    for text in scan(value, strict=False).texts(value):
+        if text.startswith("${"):
+            return text
+    return None
+
+
+def field_placeholder(value: str) -> str | None:
+    """The placeholder GP004 reports in a field the API server takes literally (a name, a
+    quantity, a selector): the whole value, or a `${VAR}` in it. Rules that judge such a field
+    leave a value holding one to GP004 (one problem, one finding)."""
+    return whole(value) or braced(value)
+
+
 def symbolic_name(text: str) -> bool:
     """`IMAGE_NAME`, `IMG_PLACEHOLDER`: an all-capitals identifier where an image reference must
     stand. Repository names are lower case (distribution's reference grammar), so this can only

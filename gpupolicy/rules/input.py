@@ -12,7 +12,14 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, input_rule, rule
 from gpupolicy.kube.images import parse_image
 from gpupolicy.kube.kube_schemas import has_schema, resolve_version, schema_errors
-from gpupolicy.kube.placeholders import NO_PLACEHOLDERS, excerpt, scan, symbolic_name, whole
+from gpupolicy.kube.placeholders import (
+    NO_PLACEHOLDERS,
+    excerpt,
+    field_placeholder,
+    scan,
+    symbolic_name,
+    whole,
+)
 from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import Role
 from gpupolicy.kube.secrets_detect import credential_name_kind
@@ -121,7 +128,7 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
         parent, step, value = stack.pop()
         if isinstance(value, str):
             budget -= 1
-            found = whole(value) or _braced(value)
+            found = field_placeholder(value)
             if found is not None:
                 path = parent if step is None else (*parent, step)
                 field = ".".join(str(part) for part in path)
@@ -175,16 +182,6 @@ def _may_hold_placeholder(resource: Resource) -> bool:
 
 _DOUBLE_BRACE = re.compile(rb"\{\{")  # literals: searched in linear time
 _DOUBLE_UNDERSCORE = re.compile(rb"__")
-
-
-def _braced(value: str) -> str | None:
-    """The first `${VAR}` in a value (the form envsubst fills in); None when there is none."""
-    if "${" not in value:
-        return None
-    for text in scan(value, strict=False).texts(value):
-        if text.startswith("${"):
-            return text
-    return None
 
 
 RENDER = "render the manifest (envsubst, kustomize or helm) before it is applied"
