@@ -268,6 +268,7 @@ KIND_GROUPS = {
     "LeaderWorkerSet": "leaderworkerset.x-k8s.io",
     "InferenceService": "serving.kserve.io",
     "LLMInferenceService": "serving.kserve.io",
+    "LLMInferenceServiceConfig": "serving.kserve.io",
     "NIMService": "apps.nvidia.com",
     "SparkApplication": "sparkoperator.k8s.io",
     "RayCluster": "ray.io",
