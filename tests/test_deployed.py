@@ -174,6 +174,37 @@ def test_the_policy_names_values_files_the_chart_is_rendered_with(
     ]
 
 
+def test_the_policy_names_the_namespace_the_chart_is_rendered_in(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A chart that refuses Helm's `default` namespace, as NVIDIA's device plugin does, and puts its
+    # objects in the release's: rendered in the namespace the policy names.
+    chart = repo / "charts" / "trainer"
+    write(
+        chart / "templates" / "guard.yaml",
+        '{{- if eq .Release.Namespace "default" }}{{ fail "not in the default namespace" }}{{- end }}\n',
+    )
+    template = DEPLOYMENT_TEMPLATE.replace(
+        "-trainer\n", "-trainer\n  namespace: {{ .Release.Namespace }}\n", 1
+    )
+    write(chart / "templates" / "deployment.yaml", template)
+    [refused] = [finding for finding in lint(capsys, "charts") if finding["rule"] == "GP004"]
+    assert refused["message"].startswith(
+        "helm template gpupolicy-lint charts/trainer failed: Error: execution"
+    )
+    assert refused["message"].endswith("/templates/guard.yaml:1:44): not in the default namespace")
+    write(repo / "policy.yaml", "helm:\n  namespace: gpu-system\n")
+    findings = lint(capsys, "--policy", "policy.yaml", "charts")
+    assert not where(findings, "GP004")
+    assert {
+        finding["object"]["namespace"] for finding in findings if finding["object"]["kind"] == "Deployment"
+    } == {"gpu-system"}
+    # Not a DNS label: the policy is refused before anything is rendered.
+    write(repo / "policy.yaml", "helm:\n  namespace: --post-renderer=x\n")
+    assert main(["lint", "--no-repo-policy", "--policy", "policy.yaml", "charts"]) == 2
+    assert "policy key helm.namespace" in capsys.readouterr().err
+
+
 def test_one_template_given_renders_its_chart_and_reports_only_that_template(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

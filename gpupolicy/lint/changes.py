@@ -218,7 +218,10 @@ class LintRun:
 
     def ref_session(self) -> RenderSession:
         """A session of REF's own (its charts are other files), rendering with the same values files."""
-        return RenderSession(helm_values=self.session.helm_values if self.session else ())
+        return RenderSession(
+            helm_values=self.session.helm_values if self.session else (),
+            helm_namespace=self.session.helm_namespace if self.session else None,
+        )
 
 
 @dataclass(slots=True)

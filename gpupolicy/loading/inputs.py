@@ -340,8 +340,9 @@ class RenderSession:
     loaded in part as context is rendered once), the policy's extra Helm values files, and which
     overlays rendered the objects of shared bases (`rendering.OverlayFindings`)."""
 
-    def __init__(self, helm_values: Sequence[str] = ()) -> None:
+    def __init__(self, helm_values: Sequence[str] = (), helm_namespace: str | None = None) -> None:
         self.helm_values = tuple(helm_values)
+        self.helm_namespace = helm_namespace
         self.outputs: dict[tuple[str, ...], str | LoadProblem] = {}
         self.overlays = OverlayFindings()
         self._tops: dict[Path, list[tuple[Path, Reach]]] = {}
@@ -510,12 +511,15 @@ def load_chart(
     session: RenderSession | None = None,
 ) -> LoadedText:
     """A Helm chart is linted as `helm template` renders it with its default values and the
-    values files the policy names (`helm.valuesFiles`, globs relative to the chart), each object
-    traced to its template by Helm's `# Source:` comments."""
+    values files the policy names (`helm.valuesFiles`, globs relative to the chart), in the
+    policy's `helm.namespace` if it names one, each object traced to its template by Helm's
+    `# Source:` comments."""
     session = session or RenderSession()
     shown = display_path(folder)
     values = chart_values_files(folder, session.helm_values)
     options = [item for path in values for item in ("--values", str(path))]
+    if session.helm_namespace is not None:  # a DNS label (the policy's schema): never an option
+        options.append(f"--namespace={session.helm_namespace}")
     command = " ".join(["helm", "template", CHART_RELEASE, shown, *options])
     argv = ["helm", "template", CHART_RELEASE, str(folder), *options]
     output = session.render(("helm", *argv), lambda: _run(argv, shown, command))

@@ -198,10 +198,15 @@ class CustomRuleSettings:
 @immutable
 class HelmSettings:
     values_files: tuple[str, ...]
+    namespace: str | None = None  # the release namespace (helm template --namespace); None: Helm's
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> HelmSettings:
-        return cls(values_files=_strings(section.get("valuesFiles")))
+        namespace = section.get("namespace")
+        return cls(
+            values_files=_strings(section.get("valuesFiles")),
+            namespace=namespace if isinstance(namespace, str) and namespace else None,
+        )
 
 
 # `(dict, Mapping)`: a loaded policy holds dicts, which the tuple's first type answers at once;
