@@ -480,3 +480,30 @@ def test_pdbs_for_and_selected_templates_agree_with_matching_each_pair() -> None
         assert selected_templates(item, views) == frozenset(
             (index, 0) for index, view in enumerate(views) if pdb_selects(item, view)
         )
+
+
+def test_an_llm_inference_service_config_runs_no_pods_for_a_pdb_to_count(lint_text: LintText) -> None:
+    # A config is part of the pods of the services that name it: a PDB selecting its labels
+    # protects none of its own (GP503), and its replicas are no pods to block (no GP502).
+    text = """
+apiVersion: serving.kserve.io/v1alpha2
+kind: LLMInferenceServiceConfig
+metadata: {name: decode-base, namespace: ai-lab, labels: {app: llm}}
+spec:
+  replicas: 1
+  template:
+    containers:
+      - name: main
+        image: ghcr.io/llm-d/llm-d-cuda:v0.9.0
+        resources: {limits: {nvidia.com/gpu: "1"}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: llm, namespace: ai-lab}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: llm}}
+"""
+    found = {f.rule_id for f in lint_text(text).findings}
+    assert "GP503" in found and "GP502" not in found
+    assert "LLMInferenceServiceConfig" not in workload_kinds()

@@ -24,7 +24,14 @@ from typing import Any
 
 from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.inventory import DEFAULT_NAMESPACE, Coverage, Inventory, namespace_of, workload_namespace
-from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_mapping, int_or_default, workload_of
+from gpupolicy.kube.pod_spec import (
+    RUNNING_KINDS,
+    PodTemplate,
+    Workload,
+    as_mapping,
+    int_or_default,
+    workload_of,
+)
 from gpupolicy.kube.selectors import (
     TextSelector,
     selector_matches_text_labels,
@@ -165,7 +172,7 @@ def _pod_text_labels(workload: Workload, template: PodTemplate) -> dict[str, str
 
 def workload_kinds(extra: Sequence[str] = ()) -> list[str]:
     """The kinds the inventory is asked for when looking for workloads."""
-    return list(dict.fromkeys([*EXTRACTORS, *extra]))
+    return list(dict.fromkeys([*RUNNING_KINDS, *extra]))
 
 
 def workloads_in(inventory: Inventory, namespace: str, kinds: Sequence[str]) -> Iterator[Workload]:

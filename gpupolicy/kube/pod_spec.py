@@ -470,6 +470,15 @@ def _role_from_path(path: JsonPath) -> str:
     return ".".join(steps)
 
 
+# Kinds that hold part of the pods of other objects, and run none themselves. KServe's
+# LLMInferenceServiceConfig is an LLMInferenceService spec that services name in `baseRefs`; the
+# controller merges its well-known configs (`kserve-config-llm-template`: probes, ports, /dev/shm),
+# then those, then the service's own spec, by strategic merge patch (containers by name):
+# https://kserve.github.io/website/docs/next/model-serving/generative-inference/llmisvc/llmisvc-config-composition
+# What they write (images, privileges, env) is checked; what they lack is not claimed (roles.py),
+# and they are not among the workloads that PDBs, HPAs and experiments count (RUNNING_KINDS).
+CONFIG_KINDS = frozenset({"LLMInferenceServiceConfig"})
+
 EXTRACTORS: dict[str, Extractor] = {
     "Pod": _pod,
     "Deployment": _replicated(1),
@@ -500,6 +509,8 @@ EXTRACTORS: dict[str, Extractor] = {
     "TrainJob": _train_job,
     "JobSet": _jobset,
 }
+# The kinds whose objects run pods of their own: what cross-object rules count as workloads.
+RUNNING_KINDS = tuple(kind for kind in EXTRACTORS if kind not in CONFIG_KINDS)
 
 # Kinds that never carry pods, skipped by the walker for speed and to avoid false matches.
 NON_WORKLOAD_KINDS = frozenset(

@@ -32,7 +32,7 @@ from typing import Any
 from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
-from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.pod_spec import CONFIG_KINDS, Container, PodTemplate, Workload, as_list, as_mapping
 
 
 class Role(IdentityEnum):
@@ -88,15 +88,6 @@ CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
     # merged over it, may give what it leaves out, resources included.
     "LLMInferenceServiceConfig": frozenset({"probes", "ports", "shm", "resources"}),
 }
-
-# Kinds that hold part of the pods of other objects, and run none themselves. KServe's
-# LLMInferenceServiceConfig is an LLMInferenceService spec that services name in `baseRefs`; the
-# controller merges its well-known configs (`kserve-config-llm-template`: probes, ports, /dev/shm),
-# then those, then the service's own spec, by strategic merge patch (containers by name):
-# https://kserve.github.io/website/docs/next/model-serving/generative-inference/llmisvc/llmisvc-config-composition
-# What they write (images, privileges, env) is checked; what they lack is not claimed, and rules
-# about a running workload (replicas, disruption budgets, rollbacks) are not theirs.
-CONFIG_KINDS = frozenset({"LLMInferenceServiceConfig"})
 
 
 def injected(kind: str, what: str) -> bool:

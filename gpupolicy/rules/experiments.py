@@ -24,14 +24,14 @@ from gpupolicy.kube.experiments import (
     parse_experiment,
 )
 from gpupolicy.kube.inventory import Coverage, workload_namespace
-from gpupolicy.kube.pod_spec import EXTRACTORS, Workload, workload_of
+from gpupolicy.kube.pod_spec import RUNNING_KINDS, Workload, workload_of
 from gpupolicy.loading.documents import Resource
 
 CONFIGMAP_DOCS = "https://kubernetes.io/docs/concepts/configuration/configmap/"
 IMMUTABLE_DOCS = "https://kubernetes.io/docs/concepts/configuration/configmap/#configmap-immutable"
 LABELS_DOCS = "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/"
 EXPERIMENT_SCHEMA = "https://gpupolicy.io/schemas/experiment.schema.json"
-WORKLOAD_KINDS = tuple(EXTRACTORS)
+WORKLOAD_KINDS = RUNNING_KINDS
 
 
 def _config(resource: Resource, ctx: Context) -> ExperimentConfig:
