@@ -148,8 +148,10 @@ def priority_class_undefined(workload: Workload, ctx: Context) -> Iterator[Viola
     roles=NOT_AGENT,
     name="system-priority-class-misuse",
     severity="error",
-    summary="Reports a workload outside the policy's system namespaces that uses system-cluster-critical or "
-    "system-node-critical (DaemonSets, the node agents these classes exist for, are exempt).",
+    summary="Reports a GPU workload outside the policy's system namespaces that uses system-cluster-critical or "
+    "system-node-critical (DaemonSets, the node agents these classes exist for, are exempt, and so are pod "
+    "templates that request no GPU: a scheduler's or an operator's own controllers are the cluster add-ons the "
+    "classes are for).",
     rationale="These classes sit above every user class: a GPU job with them preempts anything, including the "
     "cluster's own DNS or the device plugin; clusters commonly confine them to kube-system with a ResourceQuota.",
     remediation="Use one of the cluster's user PriorityClasses instead of a system class.",
@@ -166,7 +168,10 @@ def system_priority_class_misuse(workload: Workload, ctx: Context) -> Iterator[V
         or (workload.namespace or "default") in ctx.policy.priority.system_namespaces
     ):
         return
-    for template in workload.templates:
+    # Only GPU templates: a batch scheduler's or an operator's controllers (Volcano's scheduler, a
+    # webhook) are the "critical add-ons" the classes exist for, and what they preempt is no GPU.
+    # https://kubernetes.io/docs/tasks/administer-cluster/guaranteed-scheduling-critical-addon-pods/
+    for template in _gpu_templates(workload, ctx):
         name = _class_name(template)
         if name in BUILTIN_CLASSES:
             yield Violation(
