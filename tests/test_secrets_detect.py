@@ -13,6 +13,7 @@ from gpupolicy.kube.secrets_detect import (
     detect,
     detect_in_arguments,
     holds_any_search,
+    names_a_credential_object,
     placeholder_credential,
 )
 
@@ -71,6 +72,11 @@ def test_credential_names(name: str, kind: str) -> None:
         ("GROUP_KEY", "{{ .Values.key }}"),
         ("TOKENIZER_MODE", "auto"),
         ("MODEL", "meta-llama/Llama-3.1-8B-Instruct"),
+        (
+            "SECRET",
+            "volcano-admission-secret",
+        ),  # a Secret's name (Volcano's gen-admission-secret.sh --secret)
+        ("WEBHOOK_TOKEN", "webhook.token"),
     ],
 )
 def test_not_credentials(name: str, value: str) -> None:
@@ -91,6 +97,37 @@ def test_arguments() -> None:
     found = detect_in_arguments(args)
     assert [(index, hit.kind) for index, hit in found] == [(4, "OpenAI-style API key"), (5, "token")]
     assert not detect_in_arguments(["--api-key", "$(VLLM_API_KEY)", "--token", "EMPTY"])
+
+
+@pytest.mark.parametrize(
+    ("text", "names_one"),
+    [
+        ("volcano-admission-secret", True),
+        ("hf-token", True),
+        ("registry.credentials", True),
+        ("secret", False),  # one word: GP612's placeholders say what it is
+        ("s3cr3t-pa55word", False),  # no credential word among the words
+        ("Admission-Secret", False),  # not an object's name: upper case
+        ("admission--secret", False),
+        ("-secret", False),
+        ("admission-secret-", False),
+        ("my secret token", False),
+    ],
+)
+def test_a_credential_objects_name(text: str, names_one: bool) -> None:
+    assert names_a_credential_object(text) is names_one
+
+
+def test_a_secret_flag_naming_a_secret_object_is_no_credential() -> None:
+    script = [
+        "./gen-admission-secret.sh",
+        "--service",
+        "volcano-admission-service",
+        "--secret",
+        "volcano-admission-secret",
+    ]
+    assert not detect_in_arguments(script)
+    assert detect_in_arguments(["--secret", "Zm9vYmFyYmF6cXV4"])
 
 
 @pytest.mark.parametrize(

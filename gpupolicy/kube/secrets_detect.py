@@ -231,7 +231,23 @@ def detect(name: str, value: str) -> Credential | None:
         return None
     if _URL.match(text):  # a URL is a secret only with an embedded password (a value pattern)
         return None
+    if names_a_credential_object(text):
+        return None
     return Credential(named, "name")
+
+
+_OBJECT_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
+
+
+def names_a_credential_object(text: str) -> bool:
+    """`volcano-admission-secret`, `hf-token`, `registry.credentials`: a Kubernetes object's name
+    (lowercase RFC 1123 words) with a credential word among its words — the Secret a program
+    is told to read or write (`--secret volcano-admission-secret`), not a credential itself, which
+    does not spell out what it is. https://kubernetes.io/docs/concepts/overview/working-with-objects/names/"""
+    if not _OBJECT_NAME_CHARACTERS.issuperset(text) or not text[:1].isalnum() or not text[-1:].isalnum():
+        return False
+    words = text.replace(".", "-").split("-")
+    return len(words) > 1 and all(words) and not _LAST_WORDS.isdisjoint(words)
 
 
 # Command-line flags whose next argument is a credential (`--api-key sk-…`, `--token=…`).
