@@ -249,8 +249,29 @@ def test_a_renderers_error_is_its_error_paragraph_on_one_line() -> None:
     assert renderer_error(kustomize) == "error: accumulating resources: missing.yaml: no such file"
     assert renderer_error("panic\nlast words\n") == "last words"
     assert renderer_error("") == ""
-    long = renderer_error("Error: " + "x" * 5000)
-    assert len(long) == RENDERER_ERROR_CHARS and long.endswith("…")
+    long = renderer_error("Error: " + "x" * 5000 + " the innermost cause")
+    assert len(long) == RENDERER_ERROR_CHARS and long.startswith("Error: xxx")
+    assert "…" in long and long.endswith("x the innermost cause")
+
+
+def test_kubectls_klog_error_on_one_line_is_its_quoted_error() -> None:
+    klog = 'E1206 20:19:35.597030    9559 run.go:72] "command failed" err="accumulating: \\"x\\" missing"\n'
+    assert renderer_error(klog) == 'accumulating: "x" missing'
+
+
+def test_kubectls_klog_error_is_read_to_its_closing_line() -> None:
+    """kubectl 1.3x logs a failed kustomize through klog: the error sits between `err=<` and `>`."""
+    klog = (
+        'E1206 20:17:57.271470    8715 run.go:72] "command failed" err=<\n'
+        "\taccumulating resources: accumulation err='accumulating resources from 'https://example.com/m.yaml': "
+        "no such host': failed to run '/usr/bin/git fetch --depth=1 https://example.com/x HEAD'\n"
+        "\t: exit status 128\n"
+        " >\n"
+    )
+    assert renderer_error(klog) == (
+        "accumulating resources: accumulation err='accumulating resources from 'https://example.com/m.yaml': "
+        "no such host': failed to run '/usr/bin/git fetch --depth=1 https://example.com/x HEAD' : exit status 128"
+    )
 
 
 def test_a_helm_template_given_as_a_file_stands_for_its_chart_rendered(
@@ -412,7 +433,9 @@ def test_broken_kustomization_is_gp004_not_a_crash(tmp_path: Path, monkeypatch: 
     write(tmp_path / "k" / "kustomization.yaml", "resources:\n  - missing.yaml\n")
     ((file, _, message),) = gp004(["k"])
     assert file == "k"
-    assert message.startswith("kubectl kustomize k failed:")
+    assert message.startswith("kubectl kustomize k failed: accumulating resources:")
+    assert "missing.yaml: no such file or directory" in message
+    assert "run.go" not in message and "command failed" not in message  # kubectl's klog prefix
 
 
 # -- kustomize --no-remote ---------------------------------------------------------------------

@@ -575,16 +575,44 @@ RENDERER_ERROR_CHARS = 500
 def renderer_error(stderr: str) -> str:
     """What a renderer said went wrong, on one line: its `Error:` paragraph (Helm writes a chart's
     `fail` message there, over several lines, then a hint to use --debug; kubectl kustomize writes
-    `error: ...`), else its last line. Bounded: the finding's message is one line of a report."""
+    `error: ...`, or, logging through klog, `"command failed" err=<` with the error on the lines
+    up to a lone `>`), else its last line. Bounded: the finding's message is one line of a report;
+    a long one keeps its end too, where a nested error's innermost cause is."""
     lines = [line.strip() for line in stderr.strip().splitlines()]
+    said = _klog_error(lines)
+    if said is None:
+        said = _error_paragraph(lines)
+    if len(said) <= RENDERER_ERROR_CHARS:
+        return said
+    head = RENDERER_ERROR_CHARS // 3
+    return said[:head] + "…" + said[len(said) - (RENDERER_ERROR_CHARS - head - 1) :]
+
+
+KLOG_ERROR_QUOTED = ' err="'
+
+
+def _klog_error(lines: list[str]) -> str | None:
+    """kubectl's klog line `E1206 … "command failed" err="<Go-quoted error>"`, or, for an error of
+    several lines, `err=<` with the error on the next lines up to a lone `>`."""
+    for index, line in enumerate(lines):
+        if line.endswith("err=<"):
+            body = lines[index + 1 :]
+            end = body.index(">") if ">" in body else len(body)
+            return " ".join(part for part in body[:end] if part)
+        quoted = line.find(KLOG_ERROR_QUOTED)
+        if quoted >= 0 and line.endswith('"'):
+            text = line[quoted + len(KLOG_ERROR_QUOTED) : -1]
+            return text.replace("\\n", " ").replace('\\"', '"').replace("\\\\", "\\")
+    return None
+
+
+def _error_paragraph(lines: list[str]) -> str:
     start = next((index for index, line in enumerate(lines) if line.lower().startswith("error:")), None)
     if start is None:
-        said = lines[-1] if lines else ""
-    else:
-        paragraph = lines[start:]
-        end = paragraph.index("") if "" in paragraph else len(paragraph)
-        said = " ".join(paragraph[:end])
-    return said if len(said) <= RENDERER_ERROR_CHARS else said[: RENDERER_ERROR_CHARS - 1] + "…"
+        return lines[-1] if lines else ""
+    paragraph = lines[start:]
+    end = paragraph.index("") if "" in paragraph else len(paragraph)
+    return " ".join(paragraph[:end])
 
 
 @immutable
