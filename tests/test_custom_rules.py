@@ -365,31 +365,47 @@ BROKEN_TEMPLATE = TEMPLATE.replace('msg := "always"', 'msg := "always')
 BROKEN_VAP = VAP.replace("c.image.startsWith('nvcr.io/'))", "c.image.startsWith('nvcr.io/') &&)")
 
 
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        (BROKEN_TEMPLATE, "defs.yaml:16:17: Rego: invalid character in string"),  # its line in the YAML file
-        (
-            BROKEN_VAP,
-            "defs.yaml:10:36: CEL: broken: validations[1]: Syntax error",
-        ),  # line 2 of the expression
-        (
-            VAP.replace("c.image.startsWith", "c.image.nosuch"),
-            "defs.yaml:9: CEL: broken: validations[1]: unknown function nosuch",
+COMPILE_ERRORS = [
+    (BROKEN_TEMPLATE, "defs.yaml:16:17: Rego: invalid character in string"),  # its line in the YAML file
+    (BROKEN_VAP, "defs.yaml:10:36: CEL: broken: validations[1]: Syntax error"),  # line 2 of the expression
+    (
+        VAP.replace("c.image.startsWith", "c.image.nosuch"),
+        "defs.yaml:9: CEL: broken: validations[1]: unknown function nosuch",
+    ),
+]
+BROKEN_REFERENCES = [
+    (
+        TEMPLATE.replace(
+            "kind: K8sBroken\nmetadata:\n  name: broken", "kind: K8sOther\nmetadata:\n  name: broken"
         ),
-        (
-            TEMPLATE.replace(
-                "kind: K8sBroken\nmetadata:\n  name: broken", "kind: K8sOther\nmetadata:\n  name: broken"
-            ),
-            "defs.yaml:19: constraint K8sOther/broken: no ConstraintTemplate defines kind K8sOther",
-        ),
-        (
-            VAP.replace("policyName: broken", "policyName: other"),
-            "defs.yaml:12: binding broken: no ValidatingAdmissionPolicy named 'other'",
-        ),
-    ],
-)
-def test_definitions_that_cannot_be_used_stop_the_run(
+        "defs.yaml:19: constraint K8sOther/broken: no ConstraintTemplate defines kind K8sOther",
+    ),
+    (
+        VAP.replace("policyName: broken", "policyName: other"),
+        "defs.yaml:12: binding broken: no ValidatingAdmissionPolicy named 'other'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), [*COMPILE_ERRORS, *BROKEN_REFERENCES])
+def test_rules_of_the_policys_paths_that_cannot_be_used_stop_the_run(
+    tmp_path: Path,
+    text: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write(tmp_path / "rules" / "defs.yaml", text)
+    write(tmp_path / ".gpupolicy.yaml", "customRules:\n  paths: [rules]\n")
+    write(tmp_path / "apps" / "app.yaml", DEPLOYMENT)
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "apps"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert message in line, line
+
+
+@pytest.mark.parametrize(("text", "message"), BROKEN_REFERENCES)
+def test_definitions_in_the_tree_that_name_nothing_stop_the_run(
     tmp_path: Path,
     text: str,
     message: str,
@@ -402,6 +418,39 @@ def test_definitions_that_cannot_be_used_stop_the_run(
     assert main(["lint", "."]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert message in line, line
+
+
+@pytest.mark.parametrize(("text", "message"), COMPILE_ERRORS)
+def test_a_definition_in_the_tree_that_cannot_be_compiled_is_one_info_finding_on_itself(
+    tmp_path: Path,
+    text: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A GitOps repository's own admission policy that gpupolicy cannot evaluate (Volcano's
+    installer calls Kubernetes CEL libraries) does not leave the repository unlinted: the rest is
+    linted, and the policy's rule says, once, at the expression, that it checked nothing."""
+    write(tmp_path / "defs.yaml", text)
+    write(tmp_path / "app.yaml", DEPLOYMENT)
+    monkeypatch.chdir(tmp_path)
+    main(["lint", ".", "-f", "json"])
+    report = json.loads(capsys.readouterr().out)
+    custom = [finding for finding in report["findings"] if finding["rule"] in ("VAP-broken", "GK-broken")]
+    (finding,) = custom
+    where, _, reason = message.partition(": ")
+    _, line, *column = where.split(":")
+    assert finding["file"] == "defs.yaml" and finding["line"] <= int(line)  # the field holding the code
+    assert finding["severity"] == "info"
+    assert finding["message"].startswith(
+        ("unknown: ValidatingAdmissionPolicy broken", "unknown: Gatekeeper constraint")
+    )
+    assert finding["message"].endswith(
+        "the objects it selects were not checked against it (the API server applies it)"
+    )
+    exact = f"line {line}" + (f", column {column[0]}" if column else "")
+    assert f"({exact}: {reason}" in finding["message"]
+    assert any(finding["file"] == "app.yaml" for finding in report["findings"])  # the workload is linted
 
 
 # -- gpupolicy test ------------------------------------------------------------------------------
@@ -515,3 +564,36 @@ def test_a_missing_rego_engine_is_a_usage_error_naming_the_rule_file(
         line.startswith("gpupolicy: ")
         and "policies/rego/gpu.rego:1: Rego rules need the regorus engine" in line
     )
+
+
+VOLCANO = DATA / "volcano"
+
+
+def test_volcanos_own_job_policy_judges_its_examples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Volcano's installer keeps a ValidatingAdmissionPolicy for its Jobs that calls the Kubernetes
+    CEL format library. Linted with Volcano's examples, it compiles whole, denies the example
+    written to be denied, admits the example Job, and says apimachinery's reason for a bad name."""
+    for source in VOLCANO.iterdir():
+        write(tmp_path / source.name, source.read_text(encoding="utf-8"))
+    renamed = (VOLCANO / "job.yaml").read_text(encoding="utf-8").replace("name: test-job", "name: -test-job")
+    write(tmp_path / "renamed.yaml", renamed)
+    monkeypatch.chdir(tmp_path)
+    main(["lint", ".", "-f", "json"])
+    report = json.loads(capsys.readouterr().out)
+    found = sorted(
+        (finding["file"], finding["severity"], finding["message"])
+        for finding in report["findings"]
+        if finding["rule"] == "VAP-job-validation-policy-binding"
+    )
+    assert found == [
+        ("duplicatedTaskName-webhook-deny.yaml", "error", "duplicated task name found"),
+        (
+            "renamed.yaml",
+            "error",
+            "job name errors: name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+            "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        ),
+    ]

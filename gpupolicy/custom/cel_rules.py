@@ -30,7 +30,7 @@ A native CEL rule is the same with gpupolicy's metadata, in a document of its ow
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpupolicy.core.findings import Severity
@@ -46,8 +46,10 @@ from gpupolicy.custom.definitions import (
     check_metadata,
     declared_metadata,
 )
+from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.custom.field_paths import parse_field_path
 from gpupolicy.custom.matching import all_of, group_of, rule_matching, vap_match
+from gpupolicy.custom.unevaluated import unevaluated_rule
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.loading.documents import Resource
 
@@ -89,10 +91,14 @@ class CelProgram:
 def _compiled(resource: Resource, path: tuple[str | int, ...], text: Any, what: str) -> CelExpression:
     position = resource.position(path)
     line = position[0] if position else 1
-    if not isinstance(text, str) or not text.strip():
-        raise Origin(resource.file, line).error(f"{what}: an expression is required")
-    first_line = line + 1 if "\n" in text.rstrip("\n") else line  # a block scalar starts below its key
-    return compile_expression(text, Origin(resource.file, first_line), what)
+    try:
+        if not isinstance(text, str) or not text.strip():
+            raise Origin(resource.file, line).error(f"{what}: an expression is required")
+        first_line = line + 1 if "\n" in text.rstrip("\n") else line  # a block scalar starts below its key
+        return compile_expression(text, Origin(resource.file, first_line), what)
+    except CustomRuleError as exc:
+        exc.path = path
+        raise
 
 
 def compile_program(resource: Resource, spec_path: tuple[str, ...], spec: Mapping[str, Any]) -> CelProgram:
@@ -283,17 +289,12 @@ def _param_source(
     )
 
 
-def binding_rule(binding: Resource, policies: Mapping[str, tuple[Resource, CelProgram]]) -> CustomRule:
+def _binding_metadata(binding: Resource, policy_resource: Resource) -> Metadata:
     obj = as_mapping(binding.obj)
     metadata_of = as_mapping(obj.get("metadata"))
     name = str(metadata_of.get("name", ""))
     spec = as_mapping(obj.get("spec"))
     policy_name = str(spec.get("policyName", ""))
-    if policy_name not in policies:
-        raise _origin(binding).error(f"binding {name}: no ValidatingAdmissionPolicy named {policy_name!r}")
-    policy_resource, program = policies[policy_name]
-    policy = as_mapping(as_mapping(policy_resource.obj).get("spec"))
-    severity = _binding_severity(binding, as_list(spec.get("validationActions")))
     annotations = {
         **as_mapping(as_mapping(as_mapping(policy_resource.obj).get("metadata")).get("annotations")),
         **as_mapping(metadata_of.get("annotations")),
@@ -301,7 +302,7 @@ def binding_rule(binding: Resource, policies: Mapping[str, tuple[Resource, CelPr
     metadata = Metadata(
         id=str(annotations.get(RULE_ID_ANNOTATION, f"VAP-{name}")),
         name=name,
-        severity=severity,
+        severity=_binding_severity(binding, as_list(spec.get("validationActions"))),
         summary=str(annotations.get("description", "")).strip()
         or f"ValidatingAdmissionPolicy {policy_name} (binding {name}).",
         remediation=str(annotations.get(REMEDIATION_ANNOTATION, "")).strip()
@@ -310,6 +311,23 @@ def binding_rule(binding: Resource, policies: Mapping[str, tuple[Resource, CelPr
         language="vap",
     )
     check_metadata(metadata)
+    return metadata
+
+
+def _policy_of(binding: Resource, known: Mapping[str, Any]) -> str:
+    obj = as_mapping(binding.obj)
+    policy_name = str(as_mapping(obj.get("spec")).get("policyName", ""))
+    if policy_name not in known:
+        name = as_mapping(obj.get("metadata")).get("name", "")
+        raise _origin(binding).error(f"binding {name}: no ValidatingAdmissionPolicy named {policy_name!r}")
+    return policy_name
+
+
+def binding_rule(binding: Resource, policies: Mapping[str, tuple[Resource, CelProgram]]) -> CustomRule:
+    policy_resource, program = policies[_policy_of(binding, policies)]
+    metadata = _binding_metadata(binding, policy_resource)
+    policy = as_mapping(as_mapping(policy_resource.obj).get("spec"))
+    spec = as_mapping(as_mapping(binding.obj).get("spec"))
     matches = [vap_match(as_mapping(policy.get("matchConstraints")))]
     if "matchResources" in spec:
         matches.append(vap_match(as_mapping(spec.get("matchResources"))))
@@ -317,7 +335,7 @@ def binding_rule(binding: Resource, policies: Mapping[str, tuple[Resource, CelPr
     return CustomRule(
         metadata=metadata,
         matches=all_of(matches),
-        check=CelCheck(program, params, severity),
+        check=CelCheck(program, params, metadata.severity),
         expands_pods=any(match.matches_pods() for match in matches),
         lookups=((params.kind, params.namespace),) if params is not None else (),
     )
@@ -332,17 +350,40 @@ def native_rule(resource: Resource) -> CustomRule:
     return rule_matching(metadata, as_mapping(spec.get("match")), check)
 
 
-def cel_rules(resources: Sequence[Resource]) -> list[CustomRule]:
+def _never(resource: Resource) -> bool:
+    return False
+
+
+def cel_rules(
+    resources: Sequence[Resource], tolerated: Callable[[Resource], bool] = _never
+) -> list[CustomRule]:
+    """The rules of the bindings and native CustomRules among `resources`. A policy that fails to
+    compile stops the run, unless `tolerated` (a definition of the linted tree): its bindings are
+    then reported on it as not evaluated (gpupolicy/custom/unevaluated.py)."""
     policies: dict[str, tuple[Resource, CelProgram]] = {}
+    unusable: dict[str, tuple[Resource, CustomRuleError]] = {}
     for resource in resources:
         if resource.kind == POLICY_KIND and is_cel_definition(resource):
             spec = as_mapping(as_mapping(resource.obj).get("spec"))
-            program = compile_program(resource, ("spec",), spec)
+            try:
+                program = compile_program(resource, ("spec",), spec)
+            except CustomRuleError as exc:
+                if not tolerated(resource):
+                    raise
+                unusable[resource.name] = (resource, exc)
+                continue
             policies[program.name] = (resource, program)
     rules: list[CustomRule] = []
     for resource in resources:
         if resource.kind == BINDING_KIND and is_cel_definition(resource):
-            rules.append(binding_rule(resource, policies))
+            policy_name = _policy_of(resource, {**unusable, **policies})
+            if policy_name in policies:
+                rules.append(binding_rule(resource, policies))
+            else:
+                policy_resource, error = unusable[policy_name]
+                what = f"ValidatingAdmissionPolicy {policy_name} (binding {resource.name})"
+                metadata = _binding_metadata(resource, policy_resource)
+                rules.append(unevaluated_rule(metadata, policy_resource, error, what))
         elif resource.kind == NATIVE_KIND and is_cel_definition(resource):
             rules.append(native_rule(resource))
     return rules

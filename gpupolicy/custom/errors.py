@@ -10,4 +10,8 @@ class CustomRuleError(Exception):
     def __init__(self, file: str, line: int, message: str, column: int | None = None) -> None:
         where = f"{file}:{line}:{column}" if column else f"{file}:{line}"
         super().__init__(f"{where}: {message}")
-        self.file, self.line = file, line
+        self.file, self.line, self.column = file, line, column
+        self.reason = message
+        # Where in its definition the rule fails (the expression's JSON path), when known: a
+        # definition of the linted tree is reported there (gpupolicy/custom/unevaluated.py).
+        self.path: tuple[str | int, ...] = ()

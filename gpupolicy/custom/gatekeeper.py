@@ -15,16 +15,18 @@ remediation the constraint's (or template's) `gpupolicy.io/remediation` annotati
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpupolicy.core.findings import Severity
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import REMEDIATION_ANNOTATION, RULE_ID_ANNOTATION
 from gpupolicy.custom.definitions import CustomRule, CustomViolation, Metadata, Origin, Review, check_metadata
+from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.custom.matching import group_of, rule_matching
 from gpupolicy.custom.native_rego import violation_of
 from gpupolicy.custom.rego import RegoProgram, RegoSource
+from gpupolicy.custom.unevaluated import unevaluated_rule
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.loading.documents import Resource
 
@@ -65,9 +67,8 @@ class Template:
 def compile_template(resource: Resource) -> Template:
     obj = as_mapping(resource.obj)
     origin = _origin(resource)
-    kind = as_mapping(as_mapping(as_mapping(as_mapping(obj.get("spec")).get("crd")).get("spec")).get("names"))
-    kind_name = kind.get("kind")
-    if not isinstance(kind_name, str) or not kind_name:
+    kind_name = _template_kind(resource)
+    if kind_name is None:
         raise origin.error("ConstraintTemplate: spec.crd.spec.names.kind is missing")
     targets = as_list(as_mapping(obj.get("spec")).get("targets"))
     index = next(
@@ -86,17 +87,23 @@ def compile_template(resource: Resource) -> Template:
     for lib_index, lib in enumerate(as_list(target.get("libs"))):
         if isinstance(lib, str):
             sources.append(_embedded(resource, (*base, "libs", lib_index), lib))
-    package = sources[0].package
-    program = RegoProgram(sources, [package], v0=True)  # Gatekeeper's Rego is v0 (v1 with `import rego.v1`)
     reads_inventory = any("data.inventory" in source.text for source in sources)
-    program.compile({"inventory": {"cluster": {}, "namespace": {}}} if reads_inventory else {})
-    annotations = as_mapping(as_mapping(obj.get("metadata")).get("annotations"))
+    try:
+        package = sources[0].package
+        program = RegoProgram(
+            sources, [package], v0=True
+        )  # Gatekeeper's Rego is v0 (v1 with `import rego.v1`)
+        program.compile({"inventory": {"cluster": {}, "namespace": {}}} if reads_inventory else {})
+    except CustomRuleError as exc:
+        exc.path = (*base, "rego")
+        raise
+    description, remediation = _template_texts(resource)
     return Template(
         kind=kind_name,
         program=program,
         package=package,
-        description=str(annotations.get("description", "")).strip(),
-        remediation=str(annotations.get(REMEDIATION_ANNOTATION, "")).strip(),
+        description=description,
+        remediation=remediation,
         reads_inventory=reads_inventory,
     )
 
@@ -108,27 +115,31 @@ def _embedded(resource: Resource, path: tuple[str | int, ...], text: str) -> Reg
     return RegoSource(resource.file, text, line + 1 if "\n" in text.rstrip("\n") else line)
 
 
-def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> CustomRule:
+def _template_texts(resource: Resource) -> tuple[str, str]:
+    """A template's description and remediation (its annotations)."""
+    annotations = as_mapping(as_mapping(as_mapping(resource.obj).get("metadata")).get("annotations"))
+    return (
+        str(annotations.get("description", "")).strip(),
+        str(annotations.get(REMEDIATION_ANNOTATION, "")).strip(),
+    )
+
+
+def _constraint_metadata(resource: Resource, description: str, template_remediation: str) -> Metadata:
     obj = as_mapping(resource.obj)
     origin = _origin(resource)
     metadata_of = as_mapping(obj.get("metadata"))
     name = str(metadata_of.get("name", ""))
-    template = templates.get(resource.kind)
-    if template is None:
-        raise origin.error(
-            f"constraint {resource.kind}/{name}: no ConstraintTemplate defines kind {resource.kind}"
-        )
     spec = as_mapping(obj.get("spec"))
     action = str(spec.get("enforcementAction", "deny"))
     if action not in ENFORCEMENT_SEVERITY:
         raise origin.error(f"constraint {name}: enforcementAction {action!r} is not deny, warn or dryrun")
     annotations = as_mapping(metadata_of.get("annotations"))
-    remediation = str(annotations.get(REMEDIATION_ANNOTATION, "")).strip() or template.remediation
+    remediation = str(annotations.get(REMEDIATION_ANNOTATION, "")).strip() or template_remediation
     metadata = Metadata(
         id=str(annotations.get(RULE_ID_ANNOTATION, f"GK-{name}")),
         name=name,
         severity=ENFORCEMENT_SEVERITY[action],
-        summary=template.description or f"Gatekeeper constraint {resource.kind}/{name}.",
+        summary=description or f"Gatekeeper constraint {resource.kind}/{name}.",
         remediation=remediation
         or f"Change the object so that the {resource.kind} constraint {name} admits it.",
         origin=origin,
@@ -136,9 +147,24 @@ def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> Cu
         parameters=dict(as_mapping(spec.get("parameters"))),
     )
     check_metadata(metadata)
+    return metadata
+
+
+def _template_for(resource: Resource, known: Mapping[str, Any]) -> None:
+    if resource.kind not in known:
+        name = as_mapping(as_mapping(resource.obj).get("metadata")).get("name", "")
+        raise _origin(resource).error(
+            f"constraint {resource.kind}/{name}: no ConstraintTemplate defines kind {resource.kind}"
+        )
+
+
+def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> CustomRule:
+    _template_for(resource, templates)
+    template = templates[resource.kind]
+    metadata = _constraint_metadata(resource, template.description, template.remediation)
     return rule_matching(
         metadata,
-        as_mapping(spec.get("match")),
+        as_mapping(as_mapping(as_mapping(resource.obj).get("spec")).get("match")),
         GatekeeperCheck(template),
         reads_inventory=template.reads_inventory,
     )
@@ -174,11 +200,45 @@ def admission_review_of(review: Review) -> dict[str, Any]:
     }
 
 
-def gatekeeper_rules(resources: Sequence[Resource]) -> list[CustomRule]:
-    """The rules of the Constraints among `resources`, with the templates among them."""
+def _never(resource: Resource) -> bool:
+    return False
+
+
+def gatekeeper_rules(
+    resources: Sequence[Resource], tolerated: Callable[[Resource], bool] = _never
+) -> list[CustomRule]:
+    """The rules of the Constraints among `resources`, with the templates among them. A template
+    that fails to compile stops the run, unless `tolerated` (a definition of the linted tree): its
+    constraints are then reported on it as not evaluated (gpupolicy/custom/unevaluated.py)."""
     templates: dict[str, Template] = {}
+    unusable: dict[str, tuple[Resource, CustomRuleError]] = {}
     for resource in resources:
         if is_template(resource):
-            template = compile_template(resource)
+            try:
+                template = compile_template(resource)
+            except CustomRuleError as exc:
+                kind = _template_kind(resource)
+                if not tolerated(resource) or kind is None:
+                    raise
+                unusable[kind] = (resource, exc)
+                continue
             templates[template.kind] = template
-    return [constraint_rule(resource, templates) for resource in resources if is_constraint(resource)]
+    rules = []
+    for resource in resources:
+        if not is_constraint(resource):
+            continue
+        _template_for(resource, {**unusable, **templates})
+        if resource.kind in templates:
+            rules.append(constraint_rule(resource, templates))
+            continue
+        template_resource, error = unusable[resource.kind]
+        metadata = _constraint_metadata(resource, *_template_texts(template_resource))
+        what = f"Gatekeeper constraint {resource.kind}/{resource.name}"
+        rules.append(unevaluated_rule(metadata, template_resource, error, what))
+    return rules
+
+
+def _template_kind(resource: Resource) -> str | None:
+    crd = as_mapping(as_mapping(as_mapping(resource.obj).get("spec")).get("crd"))
+    kind = as_mapping(as_mapping(crd.get("spec")).get("names")).get("kind")
+    return kind if isinstance(kind, str) and kind else None

@@ -20,6 +20,8 @@ from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.linear_regex import PatternError, compile_linear
+from gpupolicy.custom.k8s_cel_format import FORMAT_FUNCTIONS
+from gpupolicy.custom.k8s_cel_net import NET_FUNCTIONS
 from gpupolicy.kube.quantities import QuantityError, parse_quantity
 
 QUANTITY = "__quantity__"
@@ -338,6 +340,24 @@ def get_query(value: Any) -> dict[str, list[str]]:
     return urllib.parse.parse_qs(_url_of(value).query, keep_blank_values=True)
 
 
+# -- sets (cel-go's ext.Sets, enabled in Kubernetes) ---------------------------------------------
+
+
+def sets_contains(values: Any, wanted: Any) -> bool:
+    """`sets.contains(list, sublist)`: every element of `sublist` is in `list`."""
+    have = _list(values, "sets.contains")
+    return all(item in have for item in _list(wanted, "sets.contains"))
+
+
+def sets_equivalent(values: Any, other: Any) -> bool:
+    return sets_contains(values, other) and sets_contains(other, values)
+
+
+def sets_intersects(values: Any, other: Any) -> bool:
+    have = _list(values, "sets.intersects")
+    return any(item in have for item in _list(other, "sets.intersects"))
+
+
 # -- the library -----------------------------------------------------------------------------------
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -383,4 +403,11 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "getPort": get_port,
     "getEscapedPath": get_escaped_path,
     "getQuery": get_query,
+    # sets
+    "sets.contains": sets_contains,
+    "sets.equivalent": sets_equivalent,
+    "sets.intersects": sets_intersects,
+    # format (gpupolicy/custom/k8s_cel_format.py), IP and CIDR (gpupolicy/custom/k8s_cel_net.py)
+    **FORMAT_FUNCTIONS,
+    **NET_FUNCTIONS,
 }

@@ -114,15 +114,26 @@ def definitions_in_sources(sources: Iterable[Source]) -> list[Resource]:
     return found
 
 
-def compile_rules(rego_files: Sequence[Path], definitions: Sequence[Resource]) -> list[CustomRule]:
+def compile_rules(
+    rego_files: Sequence[Path], definitions: Sequence[Resource], tree: Sequence[Resource] = ()
+) -> list[CustomRule]:
+    """The rules of `rego_files`, of `definitions` (the policy's rule paths: an error stops the
+    run) and of `tree` (the linted tree's: a policy or template that cannot be compiled is
+    reported on itself, gpupolicy/custom/unevaluated.py)."""
     from gpupolicy.custom.cel_rules import cel_rules
     from gpupolicy.custom.gatekeeper import gatekeeper_rules
     from gpupolicy.custom.native_rego import load_rego_rules
 
     rules = load_rego_rules(rego_files) if rego_files else []
-    if definitions:
-        rules.extend(gatekeeper_rules(definitions))
-        rules.extend(cel_rules(definitions))
+    if definitions or tree:
+        from_tree = {id(resource) for resource in tree}
+
+        def tolerated(resource: Resource) -> bool:
+            return id(resource) in from_tree
+
+        every = [*definitions, *tree]
+        rules.extend(gatekeeper_rules(every, tolerated))
+        rules.extend(cel_rules(every, tolerated))
     return rules
 
 
@@ -132,7 +143,7 @@ def rules_for(policies: Iterable[Policy], tree: Sequence[Resource] = ()) -> list
     if not paths and not tree:
         return []
     rego_files, yaml_files = rule_files(paths)
-    return compile_rules(rego_files, [*definitions_in(yaml_files), *tree])
+    return compile_rules(rego_files, definitions_in(yaml_files), tree)
 
 
 # A custom rule and the policies (by `id`) under which it runs: those of the scope whose paths or
