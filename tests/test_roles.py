@@ -76,6 +76,36 @@ def workload(
             Role.AGENT,
             "namespace gpu-operator",
         ),
+        (  # a cloud's node tuning (GKE's tcp-increase-rmem): a cluster add-on, privileged by design
+            workload(image="ubuntu:22.04", kind="DaemonSet", namespace="kube-system"),
+            Role.AGENT,
+            "kube-system",
+        ),
+        (  # a batch scheduler's node agent (Volcano's) installs CNI plugins and reads the kubelet's state
+            workload(
+                image="docker.io/volcanosh/vc-agent:v1.12.1", kind="DaemonSet", namespace="volcano-system"
+            )
+            + "      volumes: [{name: cni, hostPath: {path: /opt/cni/bin}}]\n",
+            Role.AGENT,
+            "/opt/cni/bin",
+        ),
+        (
+            workload(image="registry.example.com/csi:1", kind="DaemonSet", namespace="storage")
+            + "      volumes: [{name: k, hostPath: {path: /var/lib/kubelet/pods}}]\n",
+            Role.AGENT,
+            "/var/lib/kubelet/pods",
+        ),
+        (  # in kube-system but not one per node: no node agent
+            workload(image="registry.example.com/app:1", namespace="kube-system"),
+            Role.WORKLOAD,
+            "no evidence",
+        ),
+        (  # a DaemonSet of user code that reads /proc: no evidence of an agent
+            workload(image="registry.example.com/app:1", kind="DaemonSet")
+            + "      volumes: [{name: p, hostPath: {path: /proc}}]\n",
+            Role.WORKLOAD,
+            "no evidence",
+        ),
         (
             workload(image="vllm/vllm-openai:v0.8.5", kind="Job").replace(
                 "  selector: {matchLabels: {app: w}}\n", ""

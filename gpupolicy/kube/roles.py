@@ -118,8 +118,13 @@ AGENT_NAMESPACES = frozenset(
      "node-feature-discovery", "nvidia-dra-driver-gpu", "hami-system", "kube-amd-gpu", "amd-gpu-operator",
      "intel-gpu-plugin", "nvidia-network-operator"}
 )  # fmt: skip
-# Host paths only node agents mount: kubelet's device-plugin socket directory, the driver root.
-AGENT_HOST_PATHS = ("/var/lib/kubelet/device-plugins", "/run/nvidia", "/var/lib/kubelet/plugins", "/dev")
+# Host paths only node agents mount: the kubelet's own directory (device-plugin and CSI/DRA
+# sockets, its CPU manager state), the driver root, the devices, the CNI plugins and their
+# configuration (a network stack's installer).
+AGENT_HOST_PATHS = ("/var/lib/kubelet", "/run/nvidia", "/dev", "/opt/cni", "/etc/cni")
+# Where the cluster's own add-ons run (kube-proxy, CNI and CSI agents, the cloud's node tuning):
+# https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces
+SYSTEM_NAMESPACE = "kube-system"
 
 # Commands that serve requests (the first words of command + args, or inside a shell script).
 SERVER_COMMAND_PARTS = (
@@ -200,6 +205,8 @@ def _agent_evidence(workload: Workload) -> str | None:
         return f"a DaemonSet named for the GPU stack ({workload.name[:120]})"
     if (workload.namespace or "") in AGENT_NAMESPACES:
         return f"a DaemonSet in the GPU stack's namespace {workload.namespace}"
+    if workload.namespace == SYSTEM_NAMESPACE:
+        return f"a DaemonSet in {SYSTEM_NAMESPACE}, where the cluster's own node agents run"
     for template in workload.templates:
         for _, volume in template.volumes():
             path = as_mapping(volume.get("hostPath")).get("path")

@@ -1,6 +1,6 @@
 """GP612-GP616: what a GPU workload may reach besides its devices: credentials written into the
 manifest, the service-account token, the network, the namespace's Pod Security and RBAC. They
-apply to a GPU pod as to any pod; the GPU stack's own agents are judged by their profile.
+apply to a GPU pod as to any pod; node agents (the GPU stack's and the cluster's own) are judged by their profile.
 https://kubernetes.io/docs/concepts/security/secrets-good-practices/
 https://kubernetes.io/docs/concepts/security/rbac-good-practices/
 """

@@ -93,7 +93,7 @@ def _roles(rule: Rule) -> str:
     if rule.roles is None:
         return "every workload" if rule.scope.value == "workload" else "the objects of its scope"
     if rule.roles == NOT_AGENT:
-        return "every workload but the GPU stack's own agents"
+        return "every workload but node agents (the GPU stack's and the cluster's own)"
     names = [role.value for role in Role if role in rule.roles]
     return "workloads whose role is " + " or ".join(names)
 
