@@ -82,6 +82,11 @@ def test_did_you_mean_for_misspelt_known_keys() -> None:
     # The deprecated beta form is still set by kubelets and cloud providers: known, not a typo.
     assert labels.lookup("beta.kubernetes.io/instance-type") is not None
     assert labels.suggest("completely-different") is None
+    # A key one dotted part shorter or longer than a registered one is another key (OME's model
+    # agent selects nodes labelled nvidia.com/gpu=true): no did-you-mean nvidia.com/gpu.mode.
+    assert labels.lookup("nvidia.com/gpu") is None
+    assert labels.suggest("nvidia.com/gpu") is None
+    assert labels.suggest("nvidia.com/gpu.product.name") is None
 
 
 def test_gpu_and_preference_marks() -> None:

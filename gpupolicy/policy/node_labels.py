@@ -73,9 +73,13 @@ class LabelRegistry:
         return None
 
     def suggest(self, key: str) -> str | None:
-        """The registered key closest to a misspelt one (nvidia.com/gpu.prodcut → nvidia.com/gpu.product)."""
-        matches = difflib.get_close_matches(key, list(self._exact), n=1, cutoff=0.8)
-        return matches[0] if matches else None
+        """The registered key closest to a misspelt one (nvidia.com/gpu.prodcut → nvidia.com/gpu.product).
+        A key that a registered one extends by a dotted part, or that extends one (`nvidia.com/gpu`
+        beside `nvidia.com/gpu.mode`), is another key, not a misspelling of it."""
+        matches = difflib.get_close_matches(key, list(self._exact), n=3, cutoff=0.8)
+        return next(
+            (match for match in matches if not _extends(match, key) and not _extends(key, match)), None
+        )
 
     def gpu_keys(self) -> frozenset[str]:
         return frozenset(key for key, info in self._exact.items() if info.gpu)
@@ -189,3 +193,8 @@ def _topology_keys(template: PodTemplate) -> Iterator[LabelUse]:
                 key = term.get("topologyKey")
                 if isinstance(key, str):
                     yield LabelUse(key, template.field(*steps, "topologyKey"), "topology", "", ())
+
+
+def _extends(longer: str, shorter: str) -> bool:
+    """`nvidia.com/gpu.mode` extends `nvidia.com/gpu`: the same key with a dotted part more."""
+    return longer.startswith(shorter + ".")
