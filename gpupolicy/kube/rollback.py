@@ -315,10 +315,25 @@ class AnalysisMetric:
     failure_limit: int | None
     consecutive_success_limit: int | None
     detail: str  # the provider block as text (the query), for classifying the metric
+    provider: str | None = None  # prometheus, job, kayenta, web…
 
     @property
     def has_condition(self) -> bool:
         return bool(self.success_condition or self.failure_condition)
+
+    @property
+    def judged_by_provider(self) -> bool:
+        """A Job's exit code, Kayenta's score thresholds or a plugin decide the measurement, not
+        `successCondition`/`failureCondition` (Argo Rollouts' metricproviders/job, kayenta, plugin:
+        https://argo-rollouts.readthedocs.io/en/stable/analysis/job/)."""
+        return self.provider in PROVIDERS_WITH_THEIR_OWN_OUTCOME
+
+
+PROVIDERS_WITH_THEIR_OWN_OUTCOME = frozenset({"job", "kayenta", "plugin"})
+
+
+def _provider_name(provider: Any) -> str | None:
+    return next(iter(provider), None) if isinstance(provider, dict) and len(provider) == 1 else None
 
 
 def _int_or_string(value: Any) -> int | None:
@@ -341,6 +356,7 @@ def template_metrics(template: Resource) -> list[AnalysisMetric]:
                 failure_limit=_int_or_string(metric.get("failureLimit")),
                 consecutive_success_limit=_int_or_string(metric.get("consecutiveSuccessLimit")),
                 detail=json.dumps(metric.get("provider"), default=str),
+                provider=_provider_name(metric.get("provider")),
             )
         )
     return metrics

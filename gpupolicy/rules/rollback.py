@@ -126,7 +126,8 @@ def rollback_criteria_invalid(workload: Workload, ctx: Context) -> Iterator[Viol
     name="rollback-criteria-utilization-only",
     severity="warning",
     summary="Reports rollback criteria (in any form) that hold no service-quality metric: only GPU "
-    "utilisation, memory or other efficiency signals.",
+    "utilisation, memory or other efficiency signals (a metric whose kind cannot be told, such as a Job's "
+    "test or an unrecognised query, is not judged).",
     rationale="A release that keeps the GPUs busy while latency and errors climb passes utilisation-only "
     "criteria. Users feel P95 latency, error rate and accepted throughput; the criteria must watch those.",
     remediation="Add a service-quality criterion such as P95 latency, error rate or request success rate.",
@@ -139,7 +140,9 @@ def rollback_criteria_utilization_only(workload: Workload, ctx: Context) -> Iter
         return
     vocabulary = ctx.policy.experiments.vocabulary
     categories = [vocabulary.categorise(name, detail=detail) for name, detail in names]
-    if MetricCategory.SERVICE_QUALITY in categories:
+    # A metric whose kind cannot be told (a Job's test, an unrecognised query) may well watch the
+    # service: only criteria made entirely of efficiency or scheduling signals are claimed.
+    if MetricCategory.SERVICE_QUALITY in categories or None in categories:
         return
     path = forms.annotation_path or ("metadata", "name")
     shown = ", ".join(dict.fromkeys(name for name, _ in names))
@@ -188,17 +191,19 @@ def analysis_template_undefined(resource: Resource, ctx: Context) -> Iterator[Vi
     severity="error",
     scope=Scope.OBJECT,
     kinds=TEMPLATE_KINDS,
-    summary="Reports an AnalysisTemplate metric with neither `successCondition` nor `failureCondition`, or "
-    "with `failureLimit: -1` and no `consecutiveSuccessLimit`.",
-    rationale="A metric without conditions is always Inconclusive: the rollout pauses forever instead of "
-    "rolling back. `failureLimit: -1` disables failing altogether; without a consecutive-success limit the "
-    "metric can never end the run either way.",
+    summary="Reports an AnalysisTemplate metric with neither `successCondition` nor `failureCondition` (but for "
+    "a Job, Kayenta or plugin metric, whose provider decides the outcome), or with `failureLimit: -1` and no "
+    "`consecutiveSuccessLimit`.",
+    rationale="A measured metric without conditions can never fail the analysis: Argo Rollouts counts every "
+    "measurement as Successful (utils/evaluate/evaluate.go; its documentation says Inconclusive, which would "
+    "pause the rollout instead), so it never rolls back. `failureLimit: -1` disables failing altogether; "
+    "without a consecutive-success limit the metric can never end the run either way.",
     remediation="Give each metric a successCondition or failureCondition, and pair failureLimit: -1 with a consecutiveSuccessLimit.",
     references=(ARGO_ANALYSIS,),
 )
 def analysis_without_failure_condition(resource: Resource, ctx: Context) -> Iterator[Violation]:
     for metric in template_metrics(resource):
-        if not metric.has_condition:
+        if not metric.has_condition and not metric.judged_by_provider:
             yield Violation(
                 metric.path, f"metric {metric.name!r} has neither successCondition nor failureCondition"
             )
