@@ -1,5 +1,6 @@
-"""The error of a custom rule that cannot be used, apart from the rules themselves: a lint run
-that finds no custom rule imports nothing else of gpupolicy/custom/ to say so."""
+"""The errors of custom rules, apart from the rules themselves: a rule that cannot be used (a lint run
+that finds no custom rule imports nothing else of gpupolicy/custom/ to say so), and a Kubernetes CEL
+function called with what it does not take."""
 
 from __future__ import annotations
 
@@ -15,3 +16,7 @@ class CustomRuleError(Exception):
         # Where in its definition the rule fails (the expression's JSON path), when known: a
         # definition of the linted tree is reported there (gpupolicy/custom/unevaluated.py).
         self.path: tuple[str | int, ...] = ()
+
+
+class CelFunctionError(ValueError):
+    """A Kubernetes CEL function called with what it does not take (an evaluation error)."""

@@ -20,16 +20,13 @@ from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.linear_regex import PatternError, compile_linear
+from gpupolicy.custom.errors import CelFunctionError
 from gpupolicy.custom.k8s_cel_format import FORMAT_FUNCTIONS
 from gpupolicy.custom.k8s_cel_net import NET_FUNCTIONS
 from gpupolicy.kube.quantities import QuantityError, parse_quantity
 
 QUANTITY = "__quantity__"
 URL = "__url__"
-
-
-class CelFunctionError(ValueError):
-    """A Kubernetes CEL function called with what it does not take (an evaluation error)."""
 
 
 # -- quantity (k8s.io/apiserver/pkg/cel/library/quantity.go) --------------------------------------

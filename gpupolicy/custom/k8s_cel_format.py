@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpupolicy.core.linear_regex import compile_linear
+from gpupolicy.custom.errors import CelFunctionError
 
 FORMAT = "__format__"
 
@@ -212,8 +213,6 @@ def named(name: str) -> Any:
 
 def validate(value: Any, text: Any) -> Any:
     """`<format>.validate(s)`: `optional.none()` when `s` is valid, else its errors."""
-    from gpupolicy.custom.k8s_cel import CelFunctionError
-
     if not (isinstance(value, dict) and value.get(FORMAT) in VALIDATORS):
         raise CelFunctionError(f"not a format: {value!r}")
     if not isinstance(text, str):

@@ -16,6 +16,8 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
+from gpupolicy.custom.errors import CelFunctionError
+
 IP = "__ip__"
 CIDR = "__cidr__"
 
@@ -27,8 +29,6 @@ _BROADCAST_V4 = ipaddress.IPv4Address("255.255.255.255")
 
 
 def _error(message: str) -> Exception:
-    from gpupolicy.custom.k8s_cel import CelFunctionError
-
     return CelFunctionError(message)
 
 
