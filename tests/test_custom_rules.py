@@ -597,3 +597,34 @@ def test_volcanos_own_job_policy_judges_its_examples(
             "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
         ),
     ]
+
+
+def test_a_definition_written_again_unchanged_in_the_tree_is_one_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Volcano ships its admission policies in two variants of its installer: the same objects twice."""
+    policy = (VOLCANO / "job-validation-policy.yaml").read_text(encoding="utf-8")
+    write(tmp_path / "installer-vap.yaml", policy)
+    write(tmp_path / "installer-vap-map.yaml", policy)
+    write(
+        tmp_path / "job.yaml", (VOLCANO / "duplicatedTaskName-webhook-deny.yaml").read_text(encoding="utf-8")
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", ".", "-f", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    found = [f["file"] for f in report["findings"] if f["rule"] == "VAP-job-validation-policy-binding"]
+    assert found == ["job.yaml"]
+
+
+def test_two_different_definitions_of_one_binding_in_the_tree_still_stop_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = (VOLCANO / "job-validation-policy.yaml").read_text(encoding="utf-8")
+    write(tmp_path / "installer-vap.yaml", policy)
+    write(
+        tmp_path / "installer-vap-map.yaml",
+        policy.replace("validationActions: [Deny]", "validationActions: [Warn]"),
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "."]) == 2
+    assert "rule VAP-job-validation-policy-binding is defined twice" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpupolicy.custom.errors import CustomRuleError
-from gpupolicy.kube.pod_spec import as_list
+from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.loading.documents import Resource
 from gpupolicy.loading.inputs import Source, load_file
 from gpupolicy.policy.loading import FACTS_SOURCE, Policy
@@ -102,15 +102,28 @@ def definitions_in(files: Iterable[Path]) -> list[Resource]:
 
 
 def definitions_in_sources(sources: Iterable[Source]) -> list[Resource]:
-    """The definitions among the linted inputs (files only: a chart or overlay renders workloads)."""
+    """The definitions among the linted inputs (files only: a chart or overlay renders workloads).
+    One written again unchanged — the same object in two variants of an installer, as Volcano ships
+    `volcano-development-vap.yaml` and `volcano-development-vap-map.yaml` — is one definition."""
     found: list[Resource] = []
+    first: dict[tuple[str, str, str | None, str], object] = {}
     for source in sources:
         if source.rendered or source.problem is not None:
             continue
         text = source.peek()
         if not text or not any(marker in text for marker in DEFINITION_MARKERS):
             continue
-        found.extend(resource for resource in source.load().resources if is_definition(resource))
+        for resource in source.load().resources:
+            if not is_definition(resource):
+                continue
+            api_version = str(as_mapping(resource.obj).get("apiVersion", ""))
+            identity = (api_version, resource.kind, resource.namespace, resource.name)
+            if (
+                first.setdefault(identity, resource.obj) is not resource.obj
+                and first[identity] == resource.obj
+            ):
+                continue
+            found.append(resource)
     return found
 
 
