@@ -387,35 +387,30 @@ BROKEN_REFERENCES = [
 ]
 
 
-@pytest.mark.parametrize(("text", "message"), [*COMPILE_ERRORS, *BROKEN_REFERENCES])
-def test_rules_of_the_policys_paths_that_cannot_be_used_stop_the_run(
+# Rules of the policy's paths that cannot be used stop the run; so do definitions of the linted
+# tree that name nothing (a binding without its policy, a constraint without its template).
+STOPPING = [("paths", text, message) for text, message in [*COMPILE_ERRORS, *BROKEN_REFERENCES]] + [
+    ("tree", text, message) for text, message in BROKEN_REFERENCES
+]
+
+
+@pytest.mark.parametrize(("where", "text", "message"), STOPPING)
+def test_definitions_that_cannot_be_used_stop_the_run(
     tmp_path: Path,
+    where: str,
     text: str,
     message: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    write(tmp_path / "rules" / "defs.yaml", text)
-    write(tmp_path / ".gpupolicy.yaml", "customRules:\n  paths: [rules]\n")
+    if where == "paths":
+        write(tmp_path / "rules" / "defs.yaml", text)
+        write(tmp_path / ".gpupolicy.yaml", "customRules:\n  paths: [rules]\n")
+    else:
+        write(tmp_path / "defs.yaml", text)
     write(tmp_path / "apps" / "app.yaml", DEPLOYMENT)
     monkeypatch.chdir(tmp_path)
-    assert main(["lint", "apps"]) == 2
-    (line,) = capsys.readouterr().err.splitlines()
-    assert message in line, line
-
-
-@pytest.mark.parametrize(("text", "message"), BROKEN_REFERENCES)
-def test_definitions_in_the_tree_that_name_nothing_stop_the_run(
-    tmp_path: Path,
-    text: str,
-    message: str,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    write(tmp_path / "defs.yaml", text)
-    write(tmp_path / "app.yaml", DEPLOYMENT)
-    monkeypatch.chdir(tmp_path)
-    assert main(["lint", "."]) == 2
+    assert main(["lint", "apps" if where == "paths" else "."]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert message in line, line
 
