@@ -150,7 +150,8 @@ def _constraint_metadata(resource: Resource, description: str, template_remediat
     return metadata
 
 
-def _template_for(resource: Resource, known: Mapping[str, Any]) -> None:
+def _require_template(resource: Resource, known: Mapping[str, Any]) -> None:
+    """Refuse a constraint whose kind no ConstraintTemplate defines, compiled or not."""
     if resource.kind not in known:
         name = as_mapping(as_mapping(resource.obj).get("metadata")).get("name", "")
         raise _origin(resource).error(
@@ -159,7 +160,7 @@ def _template_for(resource: Resource, known: Mapping[str, Any]) -> None:
 
 
 def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> CustomRule:
-    _template_for(resource, templates)
+    _require_template(resource, templates)
     template = templates[resource.kind]
     metadata = _constraint_metadata(resource, template.description, template.remediation)
     return rule_matching(
@@ -227,7 +228,7 @@ def gatekeeper_rules(
     for resource in resources:
         if not is_constraint(resource):
             continue
-        _template_for(resource, {**unusable, **templates})
+        _require_template(resource, {**unusable, **templates})
         if resource.kind in templates:
             rules.append(constraint_rule(resource, templates))
             continue

@@ -118,10 +118,8 @@ def definitions_in_sources(sources: Iterable[Source]) -> list[Resource]:
                 continue
             api_version = str(as_mapping(resource.obj).get("apiVersion", ""))
             identity = (api_version, resource.kind, resource.namespace, resource.name)
-            if (
-                first.setdefault(identity, resource.obj) is not resource.obj
-                and first[identity] == resource.obj
-            ):
+            earlier = first.setdefault(identity, resource.obj)
+            if earlier is not resource.obj and earlier == resource.obj:
                 continue
             found.append(resource)
     return found

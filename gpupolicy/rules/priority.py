@@ -171,9 +171,10 @@ def system_priority_class_misuse(workload: Workload, ctx: Context) -> Iterator[V
     # Only GPU templates: a batch scheduler's or an operator's controllers (Volcano's scheduler, a
     # webhook) are the "critical add-ons" the classes exist for, and what they preempt is no GPU.
     # https://kubernetes.io/docs/tasks/administer-cluster/guaranteed-scheduling-critical-addon-pods/
-    for template in _gpu_templates(workload, ctx):
+    # The class is read first: most templates name none, and then their GPUs need not be counted.
+    for template in workload.templates:
         name = _class_name(template)
-        if name in BUILTIN_CLASSES:
+        if name in BUILTIN_CLASSES and ctx.gpu.uses_gpus(template):
             yield Violation(
                 template.field("priorityClassName"),
                 f"{template.describe()} uses the system class {name} in namespace {workload.namespace or 'default'}",
