@@ -24,6 +24,9 @@ def catalog() -> GpuCatalog:
         ("amd.com/gpu", "amd", GpuKind.DEVICE),
         ("gpu.intel.com/i915", "intel", GpuKind.DEVICE),
         ("gpu.intel.com/xe", "intel", GpuKind.DEVICE),
+        ("gpu.intel.com/dxg", "intel", GpuKind.DEVICE),
+        ("gpu.intel.com/monitoring", "intel", GpuKind.ATTRIBUTE),
+        ("gpu.intel.com/xe_monitoring", "intel", GpuKind.ATTRIBUTE),
         ("nvidia.com/gpu.shared", "nvidia", GpuKind.SHARED),
         ("nvidia.com/mig-1g.5gb", "nvidia", GpuKind.MIG),
         ("nvidia.com/mig-1g.10gb", "nvidia", GpuKind.MIG),
@@ -41,6 +44,7 @@ def catalog() -> GpuCatalog:
         ("nvidia.com/mig-1g", "nvidia", GpuKind.UNKNOWN),
         ("nvidia.com/mig-1g.10gb-me", "nvidia", GpuKind.UNKNOWN),
         ("amd.com/gpus", "amd", GpuKind.UNKNOWN),
+        ("nvidia.com/hostdev", "nvidia", GpuKind.UNKNOWN),
     ],
 )
 def test_classify(catalog: GpuCatalog, name: str, vendor: str, kind: GpuKind) -> None:

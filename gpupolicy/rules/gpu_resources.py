@@ -311,19 +311,28 @@ def gpu_count_exceeds_node(workload: Workload, ctx: Context) -> Iterator[Violati
     id="GP109",
     name="gpu-resource-unknown",
     severity="warning",
-    summary="Reports a resource under a GPU vendor's domain that is not a name the policy knows "
-    "(`nvidia.com/gpus`, `amd.com/gpus`).",
+    summary="Reports a resource under a GPU vendor's domain that the policy does not know and that is meant as "
+    "one of the vendor's GPU resources: its name says gpu (`nvidia.com/gpus`, `amd.com/GPU`) or is a letter or "
+    "two from a known name (`gpu.intel.com/tile`).",
     rationale="An unknown extended resource is advertised by no node: the pod stays Pending with "
-    "`Insufficient nvidia.com/gpus`, and the typo is easy to miss in review.",
-    remediation="Use a resource name the device plugin advertises (for example nvidia.com/gpu).",
-    references=(SCHEDULING_GPUS,),
+    "`Insufficient nvidia.com/gpus`, and the typo is easy to miss in review. Other names under a vendor's "
+    "domain are not judged: NVIDIA's Network Operator publishes NICs as `nvidia.com/<a name the cluster "
+    "chooses>` (its `resourcePrefix`: `nvidia.com/hostdev`, `nvidia.com/mlnxnics`), which no policy can list.",
+    remediation="Use a resource name the device plugin advertises (for example nvidia.com/gpu), or add the "
+    "name to the vendor's resources in the policy (gpu.vendors).",
+    references=(
+        SCHEDULING_GPUS,
+        "https://github.com/Mellanox/network-operator/blob/master/deployment/network-operator/values.yaml",
+    ),
     settings=(Setting("gpu.vendors", "Known resource names per vendor domain."),),
 )
 def gpu_resource_unknown(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for _, demand in _demands(workload, ctx):
-        if demand.resource.kind is GpuKind.UNKNOWN:
+        if demand.resource.kind is not GpuKind.UNKNOWN:
+            continue
+        meant, suggestion = _meant_as_gpu(ctx, demand.resource.name)
+        if meant:
             container = demand.container
-            suggestion = _closest_known(ctx, demand.resource.name)
             hint = f" (did you mean {suggestion}?)" if suggestion else ""
             yield Violation(
                 container.resource_path(demand.section, demand.resource.name),
@@ -332,11 +341,21 @@ def gpu_resource_unknown(workload: Workload, ctx: Context) -> Iterator[Violation
             )
 
 
-def _closest_known(ctx: Context, name: str) -> str | None:
+def _meant_as_gpu(ctx: Context, name: str) -> tuple[bool, str | None]:
+    """Whether an unknown name under a vendor's domain is meant as one of its GPU resources, and the
+    known name of that domain it is closest to. Names are compared without their domain (with it,
+    `gpu.intel.com/dxg` is 0.8 alike to `gpu.intel.com/xe`) and without case."""
     import difflib
 
-    matches = difflib.get_close_matches(name, ctx.gpu.known_resource_names, n=1, cutoff=0.8)
-    return matches[0] if matches else None
+    domain, _, wanted = name.partition("/")
+    known = {
+        other.partition("/")[2].lower(): other
+        for other in ctx.gpu.known_resource_names
+        if other.partition("/")[0] == domain
+    }
+    matches = difflib.get_close_matches(wanted.lower(), list(known), n=1, cutoff=0.8)
+    suggestion = known[matches[0]] if matches else None
+    return suggestion is not None or "gpu" in wanted.lower(), suggestion
 
 
 @rule(
