@@ -331,6 +331,8 @@ NEAR_OBJECTS = {
         "no apiVersion",
     ),
     "apiVersion without kind": ("apiVersion: apps/v1\nmetadata: {name: llm}\n", "no kind"),
+    "apiVersion and spec": ("apiVersion: apps/v1\nspec: {replicas: 2}\n", "no kind"),
+    "apiVersion and kind alone": ("apiVersion: v1\nkind: Namespace\n", "no metadata"),
     "no metadata.name": ("apiVersion: v1\nkind: ConfigMap\ndata: {a: b}\n", "no metadata mapping"),
     "nameless metadata": (
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: ai-lab}\n",
@@ -374,6 +376,11 @@ SKIPPED_WHOLE = {
     "a kubeadm config": (
         "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.34.0\n",
         "kubeadm.k8s.io ClusterConfiguration",
+    ),
+    "a Helm chart repository's index": (
+        "apiVersion: v1\nentries:\n  ollama:\n    - apiVersion: v2\n      name: ollama\n      version: 1.2.0\n"
+        'generated: "2025-04-23T00:00:31Z"\n',
+        "an apiVersion without kind or metadata",
     ),
     "a GoReleaser config": (
         'project_name: gpupolicy\nbuilds:\n  - ldflags: ["-X main.version={{.Version}}"]\n'

@@ -8,10 +8,11 @@ A document that tries to be an object and fails is still linted: GP003 says what
 The evidence that a document tries to be an object (`tries_to_be_object`), from the fields every
 object has (https://kubernetes.io/docs/concepts/overview/working-with-objects/#required-fields):
 
-- an `apiVersion` key;
-- a `kind` key beside a key of an object's body (`metadata`, `spec`, `data`, `stringData`, `items`).
-  A `kind` key alone is a Helm values setting as often as not (fluent-bit's values say
-  `kind: DaemonSet`);
+- an `apiVersion` key beside a `kind` key or a key of an object's body (`metadata`, `spec`, `data`,
+  `stringData`, `items`). An `apiVersion` alone heads other formats too: a Helm chart repository's
+  `index.yaml` (`apiVersion: v1`, `entries`, `generated`), a chart's `Chart.yaml`;
+- a `kind` key beside a key of an object's body. A `kind` key alone is a Helm values setting as
+  often as not (fluent-bit's values say `kind: DaemonSet`);
 - a `metadata` mapping that holds a key of ObjectMeta (`name`, `generateName`, `namespace`,
   `labels`, `annotations`): an object whose apiVersion and kind were lost;
 - an item of a `kind: List` (the List said its items are objects);
@@ -53,9 +54,10 @@ def tries_to_be_object(value: Any) -> bool:
     """Whether a mapping document carries the evidence of an object (the module's list)."""
     if not isinstance(value, dict):
         return False
-    if "apiVersion" in value:
+    has_body = not OBJECT_BODY_KEYS.isdisjoint(value)
+    if has_body and ("apiVersion" in value or "kind" in value):
         return True
-    if "kind" in value and not OBJECT_BODY_KEYS.isdisjoint(value):
+    if "apiVersion" in value and "kind" in value:
         return True
     metadata = value.get("metadata")
     return isinstance(metadata, dict) and not OBJECT_META_KEYS.isdisjoint(metadata)
@@ -78,7 +80,11 @@ def configuration_file(value: Any) -> str | None:
 
 def _not_an_object(value: Any) -> str:
     if isinstance(value, dict):
-        what = "no apiVersion, kind or metadata"
+        what = (
+            "an apiVersion without kind or metadata"
+            if "apiVersion" in value
+            else "no apiVersion, kind or metadata"
+        )
     elif isinstance(value, list):
         what = "a list"
     else:
