@@ -238,7 +238,8 @@ def test_a_chart_that_fails_to_render_says_why_on_one_line(
     assert "\n" not in message and "--debug" not in message
     assert message.startswith("helm template gpupolicy-lint charts/llm failed: Error: execution error at")
     assert message.endswith(
-        "Running in the default namespace is not recommended. Set allowDefaultNamespace=true to bypass."
+        "Running in the default namespace is not recommended. Set allowDefaultNamespace=true to bypass. "
+        "(gpupolicy renders a chart with the policy's helm.valuesFiles and helm.namespace)"
     )
 
 

@@ -524,11 +524,22 @@ def load_chart(
     argv = ["helm", "template", CHART_RELEASE, str(folder), *options]
     output = session.render(("helm", *argv), lambda: _run(argv, shown, command))
     if isinstance(output, LoadProblem):
-        return LoadedText(problems=[output])
+        return LoadedText(problems=[_with_chart_settings(output)])
     loaded = load_text(output, shown, rendered_from="helm", limits=limits)
     trace(loaded, helm_origins(loaded, output, folder), rendered_by=shown, display=display_path)
     loaded.directives = helm_directives(loaded.directives, output, folder, display_path)
     return _keep(loaded, part)
+
+
+# A template's `fail` or `required` (Helm's "execution error at"): the chart refuses the values or
+# the namespace it was given, which a lint sets through its policy, not on a command line.
+_CHART_SETTINGS_HINT = " (gpupolicy renders a chart with the policy's helm.valuesFiles and helm.namespace)"
+
+
+def _with_chart_settings(problem: LoadProblem) -> LoadProblem:
+    if "Error: execution error at" not in problem.message:
+        return problem
+    return replace(problem, message=problem.message + _CHART_SETTINGS_HINT)
 
 
 def chart_values_files(chart: Path, patterns: Sequence[str]) -> list[Path]:
