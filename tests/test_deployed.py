@@ -192,7 +192,10 @@ def test_the_policy_names_the_namespace_the_chart_is_rendered_in(
     assert refused["message"].startswith(
         "helm template gpupolicy-lint charts/trainer failed: Error: execution"
     )
-    assert refused["message"].endswith("/templates/guard.yaml:1:44): not in the default namespace")
+    assert refused["message"].endswith(
+        "/templates/guard.yaml:1:44): not in the default namespace"
+        " (gpupolicy renders a chart with the policy's helm.valuesFiles and helm.namespace)"
+    )
     write(repo / "policy.yaml", "helm:\n  namespace: gpu-system\n")
     findings = lint(capsys, "--policy", "policy.yaml", "charts")
     assert not where(findings, "GP004")
