@@ -238,3 +238,38 @@ def test_an_llm_inference_service_config_is_part_of_pods_not_a_server(lint_text:
     # No startupProbe of its own (GP403), no CPU or memory (GP106), replicas without a PDB,
     # spread or rollback criteria: the merge or the service gives those.
     assert not found & {"GP403", "GP106", "GP107", "GP401", "GP501", "GP208", "GP901"}
+
+
+SERVING_RUNTIME = """\
+apiVersion: serving.kserve.io/v1alpha1
+kind: {kind}
+metadata: {{name: vllm-runtime{namespace}}}
+spec:
+  supportedModelFormats:
+    - {{name: huggingface, autoSelect: true}}
+  containers:
+    - name: kserve-container
+      image: vllm/vllm-openai:latest
+      args: ["--port", "8080", "--model", "/mnt/models"]
+      securityContext: {{privileged: true}}
+      resources:
+        limits: {{nvidia.com/gpu: "1"}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "namespace"), [("ClusterServingRuntime", ""), ("ServingRuntime", ", namespace: ai-lab")]
+)
+def test_a_kserve_serving_runtime_is_part_of_pods_not_a_server(
+    lint_text: LintText, kind: str, namespace: str
+) -> None:
+    # The InferenceService that names the runtime completes its pods: it sets the service account, the
+    # priority class and the replicas, and KServe its probes. What the runtime writes is checked.
+    text = SERVING_RUNTIME.format(kind=kind, namespace=namespace)
+    assert role_of(text)[0] is Role.WORKLOAD
+    policy = {"priority": {"clusterClasses": ["gpu-serving"]}, "placement": {"gpuTaints": []}}
+    found = set(rule_ids(lint_text(text, policy)))
+    assert {"GP601", "GP702"} <= found  # privileged, and tagged latest: written, so checked
+    # Rollback criteria, readiness and startup probes, a PDB, CPU and memory, a priority class and the
+    # token's automount belong to the InferenceService (ServingRuntimePodSpec has no field for the last two).
+    assert not found & {"GP901", "GP401", "GP403", "GP501", "GP106", "GP301", "GP613"}

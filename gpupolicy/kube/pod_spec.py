@@ -26,6 +26,11 @@ KSERVE_CONTAINER_KEYS = (
     "lightgbm", "paddle", "pmml", "alibi", "art",
 )  # fmt: skip
 KSERVE_COMPONENTS = ("predictor", "transformer", "explainer")
+# KServe's serving runtimes: containers and a part of a pod spec that the InferenceService naming
+# the runtime completes. The service asks for the GPUs and names the service account and the
+# priority: ServingRuntimePodSpec has no serviceAccountName, automountServiceAccountToken or
+# priorityClassName (pkg/apis/serving/v1alpha1/servingruntime_types.go in kserve/kserve).
+RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
 
 
 def as_mapping(value: Any) -> dict[str, Any]:
@@ -475,9 +480,10 @@ def _role_from_path(path: JsonPath) -> str:
 # controller merges its well-known configs (`kserve-config-llm-template`: probes, ports, /dev/shm),
 # then those, then the service's own spec, by strategic merge patch (containers by name):
 # https://kserve.github.io/website/docs/next/model-serving/generative-inference/llmisvc/llmisvc-config-composition
+# KServe's ServingRuntime and ClusterServingRuntime (RUNTIME_KINDS) are the same for InferenceServices.
 # What they write (images, privileges, env) is checked; what they lack is not claimed (roles.py),
 # and they are not among the workloads that PDBs, HPAs and experiments count (RUNNING_KINDS).
-CONFIG_KINDS = frozenset({"LLMInferenceServiceConfig"})
+CONFIG_KINDS = frozenset({"LLMInferenceServiceConfig", *RUNTIME_KINDS})
 
 EXTRACTORS: dict[str, Extractor] = {
     "Pod": _pod,

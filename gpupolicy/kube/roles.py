@@ -87,6 +87,9 @@ CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
     # A partial spec (CONFIG_KINDS): the well-known template merged under it, or the service
     # merged over it, may give what it leaves out, resources included.
     "LLMInferenceServiceConfig": frozenset({"probes", "ports", "shm", "resources"}),
+    # KServe's serving runtimes, completed by the InferenceServices that name them (pod_spec.RUNTIME_KINDS).
+    "ServingRuntime": frozenset({"probes", "ports", "shm", "resources"}),
+    "ClusterServingRuntime": frozenset({"probes", "ports", "shm", "resources"}),
 }
 
 

@@ -15,7 +15,15 @@ from gpupolicy.engine.unknowns import NETWORK_POLICIES, said_unknown, unknown_fa
 from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.inventory import Coverage, namespace_of, workload_namespace
 from gpupolicy.kube.placeholders import excerpt
-from gpupolicy.kube.pod_spec import EXTRACTORS, PodTemplate, Workload, as_list, as_mapping, workload_of
+from gpupolicy.kube.pod_spec import (
+    EXTRACTORS,
+    RUNTIME_KINDS,
+    PodTemplate,
+    Workload,
+    as_list,
+    as_mapping,
+    workload_of,
+)
 from gpupolicy.kube.roles import NOT_AGENT, SERVERS
 from gpupolicy.kube.secrets_detect import detect, detect_in_arguments, placeholder_credential
 from gpupolicy.loading.documents import Resource
@@ -91,6 +99,8 @@ def service_account_of(template: PodTemplate) -> str:
     ),
 )
 def service_account_token_automount(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if workload.kind in RUNTIME_KINDS:  # its InferenceService names the account, and can opt out
+        return
     for template in workload.templates:
         if not template.spec.get("containers"):  # KServe components and CRD fragments
             continue

@@ -17,6 +17,7 @@ from gpupolicy.kube.gpu import GpuDemand, GpuKind
 from gpupolicy.kube.placeholders import field_placeholder
 from gpupolicy.kube.pod_spec import (
     KSERVE_CONTAINER_KEYS,
+    RUNTIME_KINDS,
     Container,
     PodTemplate,
     Workload,
@@ -147,10 +148,6 @@ def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
                 f"{container.label} sets {demand.resource.name} to 0",
                 container=container.name,
             )
-
-
-# KServe serving runtimes are templates: the InferenceService that uses one asks for the GPUs.
-RUNTIME_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime"})
 
 
 @rule(
