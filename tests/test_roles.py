@@ -233,11 +233,13 @@ def test_an_llm_inference_service_config_is_part_of_pods_not_a_server(lint_text:
     # KServe merges the well-known template (startup probe, ports, /dev/shm) under a config, and the
     # service over it: what the config writes is checked, what it leaves out is not claimed.
     assert role_of(LLMISVC_CONFIG)[0] is Role.WORKLOAD
-    found = set(rule_ids(lint_text(LLMISVC_CONFIG)))
+    found = set(rule_ids(lint_text(LLMISVC_CONFIG, {"priority": {"clusterClasses": ["gpu-serving"]}})))
     assert {"GP601", "GP702"} <= found  # privileged, and tagged latest: written, so checked
     # No startupProbe of its own (GP403), no CPU or memory (GP106), replicas without a PDB,
     # spread or rollback criteria: the merge or the service gives those.
     assert not found & {"GP403", "GP106", "GP107", "GP401", "GP501", "GP208", "GP901"}
+    # Nor a priority class or the token's automount: the service merged over it sets those.
+    assert not found & {"GP301", "GP613"}
 
 
 SERVING_RUNTIME = """\

@@ -481,8 +481,9 @@ def _role_from_path(path: JsonPath) -> str:
 # then those, then the service's own spec, by strategic merge patch (containers by name):
 # https://kserve.github.io/website/docs/next/model-serving/generative-inference/llmisvc/llmisvc-config-composition
 # KServe's ServingRuntime and ClusterServingRuntime (RUNTIME_KINDS) are the same for InferenceServices.
-# What they write (images, privileges, env) is checked; what they lack is not claimed (roles.py),
-# and they are not among the workloads that PDBs, HPAs and experiments count (RUNNING_KINDS).
+# What they write (images, privileges, env) is checked; what they lack is not claimed (roles.py;
+# GP301 and GP613 leave them alone: the service sets the priority and the service account), and
+# they are not among the workloads that PDBs, HPAs and experiments count (RUNNING_KINDS).
 CONFIG_KINDS = frozenset({"LLMInferenceServiceConfig", *RUNTIME_KINDS})
 
 EXTRACTORS: dict[str, Extractor] = {

@@ -16,8 +16,8 @@ from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.inventory import Coverage, namespace_of, workload_namespace
 from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import (
+    CONFIG_KINDS,
     EXTRACTORS,
-    RUNTIME_KINDS,
     PodTemplate,
     Workload,
     as_list,
@@ -99,7 +99,7 @@ def service_account_of(template: PodTemplate) -> str:
     ),
 )
 def service_account_token_automount(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if workload.kind in RUNTIME_KINDS:  # its InferenceService names the account, and can opt out
+    if workload.kind in CONFIG_KINDS:  # a partial spec: the service that names it sets the account
         return
     for template in workload.templates:
         if not template.spec.get("containers"):  # KServe components and CRD fragments

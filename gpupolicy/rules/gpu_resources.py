@@ -16,8 +16,8 @@ from gpupolicy.engine.unknowns import NODE_POOLS, said_unknown, unknown_fact
 from gpupolicy.kube.gpu import GpuDemand, GpuKind
 from gpupolicy.kube.placeholders import field_placeholder
 from gpupolicy.kube.pod_spec import (
+    CONFIG_KINDS,
     KSERVE_CONTAINER_KEYS,
-    RUNTIME_KINDS,
     Container,
     PodTemplate,
     Workload,
@@ -164,7 +164,7 @@ def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
     settings=(Setting("gpu.servingImages", "Regular expressions of images that need a GPU."),),
 )
 def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if workload.kind in RUNTIME_KINDS:
+    if workload.kind in CONFIG_KINDS:  # a partial spec: the service that names it asks for the GPUs
         return
     patterns = ctx.gpu.serving_images  # RE2 (the image comes from the object), checked when the policy loaded
     for template in workload.templates:

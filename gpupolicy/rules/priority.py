@@ -15,7 +15,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, rule
 from gpupolicy.engine.unknowns import PRIORITY_CLASSES, said_unknown, unknown_fact
 from gpupolicy.kube.inventory import Coverage
-from gpupolicy.kube.pod_spec import RUNTIME_KINDS, PodTemplate, Workload, as_mapping
+from gpupolicy.kube.pod_spec import CONFIG_KINDS, PodTemplate, Workload, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT
 from gpupolicy.loading.documents import Resource
 
@@ -60,7 +60,7 @@ def _gpu_templates(workload: Workload, ctx: Context) -> Iterator[PodTemplate]:
     ),
 )
 def gpu_pod_without_priority_class(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if workload.kind in RUNTIME_KINDS:  # the InferenceService that names it sets the priority
+    if workload.kind in CONFIG_KINDS:  # a partial spec: the service that names it sets the priority
         return
     if (
         said_unknown(ctx, PRIORITY_CLASSES)
