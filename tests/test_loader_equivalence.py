@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gpupolicy.core.findings import JsonPath
-from gpupolicy.loading import composer, documents
+from gpupolicy.loading import composer, direct, documents
 from gpupolicy.loading.documents import Resource, construct, parse_text, path_to_node, split_documents
 from gpupolicy.loading.positions import LineIndex, mark_position
 from tests.conftest import CORPUS
@@ -198,6 +198,7 @@ def problems(text: str) -> list[tuple[Any, ...]]:
 
 def loaded_on_pure_python(text: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     with monkeypatch.context() as patch:
+        patch.setattr(direct, "AVAILABLE", False)  # as where neither libyaml nor the extension is
         patch.setattr(
             documents, "compose_documents", lambda t: composer.compose_documents(t, pure_python=True)
         )

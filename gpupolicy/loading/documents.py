@@ -10,6 +10,7 @@ table, only for the fields a finding is about.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,9 @@ import yaml
 
 from gpupolicy.core.findings import JsonPath, ObjectRef, excerpt
 from gpupolicy.core.immutable import immutable
-from gpupolicy.loading.composer import TAG_STR, compose_documents
+from gpupolicy.loading import direct
+from gpupolicy.loading.composer import TAG_STR, compose_documents, resolve_tag
+from gpupolicy.loading.direct import DirectDocument
 from gpupolicy.loading.positions import (
     PLACE_BITS,
     Child,
@@ -850,9 +853,12 @@ def _syntax_message(exc: yaml.YAMLError, line_offset: int = 0) -> str:
     return f"YAML syntax error: {exc}"
 
 
-def _expand_lists(obj: Any, node: yaml.Node, entry: Entry) -> Iterator[tuple[Any, yaml.Node, Entry]]:
+def _expand_lists(
+    obj: Any, node: yaml.Node | None, entry: Entry
+) -> Iterator[tuple[Any, yaml.Node | None, Entry]]:
     """`kind: List` and `*List` wrap their objects in `items`; each item is an object of its own,
-    with its node and its entry in the position table (the List's own where `items` is merged)."""
+    with its node and its entry in the position table (the List's own where `items` is merged).
+    `node` None: a document read directly (no node graph, no merge key: `items` is written)."""
     kind = obj.get("kind") if isinstance(obj, dict) else None
     items = obj.get("items") if isinstance(obj, dict) else None
     if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
@@ -861,7 +867,9 @@ def _expand_lists(obj: Any, node: yaml.Node, entry: Entry) -> Iterator[tuple[Any
         written = table.get("items") if isinstance(table, dict) else None
         item_entries = child_of(written) if written is not None else None
         for index, item in enumerate(items):
-            if isinstance(value_node, yaml.SequenceNode) and isinstance(item_entries, list):
+            if node is None and isinstance(item_entries, list):
+                yield item, None, item_entries[index]
+            elif isinstance(value_node, yaml.SequenceNode) and isinstance(item_entries, list):
                 yield item, value_node.value[index], item_entries[index]
             else:
                 yield item, node, entry
@@ -869,7 +877,7 @@ def _expand_lists(obj: Any, node: yaml.Node, entry: Entry) -> Iterator[tuple[Any
     yield obj, node, entry
 
 
-def _mapping_value(node: yaml.Node, key: str) -> yaml.Node | None:
+def _mapping_value(node: yaml.Node | None, key: str) -> yaml.Node | None:
     """The value of the last `key` written in a mapping node (not merged into it)."""
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in reversed(node.value):
@@ -966,6 +974,46 @@ def _roots(text: str) -> Iterator[yaml.Node]:
     return (node for node in compose_documents(text) if node is not None)
 
 
+Root = yaml.Node | DirectDocument
+
+
+def _documents_of(text: str, limits: LoadLimits) -> Iterator[tuple[Root, LineStarts]]:
+    """Each document of `text`, with the text's line starts: read directly where the extension
+    can (gpupolicy/loading/direct.py), else, and from the document where it cannot, as the node
+    graph PyYAML composes (the documents already given skipped: both read them alike). Raises
+    yaml.YAMLError (and UnicodeError) where PyYAML's composer does."""
+    given = 0
+    lines: LineStarts | None = None
+    if direct.AVAILABLE:
+        lines = LineStarts(text, skips_bom=True, editor=LineIndex.needed(text))
+        try:
+            for document in direct.read_documents(text, lines, limits.max_depth, _plain_value):
+                yield document, lines
+                given += 1
+            return
+        except direct.Unsupported:
+            pass
+    for node in itertools.islice(_roots(text), given, None):
+        lines = lines or LineStarts.of(text, node)
+        yield node, lines
+
+
+_PLAIN = (True, False)  # a plain scalar's `implicit`, as the composer gives it to `resolve`
+
+
+def _plain_value(text: str) -> Any:
+    """The value of a plain scalar with no tag that only PyYAML's implicit resolvers can type
+    (`0755`, `1:30`, `1e3`, `2026-12-06`), for the direct reader; direct.Unsupported where the
+    Python loader must say why it cannot be read (`!!int`-like text too long for an int)."""
+    tag = resolve_tag(yaml.ScalarNode, text, _PLAIN)
+    if tag is TAG_STR:
+        return text
+    try:
+        return _scalar_value(yaml.ScalarNode(tag, text))
+    except UnreadableValue:
+        raise direct.Unsupported("a scalar the Python loader reports") from None
+
+
 def _compose_stream(text: str) -> list[yaml.Node] | None:
     try:
         return list(_roots(text))
@@ -978,11 +1026,9 @@ def parse_text(
 ) -> LoadedText:
     """Parse a YAML/JSON stream. A broken document is reported and the others still load."""
     loaded = LoadedText()
-    lines: LineStarts | None = None
     shared = may_share_nodes(text)
     try:  # each document built as it is composed: one node graph at a time
-        for index, node in enumerate(_roots(text)):
-            lines = lines or LineStarts.of(text, node)
+        for index, (node, lines) in enumerate(_documents_of(text, limits)):
             _add_document(
                 loaded, text, node, file, index, rendered_from, limits=limits, lines=lines, shared=shared
             )
@@ -1014,11 +1060,9 @@ def iter_parse(
     from the slow path, and those already given must read the same there (objects, positions and
     problems), else StreamReadsDifferently is raised."""
     given = 0
-    lines: LineStarts | None = None
     shared = may_share_nodes(text)
     try:
-        for index, node in enumerate(_roots(text)):
-            lines = lines or LineStarts.of(text, node)
+        for index, (node, lines) in enumerate(_documents_of(text, limits)):
             document = LoadedText()
             _add_document(
                 document, text, node, file, index, rendered_from, limits=limits, lines=lines, shared=shared
@@ -1047,10 +1091,8 @@ def _fingerprints_before_error(
     readings: list[tuple[Any, ...]] = []
     if count == 0:
         return readings
-    lines: LineStarts | None = None
     shared = may_share_nodes(text)
-    for index, node in enumerate(_roots(text)):
-        lines = lines or LineStarts.of(text, node)
+    for index, (node, lines) in enumerate(_documents_of(text, limits)):
         document = LoadedText()
         _add_document(
             document, text, node, file, index, rendered_from, limits=limits, lines=lines, shared=shared
@@ -1088,17 +1130,13 @@ def _chunk_documents(
     """The documents of one chunk of `split_documents`, from document `index` on (one LoadedText
     each; a chunk that cannot be parsed is one, its GP001 problem)."""
     try:
-        chunk_nodes = list(compose_documents(chunk))
+        chunk_nodes = list(_documents_of(chunk, limits))
     except (yaml.YAMLError, UnicodeError) as exc:
         line, column, message = _error_at(exc, chunk, line_offset)
         yield LoadedText(problems=[LoadProblem("GP001", message, file, line, column, index)])
         return
-    lines: LineStarts | None = None
     shared = may_share_nodes(chunk)
-    for node in chunk_nodes:
-        if node is None:
-            continue
-        lines = lines or LineStarts.of(chunk, node)
+    for node, lines in chunk_nodes:
         document = LoadedText()
         _add_document(
             document,
@@ -1236,7 +1274,7 @@ def _documents_in(chunk: str) -> int:
 def _add_document(
     loaded: LoadedText,
     text: str,
-    node: yaml.Node,
+    root: Root,
     file: str,
     index: int,
     rendered_from: str | None,
@@ -1246,19 +1284,29 @@ def _add_document(
     lines: LineStarts,
     shared: bool = True,
 ) -> None:
-    try:
-        obj, entry, repeated = construct_with_positions(node, limits, lines, shared=shared)
-    except (ValueError, TypeError) as exc:  # `!!bool maybe`, a 5,000-digit integer, an alias bomb
-        mark = exc.node.start_mark if isinstance(exc, UnreadableValue) else node.start_mark
-        line, column = mark_position(mark, lines.editor)
-        line, column = line + 1 + line_offset, column + 1
-        loaded.problems.append(LoadProblem("GP001", f"cannot read value: {exc}", file, line, column, index))
-        return
+    node: yaml.Node | None = None
+    repeated: list[RepeatedKey]
+    if isinstance(root, DirectDocument):  # read directly: nothing repeated, nothing it cannot read
+        obj, entry, repeated = root.value, root.entry, []
+        start, end = root.start, root.end
+    else:
+        node = root
+        try:
+            obj, entry, repeated = construct_with_positions(node, limits, lines, shared=shared)
+        except (ValueError, TypeError) as exc:  # `!!bool maybe`, a 5,000-digit integer, an alias bomb
+            mark = exc.node.start_mark if isinstance(exc, UnreadableValue) else node.start_mark
+            line, column = mark_position(mark, lines.editor)
+            line, column = line + 1 + line_offset, column + 1
+            loaded.problems.append(
+                LoadProblem("GP001", f"cannot read value: {exc}", file, line, column, index)
+            )
+            return
+        start, end = node.start_mark.index, node.end_mark.index
     if obj is None:
         return  # an empty document between separators: kubectl skips it too
     # The document's text, for every object of it: an item of a List may merge or alias text
     # written elsewhere in its document, never outside it.
-    marks = text_marks(text, node.start_mark.index, node.end_mark.index)
+    marks = text_marks(text, start, end)
     for item, item_node, item_entry in _expand_lists(obj, node, entry):
         loaded.resources.append(
             Resource(
@@ -1283,11 +1331,14 @@ def _add_document(
 
 
 def _duplicates_in(
-    repeated: list[RepeatedKey], root: yaml.Node, start: Place, end: Place, *, whole: bool
+    repeated: list[RepeatedKey], root: yaml.Node | None, start: Place, end: Place, *, whole: bool
 ) -> list[DuplicateKey]:
     """The keys repeated in the object at `root`, which spans `start` to `end` (all of the
-    document's when it is `whole`), each with its path there, found while the node graph is at hand."""
-    found = []
+    document's when it is `whole`), each with its path there, found while the node graph is at hand
+    (`root` None: a document read directly, which repeats nothing)."""
+    found: list[DuplicateKey] = []
+    if root is None:
+        return found
     for key in repeated:
         place: Place = key.node.start_mark.index
         if whole or start <= place < end:

@@ -1,0 +1,8 @@
+from collections.abc import Callable, Iterator
+from typing import Any
+
+class Unsupported(Exception): ...
+
+def documents(
+    text: str, resolve: Callable[[str], Any], bits: int, end: int, last_line: int, max_depth: int
+) -> Iterator[tuple[Any, Any, int, int]]: ...
