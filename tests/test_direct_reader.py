@@ -189,3 +189,19 @@ def test_plain_keys_are_read_or_left_as_pyyaml_reads_them(keys: list[str], value
     text = "".join(f"{key}: {value}\n" for key in keys)
     direct_view, python_view = _both(text)
     assert repr(direct_view) == repr(python_view)
+
+
+# -- any text: the same reading, never a crash --------------------------------------------------
+
+YAML_PIECES = [
+    "a", "b", "0", "1", ":", ": ", "- ", "-", "[", "]", "{", "}", ",", "\n", "  ", "\t", "'", '"', "#",
+    "&x ", "*x", "!!str ", "!t ", "<<: ", "? ", "|", ">", "|-\n  ", "---\n", "...\n", "%YAML 1.1\n",
+    "~", "yes", "0x1F", "1:30", "\\", "\ufeff", "\r", "\x85", "é", "\U0001f600", "\x00",
+]  # fmt: skip
+
+
+@settings(max_examples=600, deadline=None)
+@given(pieces=st.lists(st.sampled_from(YAML_PIECES), max_size=40))
+def test_any_text_reads_as_the_python_loader_reads_it(pieces: list[str]) -> None:
+    direct_view, python_view = _both("".join(pieces))
+    assert repr(direct_view) == repr(python_view)
