@@ -157,7 +157,14 @@ def _compiled(version: str, name: str) -> Any:
 
 def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
     validator = compiled_validator(version, obj.get("apiVersion", ""), obj.get("kind", ""))
-    if validator is None or validator.is_valid(obj):
+    if validator is None:
+        return
+    try:
+        valid = validator.is_valid(obj)
+    except ValueError:  # a key that is not a string (`1:`, `true:`, `~:`), which JSON cannot hold
+        obj = _with_json_keys(obj)
+        valid = validator.is_valid(obj)
+    if valid:
         return
     for error in validator.iter_errors(obj):
         path: JsonPath = tuple(error.instance_path)
@@ -168,6 +175,26 @@ def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
                 yield SchemaError((*path, str(key)), f"unknown field {key!r}{_near(path)}")
             continue
         yield SchemaError(path, error.message)
+
+
+def _with_json_keys(value: Any) -> Any:
+    """`value` with every mapping key as the text kubectl sends for it: YAML's `1:` and `true:`
+    become the keys "1" and "true" when sigs.k8s.io/yaml converts a manifest to JSON
+    (https://github.com/kubernetes-sigs/yaml, yaml.go, convertToJSONableObject); a null key as
+    "null". The schema then sees the object as the API server would."""
+    if isinstance(value, dict):
+        return {_json_key(key): _with_json_keys(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_json_keys(item) for item in value]
+    return value
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool) or key is None:
+        return json.dumps(key)
+    return str(key)
 
 
 def has_schema(api_version: str, kind: str, version: str) -> bool:

@@ -91,3 +91,17 @@ def test_built_in_kinds_are_found_in_the_shipped_index(api_version: str, kind: s
 def test_crd_groups_name_no_built_in_schema() -> None:
     assert schema_name("serving.kserve.io/v1beta1", "InferenceService") is None
     assert schema_name("argoproj.io/v1alpha1", "Rollout") is None
+
+
+def test_keys_that_are_not_strings_are_checked_as_kubectl_sends_them() -> None:
+    """YAML lets a key be an integer or null (`1:`, `~:`, an empty `?`); JSON does not, and the
+    schema validator raised on one (an internal error of GP005, found by the loader's property
+    test). They are checked as the text sigs.k8s.io/yaml sends: unknown fields."""
+    text = "?\napiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  1: x\n  containers: []\n"
+    loaded = load_text(text, "keys.yaml")
+    report = evaluate(loaded.resources, default_policy())
+    assert report.errors == []
+    unknown = sorted(f.message for f in report.findings if f.rule_id == "GP005")
+    assert any("unknown field 'null' at the top level" in message for message in unknown), unknown
+    assert any("unknown field '1' in 'spec'" in message for message in unknown), unknown
+    assert list(schema_errors({"apiVersion": "v1", "kind": "Pod", None: 1}, "1.34"))
