@@ -8,6 +8,7 @@ slowly (docs/performance.md, "Loader"). GPUPOLICY_NO_EXTENSION=1 builds without 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -48,7 +49,13 @@ class DirectReaderBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         from setuptools.command.build_ext import build_ext
         from setuptools.errors import CCompilerError, ExecError, PlatformError
 
-        extension = Extension(MODULE, [str(Path(self.root, SOURCE))], libraries=["yaml"])
+        source = Path(self.root, SOURCE)
+        # The source's digest, compiled in: a test tells a build older than its source (an editable
+        # install not rebuilt after _direct.c changed) from a current one.
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        extension = Extension(
+            MODULE, [str(source)], libraries=["yaml"], define_macros=[("SOURCE_DIGEST", f'"{digest}"')]
+        )
         command = build_ext(Distribution({"name": "gpupolicy-direct", "ext_modules": [extension]}))
         command.build_lib = str(scratch / "lib")
         command.build_temp = str(scratch / "temp")

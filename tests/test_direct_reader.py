@@ -11,6 +11,7 @@ node-graph reference.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sysconfig
 from pathlib import Path
@@ -38,6 +39,17 @@ def test_the_extension_is_built_where_it_can_be() -> None:
     compiler = shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0])
     if any(header.exists() for header in headers) and compiler:
         assert direct.AVAILABLE
+
+
+def test_the_extension_is_built_from_its_source() -> None:
+    """An editable install copies the built extension into the source tree: after _direct.c
+    changes, the old build would go on reading until it is built again."""
+    from gpupolicy.loading import _direct
+
+    source = Path(direct.__file__).with_name("_direct.c").read_bytes()
+    assert hashlib.sha256(source).hexdigest() == _direct.SOURCE_DIGEST, (
+        "the direct reader was built from another _direct.c: build it again (pip install -e .)"
+    )
 
 
 def view(loaded: LoadedText) -> list[tuple[Any, ...]]:

@@ -24,6 +24,10 @@
 #include <Python.h>
 #include <yaml.h>
 
+#ifndef SOURCE_DIGEST
+#define SOURCE_DIGEST "" /* hatch_build.py defines it: the SHA-256 of this file when it was built */
+#endif
+
 /* Deeper than this, the Python loader reads the text: C recursion stays far from the stack's end. */
 #define DEPTH_CEILING 1000
 
@@ -502,7 +506,8 @@ PyMODINIT_FUNC PyInit__direct(void) {
         return NULL;
     }
     Unsupported = PyErr_NewException("gpupolicy.loading._direct.Unsupported", PyExc_Exception, NULL);
-    if (Unsupported == NULL || PyModule_AddObjectRef(module, "Unsupported", Unsupported) < 0) {
+    if (Unsupported == NULL || PyModule_AddObjectRef(module, "Unsupported", Unsupported) < 0 ||
+        PyModule_AddStringConstant(module, "SOURCE_DIGEST", SOURCE_DIGEST) < 0) {
         Py_DECREF(module);
         return NULL;
     }

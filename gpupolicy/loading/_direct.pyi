@@ -1,6 +1,8 @@
 from collections.abc import Callable, Iterator
 from typing import Any
 
+SOURCE_DIGEST: str
+
 class Unsupported(Exception): ...
 
 def documents(
