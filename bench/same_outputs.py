@@ -229,9 +229,13 @@ def _decision_fields(decision: Any) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    """`value` as JSON can hold it: dataclasses and slotted objects by their fields."""
+    """`value` as JSON can hold it: dataclasses, value classes (msgspec Structs, whichever
+    checkout made them) and slotted objects by their fields."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    struct_fields = getattr(type(value), "__struct_fields__", None)
+    if struct_fields is not None:
+        return {name: _plain(getattr(value, name)) for name in struct_fields}
     if isinstance(value, dict):
         return {str(key): _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from gpupolicy.cli.main import main
+from gpupolicy.core.immutable import replace
 from gpupolicy.core.vocabulary import BASELINE_SCHEMA
 from gpupolicy.engine import baseline
 from gpupolicy.engine.evaluation import evaluate
@@ -63,8 +63,8 @@ def test_fingerprint_changes_with_object_rule_or_field() -> None:
     (a,) = [f for f in lint(deployment("a")).findings if f.rule_id == "GP102"]
     (renamed,) = [f for f in lint(deployment("a2")).findings if f.rule_id == "GP102"]
     assert baseline.fingerprint(a) != baseline.fingerprint(renamed)
-    other_path = dataclasses.replace(a, path=(*a.path[:-1], "amd.com/gpu"))
-    other_rule = dataclasses.replace(a, rule_id="GP101")
+    other_path = replace(a, path=(*a.path[:-1], "amd.com/gpu"))
+    other_rule = replace(a, rule_id="GP101")
     assert len({baseline.fingerprint(x) for x in (a, other_path, other_rule)}) == 3
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpupolicy.cli.main import main
+from gpupolicy.core.immutable import replace
 from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.rules.docs import (
     README_HEADING,
@@ -35,7 +35,7 @@ def test_every_rule_is_fully_documented(rule: Rule) -> None:
 
 
 def test_the_meta_test_catches_an_undocumented_rule() -> None:
-    bare = dataclasses.replace(
+    bare = replace(
         REGISTRY["GP102"], id="GP999", summary="", rationale=" ", remediation="Fix it", references=()
     )
     problems = doc_problems(bare)

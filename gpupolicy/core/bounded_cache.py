@@ -15,13 +15,14 @@ and `ENTRY_OVERHEAD` per entry for the dictionary slot and the bookkeeping.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import sys
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, ParamSpec, TypeVar, cast
+
+from gpupolicy.core.immutable import field_values
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -43,10 +44,9 @@ def estimate_size(value: object, _depth: int = 0) -> int:
         return sys.getsizeof(value) + sum(
             estimate_size(key, _depth + 1) + estimate_size(item, _depth + 1) for key, item in value.items()
         )
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return sys.getsizeof(value) + sum(
-            estimate_size(getattr(value, field.name), _depth + 1) for field in dataclasses.fields(value)
-        )
+    fields = field_values(value)
+    if fields is not None:
+        return sys.getsizeof(value) + sum(estimate_size(item, _depth + 1) for item in fields.values())
     return sys.getsizeof(value)
 
 

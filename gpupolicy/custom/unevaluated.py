@@ -14,11 +14,10 @@ errors still stop the run before anything is linted (exit 2), as docs/custom-rul
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath, Severity
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.custom.definitions import CustomRule, CustomViolation, Metadata, Review
 from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.custom.matching import ObjectMatch, group_of

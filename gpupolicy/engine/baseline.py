@@ -17,12 +17,11 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpupolicy.core.findings import Finding
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.core.vocabulary import BASELINE_SCHEMA
 from gpupolicy.engine.report import Report
 

@@ -23,7 +23,6 @@ is decided here.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, JsonPath, ObjectRef
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.core.vocabulary import IGNORE_ANNOTATION
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import Resource
@@ -337,7 +336,7 @@ class _Run:
                 message = f"{exemption.label()} names unknown rule {', '.join(unknown)}"
                 self.problem(INVALID, message, Place(path=("exemptions", exemption.index, "rules")))
         return [
-            dataclasses.replace(exemption, rules=tuple(self.resolve(t) or t for t in exemption.rules))
+            replace(exemption, rules=tuple(self.resolve(t) or t for t in exemption.rules))
             for exemption in exemptions
         ]
 
@@ -445,7 +444,7 @@ class _Run:
 
 
 def _marked(finding: Finding, source: str) -> Finding:
-    return dataclasses.replace(finding, extra={**finding.extra, "suppressedBy": source})
+    return replace(finding, extra={**finding.extra, "suppressedBy": source})
 
 
 def _valid_targets(

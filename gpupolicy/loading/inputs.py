@@ -13,10 +13,10 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,

@@ -24,14 +24,14 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gpupolicy.core.findings import Finding, JsonPath
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import LoadedText, Resource
 from gpupolicy.loading.positions import Place

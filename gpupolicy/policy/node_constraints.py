@@ -13,12 +13,12 @@ match that term.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping
 from gpupolicy.kube.quantities import parse_int64
 from gpupolicy.kube.scheduling import REQUIRED_TERMS_PATH, node_selector, required_terms, required_values

@@ -3,10 +3,9 @@ counters; one lock keeps a reader from seeing half an update."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import field_names, immutable
 
 
 @immutable
@@ -22,7 +21,7 @@ class CounterValues:
     last_error: str | None = None
 
 
-_NAMES = tuple(item.name for item in dataclasses.fields(CounterValues) if item.name != "last_error")
+_NAMES = tuple(name for name in field_names(CounterValues) if name != "last_error")
 
 
 class Counters:

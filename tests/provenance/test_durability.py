@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -17,6 +16,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
+from gpupolicy.core.immutable import replace
 from gpupolicy.provenance import open_store
 from gpupolicy.provenance.schema import records
 from gpupolicy.provenance.spool import Spool
@@ -255,7 +255,7 @@ def test_a_record_the_database_refuses_cannot_block_the_queue(
 ) -> None:
     url, schema = pg_schema
     spool_dir = tmp_path / "spool"
-    too_long = dataclasses.replace(make_record("uid-bad"), kind="K" * 300)  # kind is VARCHAR(128)
+    too_long = replace(make_record("uid-bad"), kind="K" * 300)  # kind is VARCHAR(128)
     spool = Spool(spool_dir)
     for record in (make_record("uid-1"), too_long, make_record("uid-2")):
         spool.append(record.to_dict())
@@ -265,7 +265,7 @@ def test_a_record_the_database_refuses_cannot_block_the_queue(
         assert store.health()["spool_backlog"] == 0
         assert store.health()["rejected"] == 2
         # A direct write of such a record is not lost either: it waits in the spool.
-        assert store.record(dataclasses.replace(too_long, uid="uid-bad-2")) == "uid-bad-2"
+        assert store.record(replace(too_long, uid="uid-bad-2")) == "uid-bad-2"
         assert spooled_uids(spool_dir) == ["uid-bad-2"]
     rejected = [json.loads(line) for line in (spool_dir / "rejected.jsonl").read_text().splitlines()]
     assert [item["record"]["uid"] for item in rejected] == ["uid-malformed", "uid-bad"]

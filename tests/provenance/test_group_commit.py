@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
+from gpupolicy.core.immutable import replace
 from gpupolicy.provenance import ProvenanceRecord, StoreOverloaded, WriterStopped
 from gpupolicy.provenance.schema import records
 from gpupolicy.provenance.spool import Spool
@@ -340,7 +341,6 @@ def test_a_commit_whose_outcome_is_unknown_is_spooled_and_still_written_once(
 def test_a_record_the_database_refuses_does_not_take_its_batch_with_it(
     pg_schema: tuple[str, str], tmp_path: Path, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dataclasses
 
     url, schema = pg_schema
     backend = Backend("postgresql", url, schema, tmp_path / "spool")
@@ -349,7 +349,7 @@ def test_a_record_the_database_refuses_does_not_take_its_batch_with_it(
         gate = Gate(store.writer, monkeypatch, "_write_batch")
         first = store.submit(make_record("uid-first"))
         gate.wait_entered()
-        too_long = dataclasses.replace(make_record("uid-bad"), kind="K" * 300)  # VARCHAR(128)
+        too_long = replace(make_record("uid-bad"), kind="K" * 300)  # VARCHAR(128)
         futures = [store.submit(record) for record in (make_record("uid-a"), too_long, make_record("uid-b"))]
         gate.release()
         assert [future.result(WAIT) for future in [first, *futures]] == [

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
+from gpupolicy.core.immutable import replace
 from gpupolicy.provenance import Reconciler
 from gpupolicy.provenance.database import record_row
 from gpupolicy.provenance.filters import FilterError, RecordFilter
@@ -273,7 +274,6 @@ def test_concurrent_writers_lose_nothing(backend: Backend, make_record: MakeReco
 
 
 def test_verdict_without_uid_or_generation(make_record: MakeRecord) -> None:
-    import dataclasses
 
     from gpupolicy.provenance.reconciler import verdict
 
@@ -281,11 +281,11 @@ def test_verdict_without_uid_or_generation(make_record: MakeRecord) -> None:
     assert verdict(record, (record.object_uid, 3))
     assert not verdict(record, (record.object_uid, 2))
     assert not verdict(record, None)
-    no_generation = dataclasses.replace(record, generation=None)
+    no_generation = replace(record, generation=None)
     assert verdict(no_generation, (record.object_uid, None))
     assert verdict(no_generation, (record.object_uid, 7))
     assert not verdict(no_generation, ("other", 7))
-    no_uid = dataclasses.replace(record, object_uid=None)  # admitted before the uid was known
+    no_uid = replace(record, object_uid=None)  # admitted before the uid was known
     assert verdict(no_uid, ("whatever", 3))
     assert not verdict(no_uid, ("whatever", 1))
 

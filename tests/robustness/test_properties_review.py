@@ -15,7 +15,6 @@ What must hold, for every body:
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import sys
 from collections import Counter
@@ -28,6 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
+from gpupolicy.core.immutable import replace
 from gpupolicy.engine.registry import Rule
 from gpupolicy.policy.loading import default_policy
 from gpupolicy.webhook.answers import DENY_MESSAGE_MAX_CHARS, WARNINGS_MAX_BYTES
@@ -367,7 +367,7 @@ class RuleCalls:
             calls[rule.id] += 1
             yield from check(*args)
 
-        return dataclasses.replace(rule, check=counted)
+        return replace(rule, check=counted)
 
 
 @cache

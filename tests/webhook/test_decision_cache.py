@@ -6,7 +6,6 @@ again."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import datetime
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpupolicy.core.immutable import replace
 from gpupolicy.engine.registry import REGISTRY, Rule, Scope, Violation
 from gpupolicy.kube.inventory import Bundle, Coverage
 from gpupolicy.loading.documents import Resource
@@ -100,7 +100,7 @@ def test_the_pods_of_one_replicaset_are_evaluated_once(cluster: GenerationalBund
 def test_a_hit_answers_what_an_evaluation_would(cluster: GenerationalBundle) -> None:
     """Every shape of answer: allowed, denied with its message, warnings, audit annotations."""
     remembered = ReviewEngine.from_policy(default_policy())
-    settings = dataclasses.replace(remembered.settings, decision_cache_bytes=0)
+    settings = replace(remembered.settings, decision_cache_bytes=0)
     fresh = ReviewEngine(remembered.policy, settings, rules=remembered.rules)
     broken = gpu_deployment()
     broken["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
