@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import pytest
 
-from gpupolicy.core.immutable import field_names, field_values, immutable, replace
+from gpupolicy.core.immutable import field_names, field_values, immutable, mutable, replace
 
 T = TypeVar("T")
 
@@ -46,6 +46,19 @@ class FrozenNotedPoint:
     x: int
     label: str = "origin"
     notes: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False)
+
+
+@mutable
+class Tally:
+    name: str
+    seen: list[str] = dataclasses.field(default_factory=list)
+    total: int = 0
+
+
+@mutable
+class TallyWithCache:
+    name: str
+    cache: dict[str, int] = dataclasses.field(default_factory=dict, compare=False)
 
 
 @immutable
@@ -100,6 +113,18 @@ def test_a_field_left_out_of_equality_keeps_the_dataclass() -> None:
     assert point != NotedPoint(4, "a")
     assert hash(point) == hash(frozen) == hash((3, "a"))
     assert repr(point) == "NotedPoint(x=3, label='a', notes={'n': 1})"
+
+
+def test_a_mutable_class_is_changed_in_place_and_compared_by_its_fields() -> None:
+    tally = Tally("a")
+    tally.seen.append("x")
+    tally.total += 1
+    assert isinstance(tally, msgspec.Struct) and tally == Tally("a", ["x"], 1) != Tally("a")
+    assert Tally("b").seen is not Tally("b").seen
+    with pytest.raises(TypeError):
+        hash(tally)  # as a @dataclass(slots=True): equal by value, so not hashable
+    kept = TallyWithCache("a", {"x": 1})
+    assert dataclasses.is_dataclass(kept) and kept == TallyWithCache("a") and not hasattr(kept, "__dict__")
 
 
 def test_a_written_eq_keeps_a_hash_and_a_written_hash_is_kept() -> None:

@@ -40,12 +40,24 @@ _NOT_COPIED = frozenset({"__dict__", "__weakref__"})
 def immutable(cls: type[T], /) -> type[T]:
     """The class as a frozen Struct, or as a slotted dataclass when a field needs dataclass
     options. A class that writes its own `__hash__` keeps it."""
-    namespace = _struct_namespace(cls)
+    return _struct_or_dataclass(cls, frozen=True)
+
+
+@dataclass_transform(eq_default=True, field_specifiers=(dataclasses.field, msgspec.field))
+def mutable(cls: type[T], /) -> type[T]:
+    """A class of fields changed in place (a report being filled, a load's results): a Struct
+    that is not frozen (compared by its fields, not hashable, as a `@dataclass(slots=True)`), or
+    that dataclass when a field needs dataclass options."""
+    return _struct_or_dataclass(cls, frozen=False)
+
+
+def _struct_or_dataclass(cls: type[T], *, frozen: bool) -> type[T]:
+    namespace = _struct_namespace(cls, frozen=frozen)
     if namespace is None:
-        return _as_dataclass(cls)
+        return _as_dataclass(cls) if frozen else dataclasses.dataclass(slots=True)(cls)
     bases = tuple(getattr(cls, "__orig_bases__", ()))  # Generic[T] as written
     struct = types.new_class(
-        cls.__name__, (*bases, msgspec.Struct), {"frozen": True}, lambda body: body.update(namespace)
+        cls.__name__, (*bases, msgspec.Struct), {"frozen": frozen}, lambda body: body.update(namespace)
     )
     return cast("type[T]", struct)
 
@@ -71,7 +83,7 @@ def field_values(value: object) -> dict[str, Any] | None:
     return None
 
 
-def _struct_namespace(cls: type) -> dict[str, Any] | None:
+def _struct_namespace(cls: type, *, frozen: bool) -> dict[str, Any] | None:
     """The class body as a Struct's, or None when it says something only a dataclass can."""
     if "__post_init__" in cls.__dict__ or any(
         base is not object for base in cls.__bases__ if base is not Generic
@@ -87,7 +99,7 @@ def _struct_namespace(cls: type) -> dict[str, Any] | None:
                 return None
             value = converted
         namespace[name] = value
-    if "__eq__" in namespace and namespace.get("__hash__") is None:
+    if frozen and "__eq__" in namespace and namespace.get("__hash__") is None:
         # Python drops the hash of a class that writes __eq__ alone; a frozen dataclass keeps a
         # hash of its fields, and so does this.
         namespace["__hash__"] = msgspec.Struct.__hash__

@@ -4,11 +4,11 @@ suppression problem."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, JsonPath, ObjectRef, Severity
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, mutable
 from gpupolicy.engine import suppressions
 from gpupolicy.engine.registry import REGISTRY, Rule, Violation
 from gpupolicy.kube.roles import RoleDecision
@@ -43,7 +43,7 @@ class WorkloadRole:
         return cls(ref or resource.ref, resource.file, line, resource.doc_index, decision)
 
 
-@dataclass(slots=True)
+@mutable
 class Report:
     findings: list[Finding] = field(default_factory=list)
     roles: list[WorkloadRole] = field(default_factory=list)

@@ -26,11 +26,11 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, JsonPath, ObjectRef
-from gpupolicy.core.immutable import immutable, replace
+from gpupolicy.core.immutable import immutable, mutable, replace
 from gpupolicy.core.vocabulary import IGNORE_ANNOTATION
 from gpupolicy.loading.directives import InlineDirective
 from gpupolicy.loading.documents import Resource
@@ -83,7 +83,7 @@ class Problem:
     unknown: bool = False
 
 
-@dataclass(slots=True)
+@mutable
 class _Suppression:
     source: str  # "annotation" or "comment"
     targets: tuple[Target, ...]
@@ -187,7 +187,7 @@ def exemptions_of(policy: Policy) -> list[Exemption]:
 # -- applying them -------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@mutable
 class Outcome:
     findings: list[Finding]  # kept
     suppressed: list[tuple[Finding, str]]  # each with what suppressed it, and why

@@ -21,12 +21,12 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpupolicy.core.bounded_cache import BoundedCache
 from gpupolicy.core.findings import EXCERPT_CHARS, JsonPath, excerpt
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, mutable
 from gpupolicy.core.packaged import policies_dir
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL
 from gpupolicy.kube.pod_spec import as_mapping
@@ -244,7 +244,7 @@ class ConfigProblem:
     severity: str = "error"
 
 
-@dataclass(slots=True)
+@mutable
 class ExperimentConfig:
     resource: Resource
     change: str = ""

@@ -25,14 +25,14 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from gpupolicy.core.bounded_cache import bounded_memo
 from gpupolicy.core.findings import JsonPath, excerpt
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, mutable
 from gpupolicy.core.packaged import policies_dir
 from gpupolicy.core.schema_precheck import schema_precheck
 from gpupolicy.core.vocabulary import ROLLBACK_ANNOTATION
@@ -474,7 +474,7 @@ def rollouts_referencing(
 # -- all forms together -------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@mutable
 class RollbackForms:
     """What a workload has in each accepted form."""
 

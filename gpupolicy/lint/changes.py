@@ -32,12 +32,11 @@ import tarfile
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from gpupolicy.core.findings import Finding, ObjectRef, Severity
-from gpupolicy.core.immutable import immutable, replace
+from gpupolicy.core.immutable import immutable, mutable, replace
 from gpupolicy.engine.baseline import fingerprint
 from gpupolicy.engine.report import Report
 from gpupolicy.lint.git_tree import GIT_TIMEOUT_SECONDS, ChangeError, git_toplevel, run_git
@@ -224,7 +223,7 @@ class LintRun:
         )
 
 
-@dataclass(slots=True)
+@mutable
 class _AtRef:
     """What REF's tree holds: its objects (of the inputs that may differ), its findings
     (fingerprints, counted) and the facts its "unknown" findings said."""

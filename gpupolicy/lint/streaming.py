@@ -43,11 +43,11 @@ import os
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NamedTuple
 
 from gpupolicy.core.findings import Finding
+from gpupolicy.core.immutable import mutable
 from gpupolicy.core.vocabulary import EXPERIMENT_LABEL, IGNORE_ANNOTATION
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.evaluation import Evaluation, complete_kinds, evaluate
@@ -340,7 +340,7 @@ class Positions(NamedTuple):
         resource.line_offset, resource.text_marks = self.line_offset, self.text_marks
 
 
-@dataclass(slots=True)
+@mutable
 class StreamedChunk:
     """What pass 2 over a chunk of inputs adds to a run, made in a worker process and added to the
     run in the parent (`StreamRun.take_chunk`, `StreamRun.add_chunk`). `once`: the key of each finding

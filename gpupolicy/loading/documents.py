@@ -13,13 +13,13 @@ import bisect
 import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
 import yaml
 
 from gpupolicy.core.findings import JsonPath, ObjectRef, excerpt
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, mutable
 from gpupolicy.loading import direct
 from gpupolicy.loading.composer import TAG_STR, compose_documents, resolve_tag
 from gpupolicy.loading.direct import DirectDocument
@@ -802,7 +802,7 @@ def find_env_placeholders(value: Any, path: JsonPath = ()) -> Iterator[tuple[Jso
             yield path, match.group(0)
 
 
-@dataclass(slots=True)
+@mutable
 class LoadedText:
     resources: list[Resource] = field(default_factory=list)
     problems: list[LoadProblem] = field(default_factory=list)

@@ -13,10 +13,10 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
-from gpupolicy.core.immutable import immutable, replace
+from gpupolicy.core.immutable import immutable, mutable, replace
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
@@ -68,7 +68,7 @@ NOT_MANIFESTS = frozenset(
 KUSTOMIZE_TIMEOUT_SECONDS = 60
 
 
-@dataclass(slots=True)
+@mutable
 class Loaded:
     resources: list[Resource] = field(default_factory=list)
     problems: list[LoadProblem] = field(default_factory=list)

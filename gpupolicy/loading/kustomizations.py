@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath, excerpt
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, mutable
 from gpupolicy.loading.documents import DEFAULT_LIMITS, LoadLimits, LoadProblem, Resource, parse_text
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -200,7 +199,7 @@ class Patch:
     target: dict[str, str]  # its `target` selector's kind and name, where given
 
 
-@dataclass(slots=True)
+@mutable
 class Reach:
     """The local folders, files and patches a kustomization reads, itself and through the local
     kustomizations it names (resolved paths)."""

@@ -26,9 +26,10 @@ have no metadata to judge, and are skipped too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from gpupolicy.core.immutable import mutable
 from gpupolicy.loading.documents import Resource, Skipped
 
 OBJECT_BODY_KEYS = frozenset({"metadata", "spec", "data", "stringData", "items"})
@@ -96,7 +97,7 @@ EMPTY = "empty"
 NO_OBJECT = "no Kubernetes object"
 
 
-@dataclass(slots=True)
+@mutable
 class ObjectFilter:
     """One file's documents, given in order (all at once or one at a time), sorted into the objects
     to lint (with the attempts GP003 judges) and the documents skipped.

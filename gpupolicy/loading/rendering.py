@@ -24,14 +24,14 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gpupolicy.core.findings import Finding, JsonPath
-from gpupolicy.core.immutable import immutable, replace
+from gpupolicy.core.immutable import immutable, mutable, replace
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import LoadedText, Resource
 from gpupolicy.loading.positions import Place
@@ -44,7 +44,7 @@ MAX_SOURCE_BYTES = 4 * 1024 * 1024  # a source file read for lines (bigger ones:
 MAX_ANNOTATION_CHARS = 8192  # an origin annotation is a few lines
 
 
-@dataclass(slots=True)
+@mutable
 class SourceText:
     """The lines of a source file and where each of its YAML documents starts."""
 
@@ -130,7 +130,7 @@ def _indentation(text: str) -> int | None:
     return len(text) - len(stripped)
 
 
-@dataclass(slots=True)
+@mutable
 class Origin:
     """Where a rendered object comes from: its source file (as shown) and the document in it."""
 

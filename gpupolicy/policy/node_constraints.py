@@ -13,19 +13,19 @@ match that term.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
-from gpupolicy.core.immutable import immutable, replace
+from gpupolicy.core.immutable import immutable, mutable, replace
 from gpupolicy.kube.pod_spec import PodTemplate, as_list, as_mapping
 from gpupolicy.kube.quantities import parse_int64
 from gpupolicy.kube.scheduling import REQUIRED_TERMS_PATH, node_selector, required_terms, required_values
 from gpupolicy.policy.node_pools import NodePool
 
 
-@dataclass(slots=True)
+@mutable
 class _KeyState:
     allowed: set[str] | None = None  # None: any value
     excluded: set[str] = field(default_factory=set)
