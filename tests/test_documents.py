@@ -277,6 +277,58 @@ def test_bad_indentation_reports_line_and_column() -> None:
     assert (problem.rule_id, problem.line, problem.column) == ("GP001", 2, 4)
 
 
+CONFLICTED = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: before
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: sglang
+spec:
+  template:
+    spec:
+      containers:
+      - name: server
+        command:
+        - /bin/bash
+<<<<<<< HEAD
+        # --enable-ep-moe is for MoE models
+=======
+        # --expert-parallel-size is for MoE models
+>>>>>>> origin/main
+        args: [serve]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: after
+"""
+
+
+def test_a_merge_conflict_left_in_a_file_is_named_at_its_first_marker() -> None:
+    loaded = load_text(CONFLICTED, "sts.yaml")
+    (problem,) = loaded.problems
+    assert (problem.rule_id, problem.line, problem.column) == ("GP001", 17, 1)
+    assert problem.message == "YAML syntax error: merge conflict marker '<<<<<<< HEAD' left in the file"
+    assert [r.name for r in loaded.resources] == ["before", "after"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "data:\n  note: |\n    <<<<<<< HEAD\n",  # inside a block scalar: a string, not an error
+        "a: 1\n  b: 2\n<<<<<<< HEAD\n",  # a marker after the error is not its cause
+        "a: 1\n  b: 2\n<<<<<<<<\n=======x\n",  # not git's markers
+    ],
+)
+def test_text_that_only_looks_like_a_conflict(text: str) -> None:
+    problems = parse_text(text, "x.yaml").problems
+    assert all("merge conflict" not in problem.message for problem in problems)
+
+
 def test_value_that_cannot_be_constructed_is_gp001() -> None:
     loaded = load_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: !!int abc\n", "x.yaml")
     assert [p.rule_id for p in loaded.problems] == ["GP001"]

@@ -815,7 +815,12 @@ class LoadedText:
 def _error_at(exc: Exception, chunk: str, line_offset: int) -> tuple[int | None, int | None, str]:
     """Line, column and message of a parse error in `chunk` (which starts at `line_offset`)."""
     if isinstance(exc, yaml.MarkedYAMLError):
-        return (*_line_col(exc, line_offset, LineIndex(chunk)), _syntax_message(exc, line_offset))
+        line, column = _line_col(exc, line_offset, LineIndex(chunk))
+        conflict = _conflict_marker(chunk, None if line is None else line - line_offset)
+        if conflict is not None:
+            number, marker = conflict
+            return number + line_offset, 1, f"YAML syntax error: merge conflict marker {marker!r} left in the file"
+        return line, column, _syntax_message(exc, line_offset)
     if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (no mark)
         prefix = chunk.encode("utf-8", "surrogatepass")[: max(exc.position, 0)]
         line = prefix.count(b"\n") + 1 + line_offset
@@ -827,6 +832,26 @@ def _error_at(exc: Exception, chunk: str, line_offset: int) -> tuple[int | None,
         column = exc.start - (chunk.rfind("\n", 0, exc.start) + 1) + 1
         return line, column, "YAML syntax error: text holds a lone UTF-16 surrogate, not a character"
     return None, None, _syntax_message(exc) if isinstance(exc, yaml.YAMLError) else f"cannot read text: {exc}"
+
+
+# The lines git writes around a conflict it could not merge (git-merge(1), "How conflicts are
+# presented"; `|||||||` opens the common ancestor's part in the diff3 style).
+_CONFLICT_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
+_MARKER_SHOWN = 60
+
+
+def _conflict_marker(chunk: str, error_line: int | None) -> tuple[int, str] | None:
+    """The first line of `chunk` up to the error's that is a merge conflict marker, as (line
+    number in the chunk, the line cut short), or None. A file committed in the middle of a merge
+    fails as YAML somewhere after its first marker; the marker is what its author must fix."""
+    for number, text in enumerate(chunk.splitlines()[:error_line], start=1):
+        marker, rest = text[:7], text[7:].rstrip()
+        if marker not in _CONFLICT_MARKERS:
+            continue
+        # `=======` stands alone; the others carry the side's name after a space.
+        if (marker == "=======" and not rest) or (marker != "=======" and (not rest or rest[0] == " ")):
+            return number, text[:_MARKER_SHOWN].rstrip()
+    return None
 
 
 def _line_col(
