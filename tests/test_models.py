@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
-from gpupolicy.kube.models import ModelRef, models_of, parse_annotation
+from gpupolicy.kube.models import ModelRef, models_of, nodes_per_instance, parse_annotation
 from gpupolicy.kube.pod_spec import Container, workload_of
 from gpupolicy.loading.inputs import load_text
 
@@ -158,3 +159,25 @@ def test_a_hostile_serve_config_is_read_within_the_loader_limits() -> None:
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + levels + "applications: [*i]\n"
     assert workload_models("RayService", {"spec": {"serveConfigV2": bomb}}) == []
     assert workload_models("RayService", {"spec": {"serveConfigV2": "[" * 100_000}}) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "nodes"),
+    [
+        ({"args": ["--model-path", "m", "--nnodes", "2", "--node-rank", "$(POD_INDEX)"]}, 2),
+        (
+            {
+                "command": ["sh", "-c"],
+                "args": ["python3 -m sglang.launch_server --tp 16 --nnodes 4 \\\n --node-rank 0"],
+            },
+            4,
+        ),
+        ({"command": ["torchrun", "--nnodes=1:8", "--nproc-per-node=8", "serve.py"]}, 8),
+        ({"args": ["--nnodes", "$(NODES)"], "env": [{"name": "NODES", "value": "3"}]}, 3),
+        ({"args": ["--nnodes", "1"]}, None),
+        ({"args": ["--nnodes", "$(UNSET)"]}, None),
+        ({"args": ["--tensor-parallel-size", "8"]}, None),
+    ],
+)
+def test_nodes_one_server_spans(spec: dict[str, Any], nodes: int | None) -> None:
+    assert nodes_per_instance(container_of({"image": "x:1", **spec})) == nodes

@@ -166,6 +166,24 @@ def models_of(container: Container) -> list[ModelRef]:
     return found
 
 
+# One server spread over several pods, each a rank of the same model: SGLang's `--nnodes N`
+# with `--node-rank R` (https://docs.sglang.io/references/multi_node_deployment/multi_node.html),
+# vLLM's own multi-node mode and torchrun's `--nnodes` (`MIN:MAX` when elastic) read alike.
+NODES_FLAGS = frozenset({"--nnodes"})
+
+
+def nodes_per_instance(container: Container) -> int | None:
+    """How many pods (nodes) one instance of the container's server spans, when its command
+    line says more than one."""
+    env = literal_env(container)
+    words = [(expand(word, env), path) for word, path in tokens(container)]
+    for _, value, _ in _flag_values(words, NODES_FLAGS):
+        count = value.rpartition(":")[2]
+        if count.isascii() and count.isdigit() and 1 < int(count) <= 100_000:
+            return int(count)
+    return None
+
+
 HF_SCHEME = "hf://"
 # serveConfigV2 is a YAML document inside a string: read at most this much, and visit at most this
 # many of its nodes (aliases may make a small text a huge tree).

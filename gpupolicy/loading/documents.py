@@ -819,7 +819,11 @@ def _error_at(exc: Exception, chunk: str, line_offset: int) -> tuple[int | None,
         conflict = _conflict_marker(chunk, None if line is None else line - line_offset)
         if conflict is not None:
             number, marker = conflict
-            return number + line_offset, 1, f"YAML syntax error: merge conflict marker {marker!r} left in the file"
+            return (
+                number + line_offset,
+                1,
+                f"YAML syntax error: merge conflict marker {marker!r} left in the file",
+            )
         return line, column, _syntax_message(exc, line_offset)
     if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (no mark)
         prefix = chunk.encode("utf-8", "surrogatepass")[: max(exc.position, 0)]

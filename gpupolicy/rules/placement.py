@@ -16,6 +16,7 @@ from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, said_unknown, unkn
 from gpupolicy.kube.disruption import hpa_for, hpa_replicas
 from gpupolicy.kube.gpu import GpuKind
 from gpupolicy.kube.inventory import Coverage
+from gpupolicy.kube.models import nodes_per_instance
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_templates_of
 from gpupolicy.kube.scheduling import node_selector, targeted_keys
@@ -372,6 +373,12 @@ def gpu_memory_label_misuse(workload: Workload, ctx: Context) -> Iterator[Violat
                 yield Violation(use.path, f"{GPU_MEMORY_LABEL} is an integer of MiB: {problem}")
 
 
+def _ranks_per_server(template: PodTemplate) -> int:
+    """How many pods one server of the template spans (1 unless a container's command line says
+    `--nnodes N`)."""
+    return max((nodes_per_instance(container) or 1 for container in template.containers), default=1)
+
+
 def _spreads(template: PodTemplate, workload: Workload) -> bool:
     affinity = as_mapping(template.spec.get("affinity"))
     anti = as_mapping(affinity.get("podAntiAffinity"))
@@ -398,9 +405,11 @@ SPREAD_MIN_REPLICAS = Parameter(
     severity="warning",
     summary="Reports a replicated serving GPU pod template with no pod anti-affinity and no topology spread "
     "constraints; replicated means its replicas, or the maxReplicas of the HorizontalPodAutoscaler that "
-    "scales it, reach the `minReplicas` parameter.",
+    "scales it, reach the `minReplicas` parameter. Pods that are the ranks of one multi-node server "
+    "(`--nnodes N`: SGLang, vLLM, torchrun) are one replica, not N.",
     rationale="Without spreading, the scheduler may pack every replica onto one GPU node: one node drain, "
-    "driver crash or Xid error takes the whole service down, and a PDB cannot help.",
+    "driver crash or Xid error takes the whole service down, and a PDB cannot help. The ranks of one "
+    "server all stop when any of them does, so spreading them keeps nothing up.",
     remediation="Add topologySpreadConstraints on kubernetes.io/hostname (or a preferred podAntiAffinity).",
     references=(
         SPREAD,
@@ -417,6 +426,8 @@ def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violat
         replicas, scaled_by = _most_replicas(workload, template, ctx)
         if replicas < minimum or not ctx.gpu.uses_gpus(template) or _spreads(template, workload):
             continue
+        if replicas <= _ranks_per_server(template):
+            continue  # every pod is a rank of the one server: no replica to keep up
         spec = as_mapping(workload.resource.obj).get("spec")
         path: JsonPath = (
             ("spec", "replicas")
