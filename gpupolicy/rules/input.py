@@ -49,8 +49,8 @@ input_rule(
     "`${VAR}`, `<VAR>`, `__VAR__`, `{{ var }}`, an all-capitals image name) where the API server would take "
     "it as the literal value: a container image, an env value, a name, namespace, service account, volume "
     "source, quantity or a Secret's stringData. A value counts when it is a placeholder as a whole or holds "
-    "a `${VAR}`; a credential-named env var is GP612's; command, args and ConfigMap data are the program's "
-    "text (shell `${HOME}`, Katib's `${trialParameters.lr}`) and never judged.",
+    "a `${VAR}`; a credential-named env var is GP612's; command, args, ConfigMap data and KubeRay's rayStartParams "
+    "are the program's text (shell `${HOME}`, Katib's `${trialParameters.lr}`) and never judged.",
     rationale="A template is not a manifest: linting it would judge placeholders, and skipping it silently "
     "would let the rendered objects through unchecked. An image named `$IMAGE_URL` cannot be pulled, and no "
     "image rule can check what it will be.",
@@ -92,10 +92,13 @@ PROGRAM_KEYS = (
 )
 # Keys whose values are text for a program or a controller, not literal fields of the object.
 # (RayService serveConfigV2 and RayJob entrypoint/runtimeEnvYAML are read by Ray, which expands
-# `${HOME}` itself; managedFields is the API server's bookkeeping of who set which field.)
+# `${HOME}` itself; KubeRay joins rayStartParams into the `ray start` command line that the Ray
+# container's bash runs (generateRayStartCommand, ray-operator/controllers/ray/common/pod.go), so
+# `redis-password: $REDIS_PASSWORD` is the container's env; managedFields is the API server's
+# bookkeeping of who set which field.)
 FREE_TEXT_KEYS = frozenset(
     {"command", "args", "data", "binaryData", "annotations", "script", "source", "query", "serveConfigV2",
-     "entrypoint", "runtimeEnvYAML", "managedFields"}
+     "entrypoint", "runtimeEnvYAML", "rayStartParams", "managedFields"}
 )  # fmt: skip
 MAX_FIELDS = 20_000  # string fields read per object (a bound on hostile input)
 
