@@ -86,8 +86,30 @@ def test_directories_are_walked_recursively_skipping_hidden_folders(tree: Path) 
 
 def test_values_and_chart_files_are_not_manifests(tree: Path) -> None:
     found = [path.relative_to(tree).as_posix() for path in iter_manifest_files(tree)]
-    # values files, Chart.yaml, non-YAML files and hidden folders are skipped; the order is stable
-    assert found == ["a.yaml", "apps/b.yml", "apps/deep/c.json", "apps/deep/generated.yaml", "skip/f.yaml"]
+    # values.yaml, Chart.yaml, non-YAML files and hidden folders are skipped; the order is stable;
+    # another values file outside a chart is read, and what it holds decides
+    assert found == [
+        "a.yaml",
+        "apps/b.yml",
+        "apps/deep/c.json",
+        "apps/deep/generated.yaml",
+        "skip/f.yaml",
+        "values-prod.yaml",
+    ]
+    loaded = load_paths([str(tree / "values-prod.yaml")])
+    assert loaded.resources == [] and [item.reason for item in loaded.skipped] == [
+        "not a Kubernetes object (no apiVersion, kind or metadata)"
+    ]
+
+
+def test_manifests_rendered_into_a_values_named_file_are_linted(tmp_path: Path) -> None:
+    """`helm template -f values-01-minimal.yaml > out/values-01-minimal.yaml`: a folder of such
+    files once linted as 0 objects from 0 files."""
+    write(tmp_path / "values-01-minimal.yaml", namespace("rendered"))
+    write(tmp_path / "values-prod.yaml", "replicaCount: 3\nimage: {tag: v1}\n")
+    loaded = load_paths([str(tmp_path)])
+    assert [resource.name for resource in loaded.resources] == ["rendered"]
+    assert [Path(item.file).name for item in loaded.skipped] == ["values-prod.yaml"]
 
 
 def test_exclude_globs(tree: Path) -> None:
@@ -108,7 +130,7 @@ def test_a_walk_names_files_as_display_path_does(tree: Path) -> None:
     walked = [source.name for source in iter_sources(["repo", str(tree.resolve())])]
     expected = [display_path(path) for path in iter_manifest_files(Path("repo"))] * 2
     assert walked == expected == ["repo/a.yaml", "repo/apps/b.yml", "repo/apps/deep/c.json",
-                                  "repo/apps/deep/generated.yaml", "repo/skip/f.yaml"] * 2  # fmt: skip
+                                  "repo/apps/deep/generated.yaml", "repo/skip/f.yaml", "repo/values-prod.yaml"] * 2  # fmt: skip
     outside = Path("/")
     assert display_path(outside, here=resolved_cwd()) == display_path(outside) == "/"
 

@@ -158,9 +158,11 @@ def iter_manifest_files(
             yield from iter_manifest_files(entry, patterns, base=base, unreadable=unreadable)
         elif (
             entry.suffix in MANIFEST_SUFFIXES
-            and not _values_file(entry.name)
+            and entry.name not in NOT_MANIFESTS
             and (entry.is_file() or (entry.is_symlink() and not entry.exists()))
         ):
+            # A `values-*.yaml` outside a chart is read too: Helm values hold no object and are
+            # skipped and counted as such, where a name alone would have hidden rendered manifests.
             yield entry
 
 
