@@ -275,3 +275,28 @@ def test_a_kserve_serving_runtime_is_part_of_pods_not_a_server(
     # Rollback criteria, readiness and startup probes, a PDB, CPU and memory, a priority class and the
     # token's automount belong to the InferenceService (ServingRuntimePodSpec has no field for the last two).
     assert not found & {"GP901", "GP401", "GP403", "GP501", "GP106", "GP301", "GP613"}
+
+
+@pytest.mark.parametrize(
+    ("script", "idle"),
+    [
+        # KAI Scheduler's queue demonstration: a pod that holds 8 GPUs, prints and sleeps
+        ('echo "started"\necho "GPUs: $NVIDIA_VISIBLE_DEVICES"\n# simulate work\nsleep 600\necho done', True),
+        ("sleep 3600", True),
+        ("echo waiting; sleep 60; true", True),
+        ("echo starting\npython train.py\nsleep 600", False),  # runs a program
+        ('echo "$(python train.py)"; sleep 600', False),  # a substitution runs one
+        ("sleep 600 & python serve.py", False),
+        ("echo only prints", False),  # never sleeps: it exits at once, nothing to hold
+    ],
+)
+def test_a_script_that_only_prints_and_sleeps_is_a_placeholder(script: str, idle: bool) -> None:
+    indented = "\n".join("              " + line for line in script.splitlines())
+    text = workload(
+        image="ubuntu:22.04",
+        extra=f"          command: [bash, -c]\n          args:\n            - |\n{indented}\n"
+        "          resources: {limits: {nvidia.com/gpu: 8}}",
+        kind="Deployment",
+    )
+    role, evidence = role_of(text)
+    assert (role is Role.DEV) is idle, evidence

@@ -221,15 +221,34 @@ def _agent_evidence(workload: Workload) -> str | None:
 SHELL_WRAPPERS = ("/bin/bash -c ", "/bin/sh -c ", "bash -c ", "sh -c ", "/bin/bash -lc ", "bash -lc ")
 
 
+# What a placeholder's script may do besides sleeping: print, and succeed.
+_IDLE_COMMANDS = frozenset({"sleep", "/bin/sleep", "echo", "printf", "true", ":"})
+# Anything that runs another program: a substitution, a pipe, a background job.
+_RUNS_MORE = ("$(", "`", "|", "&")
+
+
 def _only_sleeps(text: str) -> bool:
-    """The container does nothing but sleep (`sleep 86400`, `bash -c "sleep 3600"`): a pod kept
-    around to exec into, not a program. A sleep inside a longer script proves nothing."""
+    """The container does nothing but sleep (`sleep 86400`, `bash -c "sleep 3600"`, or a script
+    that only prints and sleeps, as schedulers' demonstrations of queues and quotas do): a pod kept
+    around to hold its resources or to exec into, not a program. A script that runs anything else
+    proves nothing."""
     for wrapper in SHELL_WRAPPERS:
         if text.startswith(wrapper):
             text = text[len(wrapper) :]
             break
-    words = [word for word in text.replace(";", " ").split() if word not in ("--", "-e", "-x", "-c")]
-    return len(words) == 2 and words[0] in ("sleep", "/bin/sleep")
+    slept = False
+    for line in text.replace(";", "\n").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        words = [word for word in line.split() if word not in ("--", "-e", "-x", "-c")]
+        if not words or words[0] not in _IDLE_COMMANDS or any(mark in line for mark in _RUNS_MORE):
+            return False
+        if words[0] in ("sleep", "/bin/sleep"):
+            if len(words) != 2:
+                return False
+            slept = True
+    return slept
 
 
 def _dev_evidence(template: PodTemplate) -> str | None:
