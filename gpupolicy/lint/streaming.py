@@ -81,7 +81,7 @@ READER_KINDS = frozenset({PDB, HPA, "Namespace", "Role", "ClusterRole", "RoleBin
 INDEX_KINDS = READER_KINDS | frozenset(
     {
         "Service", "ConfigMap", "ServiceAccount", "NetworkPolicy", "PriorityClass", "WorkloadPriorityClass",
-        "RuntimeClass", "AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "Rollout",
+        "RuntimeClass", "AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "Rollout", "ResourceClaim",
     }
 )  # fmt: skip
 # `kind: Service`, `"kind": "Service"`, `kind: !!str 'Service'`, `kind:\n  Service`; or a kind

@@ -224,11 +224,14 @@ def dra_claim_undeclared(workload: Workload, ctx: Context) -> Iterator[Violation
     id="GP156",
     name="dra-shared-claim-in-template",
     severity="warning",
-    summary="Reports `resourceClaimName` in the pod template of a replicated workload.",
+    summary="Reports `resourceClaimName` in the pod template of a replicated workload, unless the repository's "
+    "ResourceClaim of that name asks for no GPU device class (`gpu.draDeviceClasses`): an IMEX channel or a NIC "
+    "is shared by the pods of one workload by design.",
     rationale="A ResourceClaim named directly is one claim: every replica shares the same allocated devices, "
     "and replicas beyond what the claim allows stay Pending. Each replica needs its own claim from a template.",
     remediation="Use resourceClaimTemplateName so that each pod gets its own claim.",
-    references=(DRA,),
+    references=(DRA, "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/dra-cds.html"),
+    settings=(Setting("gpu.draDeviceClasses", "The device classes that are GPUs."),),
 )
 def dra_shared_claim_in_template(workload: Workload, ctx: Context) -> Iterator[Violation]:
     if workload.is_pod:
@@ -238,11 +241,40 @@ def dra_shared_claim_in_template(workload: Workload, ctx: Context) -> Iterator[V
             continue  # parallelism 1: one pod at a time, each retry reusing the claim as intended
         for index, claim in enumerate(as_list(template.spec.get("resourceClaims"))):
             claim = as_mapping(claim)
-            if claim.get("resourceClaimName"):
+            name = claim.get("resourceClaimName")
+            if name and not _claims_no_gpu(name, workload, ctx):
                 yield Violation(
                     template.field("resourceClaims", index, "resourceClaimName"),
                     f"{workload.kind} pods all share ResourceClaim {claim['resourceClaimName']!r}",
                 )
+
+
+def _claims_no_gpu(name: object, workload: Workload, ctx: Context) -> bool:
+    """Whether the repository's ResourceClaim `name` asks only for devices that are not GPUs: the
+    IMEX channel every pod of a multi-node NVLink workload shares (NVIDIA's ComputeDomain and
+    `imex.nvidia.com` channels), a network device. A claim the repository does not hold is judged
+    as a GPU claim."""
+    found = ctx.inventory.get("ResourceClaim", name, workload.namespace) if isinstance(name, str) else None
+    if found is None:
+        return False
+    classes = set(_device_classes(as_mapping(as_mapping(found.obj).get("spec")).get("devices")))
+    return bool(classes) and classes.isdisjoint(ctx.gpu.dra_device_classes)
+
+
+def _device_classes(devices: object) -> Iterator[str]:
+    """The device class names of a claim's requests: `exactly` (resource.k8s.io/v1), the request
+    itself (v1beta1), and each `firstAvailable` alternative."""
+    for request in as_list(as_mapping(devices).get("requests")):
+        request = as_mapping(request)
+        choices = [
+            request,
+            as_mapping(request.get("exactly")),
+            *map(as_mapping, as_list(request.get("firstAvailable"))),
+        ]
+        for choice in choices:
+            named = choice.get("deviceClassName")
+            if isinstance(named, str):
+                yield named
 
 
 @rule(
