@@ -20,6 +20,7 @@ from gpupolicy.core.bounded_cache import BoundedCache
 from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.linear_regex import LinearPattern, compile_linear
+from gpupolicy.kube.inventory import Inventory
 from gpupolicy.kube.pod_spec import Container, PodTemplate, as_list, as_mapping
 from gpupolicy.kube.quantities import quantity_or_none
 
@@ -293,3 +294,51 @@ def dra_gpu_claims(template: PodTemplate) -> list[tuple[int, dict[str, Any]]]:
         if _GPU_CLAIM_HINT.search(names):
             claims.append((index, claim))
     return claims
+
+
+def requested_device_classes(claim: Any) -> set[str]:
+    """The device classes a ResourceClaim (`spec.devices`) or a ResourceClaimTemplate
+    (`spec.spec.devices`) requests: each request's `exactly` (resource.k8s.io/v1), the request
+    itself (v1beta1), and every `firstAvailable` alternative."""
+    obj = as_mapping(claim)
+    spec = as_mapping(obj.get("spec"))
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec = as_mapping(spec.get("spec"))
+    found: set[str] = set()
+    for request in as_list(as_mapping(spec.get("devices")).get("requests")):
+        request = as_mapping(request)
+        alternatives = [request, as_mapping(request.get("exactly"))]
+        alternatives.extend(as_mapping(item) for item in as_list(request.get("firstAvailable")))
+        for choice in alternatives:
+            named = choice.get("deviceClassName")
+            if isinstance(named, str):
+                found.add(named)
+    return found
+
+
+def repository_claim_classes(entry: Any, namespace: str | None, inventory: Inventory) -> set[str] | None:
+    """The device classes a pod's `resourceClaims` entry asks for, read from the ResourceClaim or
+    ResourceClaimTemplate it names when the repository (or the cluster's inventory) holds it; None
+    when it does not."""
+    entry = as_mapping(entry)
+    for key, kind in (
+        ("resourceClaimTemplateName", "ResourceClaimTemplate"),
+        ("resourceClaimName", "ResourceClaim"),
+    ):
+        name = entry.get(key)
+        if isinstance(name, str):
+            found = inventory.get(kind, name, namespace)
+            return None if found is None else requested_device_classes(found.obj)
+    return None
+
+
+def claims_gpus_in_repository(
+    template: PodTemplate, namespace: str | None, inventory: Inventory, gpu_classes: frozenset[str]
+) -> bool:
+    """Whether one of the template's DRA claims names a ResourceClaim or ResourceClaimTemplate of
+    the repository that asks for a GPU device class, whatever the claim is called (`uses_gpus`
+    sees only claims named for GPUs, `gpu`, `mig`; NVIDIA's DRA quickstart names its `a100`)."""
+    return any(
+        not gpu_classes.isdisjoint(repository_claim_classes(entry, namespace, inventory) or ())
+        for entry in as_list(template.spec.get("resourceClaims"))
+    )

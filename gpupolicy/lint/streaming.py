@@ -82,6 +82,7 @@ INDEX_KINDS = READER_KINDS | frozenset(
     {
         "Service", "ConfigMap", "ServiceAccount", "NetworkPolicy", "PriorityClass", "WorkloadPriorityClass",
         "RuntimeClass", "AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "Rollout", "ResourceClaim",
+        "ResourceClaimTemplate",
     }
 )  # fmt: skip
 # `kind: Service`, `"kind": "Service"`, `kind: !!str 'Service'`, `kind:\n  Service`; or a kind

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Set
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Setting, Violation, rule
-from gpupolicy.kube.gpu import GpuDemand, GpuKind, dra_gpu_claims
+from gpupolicy.kube.gpu import GpuDemand, GpuKind, dra_gpu_claims, repository_claim_classes
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.quantities import format_quantity
 from gpupolicy.kube.scheduling import required_values, targeted_keys
@@ -242,39 +242,20 @@ def dra_shared_claim_in_template(workload: Workload, ctx: Context) -> Iterator[V
         for index, claim in enumerate(as_list(template.spec.get("resourceClaims"))):
             claim = as_mapping(claim)
             name = claim.get("resourceClaimName")
-            if name and not _claims_no_gpu(name, workload, ctx):
+            if name and not _claims_no_gpu(claim, workload, ctx):
                 yield Violation(
                     template.field("resourceClaims", index, "resourceClaimName"),
                     f"{workload.kind} pods all share ResourceClaim {claim['resourceClaimName']!r}",
                 )
 
 
-def _claims_no_gpu(name: object, workload: Workload, ctx: Context) -> bool:
-    """Whether the repository's ResourceClaim `name` asks only for devices that are not GPUs: the
-    IMEX channel every pod of a multi-node NVLink workload shares (NVIDIA's ComputeDomain and
-    `imex.nvidia.com` channels), a network device. A claim the repository does not hold is judged
-    as a GPU claim."""
-    found = ctx.inventory.get("ResourceClaim", name, workload.namespace) if isinstance(name, str) else None
-    if found is None:
-        return False
-    classes = set(_device_classes(as_mapping(as_mapping(found.obj).get("spec")).get("devices")))
-    return bool(classes) and classes.isdisjoint(ctx.gpu.dra_device_classes)
-
-
-def _device_classes(devices: object) -> Iterator[str]:
-    """The device class names of a claim's requests: `exactly` (resource.k8s.io/v1), the request
-    itself (v1beta1), and each `firstAvailable` alternative."""
-    for request in as_list(as_mapping(devices).get("requests")):
-        request = as_mapping(request)
-        choices = [
-            request,
-            as_mapping(request.get("exactly")),
-            *map(as_mapping, as_list(request.get("firstAvailable"))),
-        ]
-        for choice in choices:
-            named = choice.get("deviceClassName")
-            if isinstance(named, str):
-                yield named
+def _claims_no_gpu(entry: dict[str, object], workload: Workload, ctx: Context) -> bool:
+    """Whether the repository's ResourceClaim that `entry` names asks only for devices that are not
+    GPUs: the IMEX channel every pod of a multi-node NVLink workload shares (NVIDIA's ComputeDomain
+    and `imex.nvidia.com` channels), a network device. A claim the repository does not hold is
+    judged as a GPU claim."""
+    classes = repository_claim_classes(entry, workload.namespace, ctx.inventory)
+    return classes is not None and bool(classes) and classes.isdisjoint(ctx.gpu.dra_device_classes)
 
 
 @rule(

@@ -14,7 +14,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, said_unknown, unknown_fact
 from gpupolicy.kube.disruption import hpa_for, hpa_replicas
-from gpupolicy.kube.gpu import GpuKind
+from gpupolicy.kube.gpu import GpuKind, claims_gpus_in_repository
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.models import nodes_per_instance
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
@@ -169,7 +169,13 @@ def non_gpu_pod_tolerates_gpu_taint(workload: Workload, ctx: Context) -> Iterato
     declared = ctx.policy.placement.gpu_taints
     taints = [item.taint for item in declared] if declared is not None else [WELL_KNOWN_GPU_TAINT]
     for template in workload.templates:
-        if ctx.gpu.uses_gpus(template) or not all(c.image for c in template.main_containers()):
+        if (
+            ctx.gpu.uses_gpus(template)
+            or claims_gpus_in_repository(
+                template, workload.namespace, ctx.inventory, ctx.gpu.dra_device_classes
+            )
+            or not all(c.image for c in template.main_containers())
+        ):
             # A container without an image is a fragment a controller completes (Spark's executor
             # pod template): the GPUs may come with it.
             continue
