@@ -410,3 +410,33 @@ def test_helm_templates_are_still_gp004() -> None:
         loaded = load_text(text, "templates/x.yaml")
         assert [problem.rule_id for problem in loaded.problems] == ["GP004"], text
         assert loaded.skipped == []
+
+
+NVKIND_TEMPLATE = """\
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+- role: control-plane
+  kubeadmConfigPatches:
+  - |
+    kind: InitConfiguration
+{{- range $gpu := until numGPUs }}
+- role: worker
+  extraMounts:
+  - hostPath: /dev/null
+    containerPath: /var/run/nvidia-container-devices/{{ $gpu }}
+{{- end }}
+"""
+
+
+def test_a_template_of_a_configuration_file_is_skipped_not_a_gp004(tmp_path: Path) -> None:
+    """NVIDIA's nvkind renders its kind cluster config from a Go template: what it makes is read by
+    kind, not sent to an API server, so it is skipped as the rendered file is (GP004 said to render
+    it with helm template)."""
+    loaded = load_text(NVKIND_TEMPLATE, "kind-cluster-config.yaml")
+    assert loaded.problems == [] and loaded.resources == []
+    assert [item.reason for item in loaded.skipped] == [
+        "a template of a kind.x-k8s.io Cluster configuration file, not an API object"
+    ]
+    manifest = NVKIND_TEMPLATE + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
+    assert [problem.rule_id for problem in load_text(manifest, "mixed.yaml").problems] == ["GP004"]

@@ -44,7 +44,7 @@ from gpupolicy.loading.kustomizations import (
     remote_reference,
     resolved,
 )
-from gpupolicy.loading.object_evidence import ObjectFilter
+from gpupolicy.loading.object_evidence import ObjectFilter, configuration_file
 from gpupolicy.loading.rendering import (
     OverlayFindings,
     helm_directives,
@@ -207,6 +207,38 @@ def _holds_no_object(text: str, file: str, limits: LoadLimits) -> bool:
     return not loaded.problems and not ObjectFilter(file).take(loaded.resources)
 
 
+def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLimits) -> LoadedText | None:
+    """A templated file's outcome, or None for a file to read: GP004, or skipped when what the
+    template makes is a configuration file no API server reads."""
+    helm = _helm_problem(text, file, hint_path, limits)
+    if helm is None:
+        return None
+    configuration = _configuration_template(text)
+    if configuration is not None:
+        return LoadedText(skipped=[Skipped(file, None, configuration)])
+    return LoadedText(problems=[helm])
+
+
+def _configuration_template(text: str) -> str | None:
+    """What a templated file is when every top-level `apiVersion:` line of it names the
+    configuration of a Kubernetes program (object_evidence.CONFIGURATION_GROUPS: kind, kubeadm,
+    kubelet …), such as NVIDIA's nvkind cluster templates: a file no API server reads, skipped
+    like the same file rendered. None for anything else (a template that may hold objects is
+    GP004's)."""
+    pairs: list[dict[str, str]] = [{}]
+    for line in text.splitlines():
+        if line.rstrip() == "---":
+            pairs.append({})
+            continue
+        key, colon, value = line.partition(":")
+        if colon and key in ("apiVersion", "kind"):
+            pairs[-1].setdefault(key, value.split("#", 1)[0].strip().strip("'\""))
+    what = [configuration_file(pair) for pair in pairs if "apiVersion" in pair]
+    if not what or None in what:
+        return None
+    return f"a template of {what[0]}"
+
+
 def load_text(
     text: str,
     file: str,
@@ -217,9 +249,9 @@ def load_text(
 ) -> LoadedText:
     """Parse one file's text, reporting templates (GP004); documents that are not Kubernetes
     objects, and files that hold none (empty ones too), are skipped (object_evidence.py)."""
-    helm = _helm_problem(text, file, hint_path, limits)
-    if helm is not None:
-        return LoadedText(problems=[helm])
+    template = _template_text(text, file, hint_path, limits)
+    if template is not None:
+        return template
     loaded = parse_text(text, file, rendered_from=rendered_from, limits=limits)
     loaded.directives = scan_comments(text, file)
     objects = ObjectFilter(file)
@@ -240,9 +272,9 @@ def iter_text(
     `# gpupolicy: ignore` comments come first, on their own, and what it skipped last. `given`:
     chunks of the text an earlier reading read apart (`iter_chosen_text`), whose documents are
     given as read, the others then read apart too (documents.iter_parse_given)."""
-    helm = _helm_problem(text, file, hint_path, limits)
-    if helm is not None:
-        yield LoadedText(problems=[helm])
+    template = _template_text(text, file, hint_path, limits)
+    if template is not None:
+        yield template
         return
     directives = scan_comments(text, file)
     if directives:
@@ -268,7 +300,7 @@ def iter_chosen_text(
     comments' directives, no skipped documents), or None where the stream's documents cannot be
     read apart. A chart's template gives none (`iter_text` gives its GP004 problem). `chunks`:
     filled with each chunk read, by its place, as `iter_text` takes it back (`given`)."""
-    if _helm_problem(text, file, hint_path, limits) is not None:
+    if _template_text(text, file, hint_path, limits) is not None:
         return iter(())
     if chunks is not None:
         read = iter_chosen_chunks(text, file, chosen, limits=limits)
