@@ -127,10 +127,12 @@ def test_exclude_globs_are_relative_to_the_given_directory(tree: Path) -> None:
 
 def test_a_walk_names_files_as_display_path_does(tree: Path) -> None:
     """A walk resolves the current directory once (`resolved_cwd`) for every file it names."""
-    walked = [source.name for source in iter_sources(["repo", str(tree.resolve())])]
-    expected = [display_path(path) for path in iter_manifest_files(Path("repo"))] * 2
-    assert walked == expected == ["repo/a.yaml", "repo/apps/b.yml", "repo/apps/deep/c.json",
-                                  "repo/apps/deep/generated.yaml", "repo/skip/f.yaml", "repo/values-prod.yaml"] * 2  # fmt: skip
+    expected = [display_path(path) for path in iter_manifest_files(Path("repo"))]
+    assert expected == ["repo/a.yaml", "repo/apps/b.yml", "repo/apps/deep/c.json",
+                        "repo/apps/deep/generated.yaml", "repo/skip/f.yaml", "repo/values-prod.yaml"]  # fmt: skip
+    for given in (["repo"], [str(tree.resolve())], ["repo", str(tree.resolve())]):
+        # the same folder given twice is one walk's files once
+        assert [source.name for source in iter_sources(given)] == expected
     outside = Path("/")
     assert display_path(outside, here=resolved_cwd()) == display_path(outside) == "/"
 
@@ -663,3 +665,16 @@ def test_helm_action_outside_free_text_is_still_gp004(replacement: str, position
 def test_helm_blocks_under_data_are_gp004() -> None:
     text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  {{- toYaml .Values.config | nindent 2 }}\n"
     assert [(p.rule_id, p.line) for p in load_text(text, "cm.yaml").problems] == [("GP004", 5)]
+
+
+def test_a_file_reached_again_through_a_symlink_is_read_once(tmp_path: Path) -> None:
+    """NVIDIA's DRA driver demo links nvkind's scripts to kind's: a file and a symlink to it are one
+    input, or every finding of it is reported twice under the one path both resolve to."""
+    write(tmp_path / "base" / "ns.yaml", namespace("shared"))
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "ns.yaml").symlink_to(tmp_path / "base" / "ns.yaml")
+    assert names([str(tmp_path)]) == ["shared"]
+    assert names([str(tmp_path / "base" / "ns.yaml"), str(tmp_path / "envs" / "ns.yaml")]) == ["shared"]
+    assert len(list(iter_sources([str(tmp_path)]))) == 1
+    (tmp_path / "envs" / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")  # still read: GP001
+    assert [problem.rule_id for problem in load_paths([str(tmp_path)]).problems] == ["GP001"]

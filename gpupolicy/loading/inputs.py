@@ -781,6 +781,7 @@ def iter_sources(
     patterns = list(exclude)
     session = session or RenderSession()
     groups: dict[Path, set[str] | None] = {}
+    seen: set[Path] = set()  # files read, resolved: a file and a symlink to it are one input
     for raw in paths:
         if raw == "-":
             text, problem = _decode(sys.stdin.buffer.read(), "<stdin>")
@@ -789,7 +790,7 @@ def iter_sources(
         path = Path(raw)
         if not path.is_dir():
             rendered = _rendering_units(path, root, patterns, session)
-            if not rendered:
+            if not rendered and _first_time(path, seen):
                 yield Source(display_path(path), path=path)
             for folder, file in rendered:
                 _add_to_group(groups, folder, file)
@@ -805,6 +806,8 @@ def iter_sources(
                 continue  # a base of another kustomization here: linted through it
             if read and not item.is_dir() and resolved(item) in read:
                 continue  # a resource of a kustomization here: linted as it renders it
+            if not item.is_dir() and not _first_time(item, seen):
+                continue  # reached again through a symlink: its findings are already the first's
             yield Source(display_path(item, here=here), path=item, allow_remote=allow_remote, session=session)
         yield from _problem_sources(unreadable)
     for folder, files in groups.items():
@@ -813,6 +816,18 @@ def iter_sources(
         part = WHOLE if files is None else Part(only=frozenset(files))
         name = display_path(folder) if files is None else min(files)
         yield Source(name, path=folder, allow_remote=allow_remote, part=part, session=session)
+
+
+def _first_time(path: Path, seen: set[Path]) -> bool:
+    """Whether the file `path` resolves to is read for the first time in this walk (a symlink loop
+    or a dangling link is always read: reading it gives its finding)."""
+    real = resolved(path)
+    if real is None or not real.exists():
+        return True
+    if real in seen:
+        return False
+    seen.add(real)
+    return True
 
 
 def _add_to_group(groups: dict[Path, set[str] | None], folder: Path, file: str | None) -> None:
