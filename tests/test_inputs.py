@@ -678,3 +678,23 @@ def test_a_file_reached_again_through_a_symlink_is_read_once(tmp_path: Path) -> 
     assert len(list(iter_sources([str(tmp_path)]))) == 1
     (tmp_path / "envs" / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")  # still read: GP001
     assert [problem.rule_id for problem in load_paths([str(tmp_path)]).problems] == ["GP001"]
+
+
+def test_a_manifest_beside_an_overlay_that_does_not_list_it_is_linted(tmp_path: Path) -> None:
+    """A kubebuilder project's config/samples/kustomization.yaml lists a few samples; the others,
+    in folders below it, were never read (NVIDIA's NIM operator: 5 objects of 92 linted). The
+    overlay is still one unit; what it or an overlay below it reads (resources, patches, its own
+    file) is not read again on its own."""
+    root = tmp_path / "samples"
+    write(root / "kustomization.yaml", "resources: [listed.yaml]\npatches:\n  - path: patch.yaml\n")
+    write(root / "listed.yaml", namespace("listed"))
+    write(root / "patch.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: listed, labels: {a: b}}\n")
+    write(root / "serving" / "llm.yaml", namespace("read-by-the-overlay-below"))
+    write(root / "serving" / "overlay" / "kustomization.yaml", "resources: [../llm.yaml]\n")
+    write(root / "serving" / "standalone" / "llm.yaml", namespace("unlisted"))
+    given = {Path(source.path).resolve() for source in iter_sources([str(root)]) if source.path is not None}
+    assert given == {
+        root.resolve(),
+        (root / "serving" / "overlay").resolve(),
+        (root / "serving" / "standalone" / "llm.yaml").resolve(),
+    }

@@ -141,9 +141,14 @@ def iter_manifest_files(
     reading it gives a finding instead of silence."""
     patterns = list(exclude)
     base = root if base is None else base
-    if any((root / name).is_file() for name in KUSTOMIZATION_FILES) or is_chart(root):
-        yield root  # rendered as one unit (kubectl kustomize, helm template)
+    if is_chart(root):
+        yield root  # rendered as one unit (helm template)
         return
+    if any((root / name).is_file() for name in KUSTOMIZATION_FILES):
+        # Rendered as one unit (kubectl kustomize); the walk goes on below it, and the caller
+        # leaves out what the overlay reads: a manifest beside it that it does not list (a
+        # kubebuilder project's config/samples/…) is linted on its own, not hidden.
+        yield root
     try:
         entries = sorted(root.iterdir())
     except OSError as exc:
@@ -159,6 +164,7 @@ def iter_manifest_files(
         elif (
             entry.suffix in MANIFEST_SUFFIXES
             and entry.name not in NOT_MANIFESTS
+            and entry.name not in KUSTOMIZATION_FILES
             and (entry.is_file() or (entry.is_symlink() and not entry.exists()))
         ):
             # A `values-*.yaml` outside a chart is read too: Helm values hold no object and are
