@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpupolicy.kube.gpu import GpuKind
-from gpupolicy.policy.loading import policy_from_mapping
+from gpupolicy.policy.loading import default_policy, policy_from_mapping
 from tests.conftest import LintText
 
 POD = """\
@@ -52,6 +52,8 @@ def test_a_name_meant_as_a_gpu_is_reported(
         "nvidia.com/sriovlegacy",
         "gpu.intel.com/dxg",  # Intel's GPU plugin under WSL (known)
         "gpu.intel.com/monitoring",  # Intel's monitoring resource (known, counts no GPU)
+        "nvidia.com/pgpu",  # a passthrough GPU of NVIDIA's Kata sandbox device plugin (known)
+        "nvidia.com/nvswitch",  # the NVSwitches it passes through beside them (known, not a GPU)
     ],
 )
 def test_other_names_of_a_vendors_domain_are_not_judged(lint_text: LintText, resource: str) -> None:
@@ -77,3 +79,13 @@ def test_the_domain_does_not_make_names_alike(lint_text: LintText) -> None:
         if f.rule_id == "GP109"
     ]
     assert finding.message.endswith("(did you mean gpu.intel.com/xe?)")
+
+
+def test_a_passthrough_gpu_is_a_whole_gpu_and_an_nvswitch_none() -> None:
+    """NVIDIA's GPU Operator with Kata Containers advertises `nvidia.com/pgpu` by default (the
+    sandbox device plugin, P_GPU_ALIAS) and `nvidia.com/nvswitch` for the switches; the NIM
+    operator's confidential-computing sample requests `nvidia.com/pgpu: 1` (GP109 asked "did you
+    mean nvidia.com/gpu?")."""
+    gpu = default_policy().gpu
+    assert gpu.classify("nvidia.com/pgpu").kind is GpuKind.DEVICE  # type: ignore[union-attr]
+    assert gpu.classify("nvidia.com/nvswitch").kind is not GpuKind.DEVICE  # type: ignore[union-attr]
