@@ -284,6 +284,7 @@ def test_a_kserve_serving_runtime_is_part_of_pods_not_a_server(
         ('echo "started"\necho "GPUs: $NVIDIA_VISIBLE_DEVICES"\n# simulate work\nsleep 600\necho done', True),
         ("sleep 3600", True),
         ("echo waiting; sleep 60; true", True),
+        ("echo holding && sleep 600", True),
         ("echo starting\npython train.py\nsleep 600", False),  # runs a program
         ('echo "$(python train.py)"; sleep 600', False),  # a substitution runs one
         ("sleep 600 & python serve.py", False),

@@ -237,7 +237,7 @@ def _only_sleeps(text: str) -> bool:
             text = text[len(wrapper) :]
             break
     slept = False
-    for line in text.replace(";", "\n").splitlines():
+    for line in text.replace("&&", "\n").replace(";", "\n").splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
