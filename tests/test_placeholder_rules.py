@@ -115,3 +115,30 @@ def test_an_admission_gets_the_same_findings_as_the_file(lint_text: LintText) ->
     }
     assert admitted == from_file and {rule for rule, _, _ in admitted} == {"GP004", "GP612", "GP702"}
     assert not decision.allowed
+
+
+def test_a_placeholder_in_a_typed_field_is_gp004_alone(lint_text: LintText) -> None:
+    """GKE's gateway-api-inference-extension sample writes `port: ${EXTENSION_GRPC_PORT:-9002}`
+    and probe delays the same way: GP004 at each field, not also GP005's "not of type integer" or
+    GP405's undeclared port (one problem, one finding). A probe's literal fields are GP004's too;
+    the command it runs is the program's."""
+    probe = (
+        "      livenessProbe:\n"
+        "        grpc: {port: '${HEALTH_PORT:-9003}'}\n"
+        "        periodSeconds: '${LIVENESS_PERIOD:-10}'\n"
+        "      readinessProbe:\n"
+        "        exec: {command: [sh, -c, 'test -f ${HOME}/ready']}\n"
+        "      ports:\n"
+        "        - containerPort: '${GRPC_PORT:-9002}'\n"
+    )
+    text = pod().replace("      resources:\n", probe + "      resources:\n")
+    report = lint_text(text)
+    found = sorted(
+        (f.rule_id, ".".join(str(step) for step in f.path[-3:]))
+        for f in of(report, "GP004", "GP005", "GP405")
+    )
+    assert found == [
+        ("GP004", "0.livenessProbe.periodSeconds"),
+        ("GP004", "livenessProbe.grpc.port"),
+        ("GP004", "ports.0.containerPort"),
+    ]

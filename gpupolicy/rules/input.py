@@ -79,17 +79,10 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
         yield from _field_placeholders(resource, handled)
 
 
-# Container fields that hold a program's text, or that GP004 judges on their own.
-PROGRAM_KEYS = (
-    "image",
-    "env",
-    "command",
-    "args",
-    "lifecycle",
-    "livenessProbe",
-    "readinessProbe",
-    "startupProbe",
-)
+# Container fields that hold a program's text, or that GP004 judges on their own. A probe's or
+# a lifecycle hook's fields are literal (periodSeconds, port) but for the command it runs, which
+# FREE_TEXT_KEYS leaves to the program.
+PROGRAM_KEYS = ("image", "env", "command", "args")
 # Keys whose values are text for a program or a controller, not literal fields of the object.
 # (RayService serveConfigV2 and RayJob entrypoint/runtimeEnvYAML are read by Ray, which expands
 # `${HOME}` itself; KubeRay joins rayStartParams into the `ray start` command line that the Ray
@@ -373,4 +366,20 @@ def schema_violation(resource: Resource, ctx: Context) -> Iterator[Violation]:
         return
     version = resolve_version(ctx.policy.kubernetes_version)  # memoised there, per version
     for error in schema_errors(resource.obj, version):
+        if _placeholder_at(resource.obj, error.path):
+            continue  # `port: ${PORT:-9002}` is not a wrong type but a template: GP004 says so
         yield Violation(error.path, f"{error.message} (Kubernetes {version} schema)")
+
+
+def _placeholder_at(obj: object, path: JsonPath) -> bool:
+    """Whether the value at `path` is a string holding a deploy-time placeholder, which GP004
+    reports (kube/placeholders.field_placeholder: one problem, one finding)."""
+    value = obj
+    for step in path:
+        if isinstance(value, dict) and isinstance(step, str):
+            value = value.get(step)
+        elif isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value):
+            value = value[step]
+        else:
+            return False
+    return isinstance(value, str) and field_placeholder(value) is not None

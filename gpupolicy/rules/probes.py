@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from gpupolicy.core.vocabulary import MODEL_LOAD_ANNOTATION
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
+from gpupolicy.kube.placeholders import field_placeholder
 from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_mapping
 from gpupolicy.kube.probes import (
     PortStatus,
@@ -210,6 +211,8 @@ def probe_port_undeclared(workload: Workload, ctx: Context) -> Iterator[Violatio
         return  # the controller declares the ports its probes check
     for _, container in workload.containers():
         for port in probe_ports(container, _NAMED_UNDECLARED):
+            if isinstance(port.value, str) and field_placeholder(port.value) is not None:
+                continue  # `port: ${HEALTH_PORT:-9003}` is a template's, and GP004's
             yield Violation(
                 port.path,
                 f"{port.probe} of {container.label} uses port {port.value!r}, which the container does not declare",
