@@ -197,7 +197,8 @@ def _template(obj: Any, path: JsonPath, *, role: str = "", replicas: int | None 
     )
 
 
-def _dig(obj: Any, path: JsonPath) -> Any:
+def value_at(obj: Any, path: JsonPath) -> Any:
+    """The value at `path` in plain values (mapping keys, list indices), or None."""
     for step in path:
         if isinstance(step, str) and isinstance(obj, dict):
             obj = obj.get(step)
@@ -242,7 +243,7 @@ def _job(obj: dict[str, Any]) -> Iterator[PodTemplate]:
 
 
 def _cronjob(obj: dict[str, Any]) -> Iterator[PodTemplate]:
-    job = as_mapping(_dig(obj, ("spec", "jobTemplate", "spec")))
+    job = as_mapping(value_at(obj, ("spec", "jobTemplate", "spec")))
     path = ("spec", "jobTemplate", "spec", "template")
     found = _template(job.get("template"), path, replicas=int_or_default(job.get("parallelism"), 1))
     if found:
@@ -346,7 +347,7 @@ def _kubeflow(obj: dict[str, Any]) -> Iterator[PodTemplate]:
 
 def _train_job(obj: dict[str, Any]) -> Iterator[PodTemplate]:
     """Kubeflow Trainer v2: `spec.trainer` is a container-like block with `resourcesPerNode`."""
-    trainer = _dig(obj, ("spec", "trainer"))
+    trainer = value_at(obj, ("spec", "trainer"))
     if not isinstance(trainer, dict):
         return
     path = ("spec", "trainer")
@@ -356,9 +357,9 @@ def _train_job(obj: dict[str, Any]) -> Iterator[PodTemplate]:
 
 
 def _jobset(obj: dict[str, Any]) -> Iterator[PodTemplate]:
-    for index, job in enumerate(as_list(_dig(obj, ("spec", "replicatedJobs")))):
+    for index, job in enumerate(as_list(value_at(obj, ("spec", "replicatedJobs")))):
         job = as_mapping(job)
-        job_spec = as_mapping(_dig(job, ("template", "spec")))
+        job_spec = as_mapping(value_at(job, ("template", "spec")))
         replicas = (int_or_default(job.get("replicas"), 1) or 1) * (
             int_or_default(job_spec.get("parallelism"), 1) or 1
         )

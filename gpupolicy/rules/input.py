@@ -20,7 +20,7 @@ from gpupolicy.kube.placeholders import (
     symbolic_name,
     whole,
 )
-from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping
+from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, value_at
 from gpupolicy.kube.roles import Role
 from gpupolicy.kube.secrets_detect import credential_name_kind
 from gpupolicy.loading.documents import Resource
@@ -374,12 +374,5 @@ def schema_violation(resource: Resource, ctx: Context) -> Iterator[Violation]:
 def _placeholder_at(obj: object, path: JsonPath) -> bool:
     """Whether the value at `path` is a string holding a deploy-time placeholder, which GP004
     reports (kube/placeholders.field_placeholder: one problem, one finding)."""
-    value = obj
-    for step in path:
-        if isinstance(value, dict) and isinstance(step, str):
-            value = value.get(step)
-        elif isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value):
-            value = value[step]
-        else:
-            return False
+    value = value_at(obj, path)
     return isinstance(value, str) and field_placeholder(value) is not None
