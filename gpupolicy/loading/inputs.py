@@ -787,7 +787,7 @@ def iter_sources(
     patterns = list(exclude)
     session = session or RenderSession()
     groups: dict[Path, set[str] | None] = {}
-    seen: set[Path] = set()  # files read, resolved: a file and a symlink to it are one input
+    seen: set[tuple[int, int]] = set()  # files read: a file and a symlink to it are one input
     for raw in paths:
         if raw == "-":
             text, problem = _decode(sys.stdin.buffer.read(), "<stdin>")
@@ -824,15 +824,18 @@ def iter_sources(
         yield Source(name, path=folder, allow_remote=allow_remote, part=part, session=session)
 
 
-def _first_time(path: Path, seen: set[Path]) -> bool:
-    """Whether the file `path` resolves to is read for the first time in this walk (a symlink loop
-    or a dangling link is always read: reading it gives its finding)."""
-    real = resolved(path)
-    if real is None or not real.exists():
+def _first_time(path: Path, seen: set[tuple[int, int]]) -> bool:
+    """Whether the file `path` leads to (its device and inode, one `stat` that follows links) is
+    read for the first time in this walk. A symlink loop or a dangling link is always read:
+    reading it gives its finding."""
+    try:
+        status = path.stat()
+    except (OSError, RuntimeError):
         return True
-    if real in seen:
+    identity = (status.st_dev, status.st_ino)
+    if identity in seen:
         return False
-    seen.add(real)
+    seen.add(identity)
     return True
 
 
