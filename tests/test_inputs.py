@@ -12,12 +12,14 @@ from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.loading.inputs import (
     RENDERER_ERROR_CHARS,
     display_path,
+    is_manifest_name,
     iter_manifest_files,
     iter_sources,
     load_paths,
     load_text,
     renderer_error,
     resolved_cwd,
+    sources_with_context,
 )
 from gpupolicy.policy.loading import default_policy
 
@@ -110,6 +112,17 @@ def test_manifests_rendered_into_a_values_named_file_are_linted(tmp_path: Path) 
     loaded = load_paths([str(tmp_path)])
     assert [resource.name for resource in loaded.resources] == ["rendered"]
     assert [Path(item.file).name for item in loaded.skipped] == ["values-prod.yaml"]
+
+
+def test_a_changed_values_named_file_outside_a_chart_is_linted_as_a_walk_would(tmp_path: Path) -> None:
+    """pre-commit passes only the changed file: a rendered `values-01-minimal.yaml` is read as a
+    folder's walk reads it (it once was dropped by its name), a chart's `values.yaml` still is not."""
+    write(tmp_path / "out" / "values-01-minimal.yaml", namespace("rendered"))
+    write(tmp_path / "out" / "values.yaml", "replicaCount: 3\n")
+    given = [str(tmp_path / "out" / "values-01-minimal.yaml"), str(tmp_path / "out" / "values.yaml")]
+    sources, _ = sources_with_context(given, tmp_path)
+    assert [source.name for source in sources] == [display_path(tmp_path / "out" / "values-01-minimal.yaml")]
+    assert is_manifest_name("values-01-minimal.yaml") and not is_manifest_name("values.yaml")
 
 
 def test_exclude_globs(tree: Path) -> None:

@@ -120,12 +120,6 @@ def is_excluded(path: Path, root: Path, patterns: Iterable[str]) -> bool:
     )
 
 
-def _values_file(name: str) -> bool:
-    return (
-        name.startswith("values") and name.endswith(MANIFEST_SUFFIXES) and name.count(".") == 1
-    ) or name in NOT_MANIFESTS
-
-
 def iter_manifest_files(
     root: Path,
     exclude: Iterable[str] = (),
@@ -946,8 +940,10 @@ def load_paths(
 
 
 def is_manifest_name(name: str) -> bool:
-    """Whether a file name given explicitly (pre-commit passes every changed YAML file) can hold manifests."""
-    return name.endswith(MANIFEST_SUFFIXES) and not _values_file(name) and name not in KUSTOMIZATION_FILES
+    """Whether a file name given explicitly (pre-commit passes every changed YAML file) can hold
+    manifests: the names a folder's walk reads, so a `values-*.yaml` outside a chart is read here
+    too and what it holds decides."""
+    return name.endswith(MANIFEST_SUFFIXES) and name not in NOT_MANIFESTS and name not in KUSTOMIZATION_FILES
 
 
 def _chosen(paths: Iterable[str]) -> list[str]:
