@@ -77,6 +77,10 @@ def test_credential_names(name: str, kind: str) -> None:
             "volcano-admission-secret",
         ),  # a Secret's name (Volcano's gen-admission-secret.sh --secret)
         ("WEBHOOK_TOKEN", "webhook.token"),
+        # the name of a key, not a key (AIBrix's KV-cache samples: a Redis key)
+        ("AIBRIX_KV_CACHE_OL_META_SERVICE_CLUSTER_META_KEY", "kvcache_nodes"),
+        ("S3_KEY", "models/llama-3-8b"),
+        ("PARTITION_KEY", "tenant:prefill"),
     ],
 )
 def test_not_credentials(name: str, value: str) -> None:
@@ -187,3 +191,15 @@ def test_arguments_without_a_flag_or_token_text_are_not_walked_yet_flags_are_fou
     assert detect_in_arguments(["--model=meta-llama/Llama-3.1-8B", "--port=8000", "--tokenizer", "x"]) == []
     found = detect_in_arguments(["--port=8000", "--hf-token=hf_" + "a" * 34])
     assert [where for where, _ in found] == [1]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("SIGNING_KEY", "x8f2k9d0a7q1"), ("SIGNING_KEY", "3f8a9c0d1e2b4a5f"), ("ENCRYPTION_KEY", "Zm9vYmFyYmF6cXV4"),
+     ("ENCRYPTION_KEY", "kvcache_7f3e9a8b7c6d"), ("API_KEY", "kvcache_nodes"), ("SECRET_KEY", "hunter_two_words")],
+)  # fmt: skip
+def test_a_key_named_only_key_is_a_credential_unless_it_reads_as_a_keys_name(name: str, value: str) -> None:
+    """Random values stay credentials under a bare `…_KEY`; a name that says which key it is keeps
+    even a wordy value one."""
+    hit = detect(name, value)
+    assert hit is not None and hit.evidence == "name"

@@ -233,7 +233,26 @@ def detect(name: str, value: str) -> Credential | None:
         return None
     if names_a_credential_object(text):
         return None
+    if named == "key" and names_a_key(text):
+        return None
     return Credential(named, "name")
+
+
+_KEY_NAME_SEPARATORS = re.compile(r"[_\-.:/]")
+_KEY_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.:/")
+
+
+def names_a_key(text: str) -> bool:
+    """`kvcache_nodes`, `models/llama-3-8b`, `tenant:prefill`: a value of a variable named only
+    `…_KEY` that reads as the name of a key (a Redis or S3 object key, a label or partition key)
+    — lowercase words, each letters or digits alone or at most three characters — not a secret
+    key, which is random (`x8f2k9d0a7q1`, base64, hex). A name that says which key it is (API,
+    access, secret, private) keeps any such value a credential."""
+    if not _KEY_NAME_CHARACTERS.issuperset(text) or not text[:1].isalpha():
+        return False
+    return all(
+        len(word) <= 3 or word.isalpha() or word.isdigit() for word in _KEY_NAME_SEPARATORS.split(text)
+    )
 
 
 _OBJECT_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
