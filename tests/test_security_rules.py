@@ -61,6 +61,36 @@ def test_capability_allow_list_follows_the_level(lint_text: LintText) -> None:
     ]
 
 
+def test_memory_lock_beside_an_rdma_device_is_a_warning_naming_where_the_pod_runs(
+    lint_text: LintText,
+) -> None:
+    """NVIDIA's GPUDirect RDMA demo pod adds IPC_LOCK beside `rdma/rdma_shared_device_a`: RDMA pins
+    the memory it transfers. The pod still needs a privileged namespace (a warning that says so);
+    IPC_LOCK without an RDMA device, or SYS_RESOURCE beside one, stays an error."""
+    rdma = pod(
+        GPU_CONTAINER.replace(
+            "      resources: {limits: {nvidia.com/gpu: 1}}",
+            "      securityContext: {capabilities: {add: [IPC_LOCK, SYS_RESOURCE]}}\n"
+            "      resources: {limits: {nvidia.com/gpu: 1, rdma/rdma_shared_device_a: 1}}",
+        )
+    )
+    found = ids(lint_text(rdma).findings, "GP603")
+    assert [(f.severity, f.message) for f in found] == [
+        (
+            Severity.WARNING,
+            "container 'vllm' adds capability IPC_LOCK, which RDMA (rdma/rdma_shared_device_a) needs to pin memory "
+            "and the baseline level does not allow: the pod is admitted only in a namespace whose "
+            "pod-security.kubernetes.io/enforce is privileged",
+        ),
+        (Severity.ERROR, "container 'vllm' adds capability SYS_RESOURCE, not allowed at the baseline level"),
+    ]
+    for resource in ("vke.volcengine.com/rdma", "nvidia.com/hostdev", "rdma/hca_shared_devices_a"):
+        (hit,) = ids(lint_text(rdma.replace("rdma/rdma_shared_device_a", resource)).findings, "GP603")[:1]
+        assert hit.severity is Severity.WARNING, resource
+    without = ids(lint_text(rdma.replace(", rdma/rdma_shared_device_a: 1", "")).findings, "GP603")
+    assert [f.severity for f in without] == [Severity.ERROR, Severity.ERROR]
+
+
 def test_pod_non_root_with_container_root_user(lint_text: LintText) -> None:
     text = pod(
         "  securityContext: {runAsNonRoot: true}\n"

@@ -22,7 +22,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.kube import pod_security as pss
 from gpupolicy.kube import pod_security_levels as levels
-from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT
 from gpupolicy.kube.scheduling import node_selector, required_terms
 from gpupolicy.kube.selectors import node_affinity_matches
@@ -122,7 +122,9 @@ def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation
     "from Kubernetes 1.22, beyond NET_BIND_SERVICE; Windows pods are exempt there from 1.25). Names are compared "
     "exactly, as the admission does: `CAP_CHOWN` is not `CHOWN`.",
     rationale="Capabilities such as SYS_ADMIN, NET_ADMIN or SYS_PTRACE let a container escape or reach into the "
-    "node; GPU workloads need none of them (the NVIDIA runtime injects devices without them).",
+    "node; GPU workloads need none of them (the NVIDIA runtime injects devices without them). The one a GPU "
+    "workload does need is IPC_LOCK beside an RDMA device (GPUDirect RDMA pins the memory it transfers): that is "
+    "a warning saying the pod needs a privileged namespace, not an error.",
     remediation="Remove the capability from securityContext.capabilities.add.",
     references=(PSS, f"{PSA}/check_capabilities_baseline.go", f"{PSA}/check_capabilities_restricted.go"),
     settings=(LEVEL, VERSION),
@@ -131,11 +133,45 @@ def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[V
     current = standard(ctx)
     for template in workload.templates:
         for container, name, path in pss.added_capabilities(template, current):
+            device = rdma_device(container) if name == MEMORY_LOCK else None
+            if device is not None:
+                # The capability is what RDMA needs, not a mistake in the manifest: the claim worth
+                # making is where the pod can run, as a warning.
+                yield Violation(
+                    path,
+                    f"{container.label} adds capability {name}, which RDMA ({device}) needs to pin memory and "
+                    f"the {current.level.label} level does not allow: the pod is admitted only in a namespace "
+                    "whose pod-security.kubernetes.io/enforce is privileged",
+                    severity=Severity.WARNING,
+                    container=container.name or None,
+                )
+                continue
             yield Violation(
                 path,
                 f"{container.label} adds capability {name}, not allowed at the {current.level.label} level",
                 container=container.name or None,
             )
+
+
+# RDMA registers (pins) the memory it transfers, which takes CAP_IPC_LOCK beyond the container's
+# RLIMIT_MEMLOCK (man 2 mlock): NVIDIA's GPUDirect RDMA demo pods add IPC_LOCK beside their RDMA
+# device (github.com/NVIDIA/cloud-native-docs gpu-operator/manifests/input/gpu-direct-rdma-demo-pod-1.yaml;
+# https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-rdma.html).
+MEMORY_LOCK = "IPC_LOCK"
+# Resource names of RDMA devices: the shared RDMA device plugin's `rdma/…` (its default prefix),
+# SR-IOV's host devices (`nvidia.com/hostdev`), and providers' own (`vke.volcengine.com/rdma`,
+# `…/rdma_vf`).
+_RDMA_HOST_DEVICE = "nvidia.com/hostdev"
+
+
+def rdma_device(container: Container) -> str | None:
+    """The RDMA device resource the container requests or limits, if any."""
+    for name in (*container.limits, *container.requests):
+        text = str(name)
+        prefix, _, resource = text.rpartition("/")
+        if prefix == "rdma" or "rdma" in resource.lower() or text == _RDMA_HOST_DEVICE:
+            return text
+    return None
 
 
 @rule(
