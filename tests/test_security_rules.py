@@ -84,11 +84,20 @@ def test_memory_lock_beside_an_rdma_device_is_a_warning_naming_where_the_pod_run
         ),
         (Severity.ERROR, "container 'vllm' adds capability SYS_RESOURCE, not allowed at the baseline level"),
     ]
-    for resource in ("vke.volcengine.com/rdma", "nvidia.com/hostdev", "rdma/hca_shared_devices_a"):
+    for resource in (
+        "vke.volcengine.com/rdma",
+        "nvidia.com/hostdev",
+        "rdma/hca_shared_devices_a",
+        "vpc.amazonaws.com/efa",
+    ):
         (hit,) = ids(lint_text(rdma.replace("rdma/rdma_shared_device_a", resource)).findings, "GP603")[:1]
         assert hit.severity is Severity.WARNING, resource
-    without = ids(lint_text(rdma.replace(", rdma/rdma_shared_device_a: 1", "")).findings, "GP603")
-    assert [f.severity for f in without] == [Severity.ERROR, Severity.ERROR]
+    for without_device in (
+        rdma.replace(", rdma/rdma_shared_device_a: 1", ""),
+        rdma.replace("device_a: 1", "device_a: 0"),
+    ):
+        without = ids(lint_text(without_device).findings, "GP603")
+        assert [f.severity for f in without] == [Severity.ERROR, Severity.ERROR]
 
 
 def test_pod_non_root_with_container_root_user(lint_text: LintText) -> None:

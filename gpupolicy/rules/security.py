@@ -159,18 +159,22 @@ def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[V
 # https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-rdma.html).
 MEMORY_LOCK = "IPC_LOCK"
 # Resource names of RDMA devices: the shared RDMA device plugin's `rdma/…` (its default prefix),
-# SR-IOV's host devices (`nvidia.com/hostdev`), and providers' own (`vke.volcengine.com/rdma`,
-# `…/rdma_vf`).
-_RDMA_HOST_DEVICE = "nvidia.com/hostdev"
+# SR-IOV's host devices (`nvidia.com/hostdev`), AWS's Elastic Fabric Adapter (RDMA verbs through
+# libfabric: https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html) and providers' own
+# (`vke.volcengine.com/rdma`, `…/rdma_vf`).
+_RDMA_DEVICES = frozenset({"nvidia.com/hostdev", "vpc.amazonaws.com/efa"})
 
 
 def rdma_device(container: Container) -> str | None:
-    """The RDMA device resource the container requests or limits, if any."""
-    for name in (*container.limits, *container.requests):
-        text = str(name)
-        prefix, _, resource = text.rpartition("/")
-        if prefix == "rdma" or "rdma" in resource.lower() or text == _RDMA_HOST_DEVICE:
-            return text
+    """The RDMA device resource the container requests or limits (a count other than 0), if any."""
+    for section in (container.limits, container.requests):
+        for name, quantity in section.items():
+            text = str(name)
+            prefix, _, resource = text.rpartition("/")
+            if (prefix == "rdma" or "rdma" in resource.lower() or text in _RDMA_DEVICES) and str(
+                quantity
+            ) != "0":
+                return text
     return None
 
 
