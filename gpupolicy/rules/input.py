@@ -302,7 +302,9 @@ def _pod_spec_types(resource: Resource, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
         spec = template.spec
         for key, _ in CONTAINER_LISTS:
-            if key in spec and not isinstance(spec[key], list):
+            # An empty field (`initContainers:`) is null: absent to the API server, which prunes a
+            # custom resource's nulls before validating it (apiextensions "Defaulting and Nullable").
+            if key in spec and spec[key] is not None and not isinstance(spec[key], list):
                 yield Violation(template.field(key), f"{key} must be a list, not {_type(spec[key])}")
         for key in _LIST_FIELDS:
             if key in spec and spec[key] is not None and not isinstance(spec[key], list):
