@@ -270,6 +270,7 @@ KIND_GROUPS = {
     "LLMInferenceService": "serving.kserve.io",
     "LLMInferenceServiceConfig": "serving.kserve.io",
     "NIMService": "apps.nvidia.com",
+    "DynamoGraphDeployment": "nvidia.com",
     "SparkApplication": "sparkoperator.k8s.io",
     "RayCluster": "ray.io",
     "RayService": "ray.io",

@@ -497,3 +497,102 @@ def test_a_views_ref_is_its_resources() -> None:
         resource = Resource(obj, file="x.yaml", doc_index=0)
         view = workload_of(resource)
         assert view is not None and view.ref() == resource.ref
+
+
+# NVIDIA Dynamo's DynamoGraphDeployment (ai-dynamo/dynamo examples/backends/vllm/deploy: agg.yaml in
+# nvidia.com/v1alpha1, v1beta1/agg.yaml in nvidia.com/v1beta1), cut down.
+DYNAMO_V1ALPHA1 = """
+apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeployment
+metadata: {name: vllm-agg}
+spec:
+  services:
+    Frontend:
+      componentType: frontend
+      replicas: 1
+      extraPodSpec:
+        mainContainer: {image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1}
+    VllmWorker:
+      componentType: worker
+      replicas: 2
+      multinode: {nodeCount: 2}
+      labels: {team: llm}
+      resources:
+        limits:
+          gpu: "8"
+          custom: {rdma/ib: "1"}
+        requests:
+          cpu: "10"
+          custom: {ephemeral-storage: 2Gi}
+      extraPodSpec:
+        mainContainer:
+          image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1
+          command: [python3, -m, dynamo.vllm]
+          resources:
+            requests: {memory: 40Gi, cpu: "2"}
+        containers:
+          - {name: log-shipper, image: fluent/fluent-bit:3.1}
+"""
+DYNAMO_V1BETA1 = """
+apiVersion: nvidia.com/v1beta1
+kind: DynamoGraphDeployment
+metadata: {name: vllm-agg}
+spec:
+  components:
+  - name: Frontend
+    type: frontend
+    replicas: 1
+    podTemplate:
+      spec:
+        containers: [{name: main, image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1}]
+  - name: VllmDecodeWorker
+    type: worker
+    replicas: 3
+    podTemplate:
+      metadata: {labels: {team: llm}}
+      spec:
+        containers:
+        - name: main
+          image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1
+          resources: {limits: {nvidia.com/gpu: "1"}}
+"""
+
+
+def test_dynamo_graph_deployment_v1beta1_components() -> None:
+    found = workload(DYNAMO_V1BETA1)
+    assert shape(found) == [
+        (("spec", "components", 0, "podTemplate", "spec"), "frontend Frontend", 1),
+        (("spec", "components", 1, "podTemplate", "spec"), "worker VllmDecodeWorker", 3),
+    ]
+    assert found.templates[1].labels == {"team": "llm"}
+    assert found.templates[1].containers[0].limits == {"nvidia.com/gpu": "1"}
+
+
+def test_dynamo_graph_deployment_v1alpha1_services_get_the_operators_resources() -> None:
+    """The operator writes a service's `resources` into its main container, entry by entry over
+    the container's own: `gpu` as nvidia.com/gpu, `custom` under its own names."""
+    found = workload(DYNAMO_V1ALPHA1)
+    assert shape(found) == [
+        (("spec", "services", "Frontend", "extraPodSpec"), "frontend Frontend", 1),
+        (("spec", "services", "VllmWorker", "extraPodSpec"), "worker VllmWorker", 4),
+    ]
+    worker = found.templates[1]
+    assert worker.labels == {"team": "llm"} and worker.metadata_path == ("spec", "services", "VllmWorker")
+    main, shipper = worker.containers
+    assert shipper.name == "log-shipper" and shipper.written is None
+    assert main.limits == {"nvidia.com/gpu": "8", "rdma/ib": "1"}
+    assert main.requests == {"memory": "40Gi", "cpu": "10", "ephemeral-storage": "2Gi"}
+    service = ("spec", "services", "VllmWorker")
+    assert main.resource_path("limits", "nvidia.com/gpu") == (*service, "resources", "limits", "gpu")
+    assert main.resource_path("limits", "rdma/ib") == (*service, "resources", "limits", "custom", "rdma/ib")
+    assert main.resource_path("requests", "cpu") == (*service, "resources", "requests", "cpu")
+    own = (*service, "extraPodSpec", "mainContainer", "resources", "requests", "memory")
+    assert main.resource_path("requests", "memory") == own
+    assert main.resource_path("limits", "memory") == (*service, "resources", "limits")
+    assert main.resources_field() == (*service, "resources")
+    assert workload(DYNAMO_V1ALPHA1).resource.has_path(main.resource_path("limits", "nvidia.com/gpu"))
+    typed = workload(DYNAMO_V1ALPHA1.replace('gpu: "8"', 'gpu: "8"\n          gpuType: amd.com/gpu'))
+    assert typed.templates[1].containers[0].limits == {"amd.com/gpu": "8", "rdma/ib": "1"}
+    frontend = found.templates[0].containers[0]
+    assert frontend.written is None and frontend.limits == {}
+    assert main.name == frontend.name == "main"  # the operator's name for it

@@ -50,6 +50,23 @@ def int_or_default(value: Any, default: int | None) -> int | None:
 
 
 @immutable
+class WrittenResources:
+    """A container's resource requirements as a controller writes them from a field of its own over
+    the container's (NVIDIA Dynamo's v1alpha1 service `resources`: `gpu: "1"` becomes
+    `nvidia.com/gpu: 1`), with where each entry is written, so that a finding points at it."""
+
+    requirements: dict[str, Any]  # {"limits": {...}, "requests": {...}, "claims": [...]}
+    paths: dict[tuple[str, str], JsonPath]  # (section, resource name; "" for the section) -> field
+    base: JsonPath  # the field the controller reads
+
+    def path_of(self, section: str, name: str | None) -> JsonPath:
+        found = self.paths.get((section, name or ""))
+        if found is None and name is not None:
+            found = self.paths.get((section, ""))
+        return found if found is not None else self.base
+
+
+@immutable
 class Container:
     """One container of a pod template. What rules read of it again and again (name, image, its
     resources, its security context) is read once, when the view is made."""
@@ -60,6 +77,8 @@ class Container:
     resources_key: str = "resources"
     # Derived facts (GPU demands) memoised per container; not part of its identity.
     cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # Requirements a controller writes into the container from elsewhere (else its own `resources`).
+    written: WrittenResources | None = field(default=None, compare=False, hash=False, repr=False)
     name: str = field(init=False, compare=False, repr=False)
     image: str = field(init=False, compare=False, repr=False)
     resources: dict[str, Any] = field(init=False, compare=False, repr=False)
@@ -70,7 +89,8 @@ class Container:
     def __post_init__(self) -> None:
         spec = self.spec
         name, image = spec.get("name"), spec.get("image")
-        resources = as_mapping(spec.get(self.resources_key))
+        written = self.written
+        resources = written.requirements if written is not None else as_mapping(spec.get(self.resources_key))
         read = object.__setattr__  # frozen: the view is filled once, here
         read(self, "name", name if isinstance(name, str) else "")
         read(self, "image", image if isinstance(image, str) else "")
@@ -80,8 +100,14 @@ class Container:
         read(self, "security_context", as_mapping(spec.get("securityContext")))
 
     def resource_path(self, section: str, name: str | None = None) -> JsonPath:
+        if self.written is not None:
+            return self.written.path_of(section, name)
         base = (*self.path, self.resources_key, section)
         return base if name is None else (*base, name)
+
+    def resources_field(self) -> JsonPath:
+        """Where the container's resource requirements are written."""
+        return self.written.base if self.written is not None else (*self.path, self.resources_key)
 
     def field(self, *steps: str | int) -> JsonPath:
         return (*self.path, *steps)
@@ -443,6 +469,121 @@ def _nim_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
     yield PodTemplate(spec, ("spec",), role="nim", replicas=replicas, containers=[container])
 
 
+def _dynamo_graph_deployment(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """NVIDIA Dynamo's DynamoGraphDeployment: one pod template per component. nvidia.com/v1beta1
+    lists `spec.components`, each with a PodTemplateSpec (`podTemplate`); v1alpha1 maps names to
+    `spec.services`, each a PodSpec (`extraPodSpec`) whose `mainContainer` the operator completes
+    with the service's `resources` (cpu, memory, `gpu` as nvidia.com/gpu or its `gpuType`,
+    `custom`), its `labels` and `annotations`. A multi-node component runs `multinode.nodeCount`
+    pods per replica. https://github.com/ai-dynamo/dynamo (deploy/operator: api/v1alpha1,
+    api/v1beta1, internal/controller_common GetResourcesConfig)."""
+    spec = as_mapping(obj.get("spec"))
+    for index, component in enumerate(as_list(spec.get("components"))):
+        component = as_mapping(component)
+        path = ("spec", "components", index, "podTemplate")
+        role = _dynamo_role(component.get("type"), component.get("name"), f"components[{index}]")
+        found = _template(component.get("podTemplate"), path, role=role, replicas=_dynamo_pods(component))
+        if found:
+            yield found
+    for name, service in as_mapping(spec.get("services")).items():
+        if isinstance(service, dict):
+            found = _dynamo_service(str(name), service)
+            if found:
+                yield found
+
+
+def _dynamo_role(kind: Any, name: Any, fallback: str) -> str:
+    label = name if isinstance(name, str) and name else fallback
+    return f"{kind} {label}" if isinstance(kind, str) and kind else label
+
+
+def _dynamo_pods(component: dict[str, Any]) -> int | None:
+    replicas = int_or_default(component.get("replicas"), 1)
+    nodes = int_or_default(as_mapping(component.get("multinode")).get("nodeCount"), 1) or 1
+    return None if replicas is None else replicas * nodes
+
+
+def _dynamo_service(name: str, service: dict[str, Any]) -> PodTemplate | None:
+    path = ("spec", "services", name)
+    pod = service.get("extraPodSpec")
+    if not isinstance(pod, dict):
+        return None
+    pod_path = (*path, "extraPodSpec")
+    containers = []
+    main = pod.get("mainContainer")
+    if isinstance(main, dict):
+        main_path = (*pod_path, "mainContainer")
+        written = _dynamo_resources(
+            main, main_path, as_mapping(service.get("resources")), (*path, "resources")
+        )
+        # The operator names it `main` (consts.MainContainerName) when the manifest does not.
+        named = main if main.get("name") else {**main, "name": _DYNAMO_MAIN}  # `name: ""` too (mergo)
+        containers.append(Container(named, main_path, "container", written=written))
+    containers.extend(_containers_of(pod, pod_path))
+    metadata = {key: service[key] for key in ("labels", "annotations") if isinstance(service.get(key), dict)}
+    return PodTemplate(
+        pod,
+        pod_path,
+        role=_dynamo_role(service.get("componentType"), name, name),
+        replicas=_dynamo_pods(service),
+        containers=containers,
+        metadata=metadata,
+        metadata_path=path,
+    )
+
+
+# The fields of a Dynamo v1alpha1 ResourceItem written under their own resource names.
+_DYNAMO_NAMED_RESOURCES = ("cpu", "memory")
+_DYNAMO_GPU = "nvidia.com/gpu"  # consts.KubeResourceGPUNvidia, unless the item names a `gpuType`
+_DYNAMO_MAIN = "main"
+
+
+def _dynamo_resources(
+    main: dict[str, Any], main_path: JsonPath, override: dict[str, Any], base: JsonPath
+) -> WrittenResources | None:
+    """The main container's requirements with the service's `resources` copied over them, entry
+    by entry, as the operator does; None when the service sets none (the container's own hold)."""
+    if not override:
+        return None
+    own = as_mapping(main.get("resources"))
+    requirements: dict[str, Any] = {}
+    paths: dict[tuple[str, str], JsonPath] = {}
+    for section in ("requests", "limits"):
+        merged = dict(as_mapping(own.get(section)))
+        for key in merged:
+            paths[(section, str(key))] = (*main_path, "resources", section, key)
+        item = override.get(section)
+        if isinstance(item, dict):
+            paths[(section, "")] = (*base, section)
+            _copy_dynamo_item(item, (*base, section), merged, paths, section)
+        elif section in own:
+            paths[(section, "")] = (*main_path, "resources", section)
+        if merged:
+            requirements[section] = merged
+    claims = [*as_list(own.get("claims")), *as_list(override.get("claims"))]
+    if claims:
+        requirements["claims"] = claims
+    return WrittenResources(requirements, paths, base)
+
+
+def _copy_dynamo_item(
+    item: dict[str, Any],
+    path: JsonPath,
+    merged: dict[str, Any],
+    paths: dict[tuple[str, str], JsonPath],
+    section: str,
+) -> None:
+    for key in _DYNAMO_NAMED_RESOURCES:
+        if item.get(key) not in (None, ""):
+            merged[key], paths[(section, key)] = item[key], (*path, key)
+    if item.get("gpu") not in (None, ""):
+        gpu_type = item.get("gpuType")
+        resource = gpu_type if isinstance(gpu_type, str) and gpu_type else _DYNAMO_GPU
+        merged[resource], paths[(section, resource)] = item["gpu"], (*path, "gpu")
+    for key, value in as_mapping(item.get("custom")).items():
+        merged[str(key)], paths[(section, str(key))] = value, (*path, "custom", key)
+
+
 def _walk_for_pod_specs(obj: Any, path: JsonPath = ()) -> Iterator[PodTemplate]:
     """Unknown kinds: any mapping holding a `containers` list of mappings is a pod spec."""
     if isinstance(obj, dict):
@@ -516,6 +657,7 @@ EXTRACTORS: dict[str, Extractor] = {
     "JAXJob": _kubeflow,
     "TrainJob": _train_job,
     "JobSet": _jobset,
+    "DynamoGraphDeployment": _dynamo_graph_deployment,
 }
 # The kinds whose objects run pods of their own: what cross-object rules count as workloads.
 RUNNING_KINDS = tuple(kind for kind in EXTRACTORS if kind not in CONFIG_KINDS)

@@ -64,8 +64,11 @@ BATCH_KINDS = frozenset(
      "JobSet", "RayJob", "Workflow", "VolcanoJob"}
 )  # fmt: skip
 # Kinds that are servers by definition: their controllers front them with a Service and route to them
-# (KServe InferenceService and LLMInferenceService, KubeRay RayService, NVIDIA's NIM operator NIMService).
-SERVING_KINDS = frozenset({"InferenceService", "LLMInferenceService", "RayService", "NIMService"})
+# (KServe InferenceService and LLMInferenceService, KubeRay RayService, NVIDIA's NIM operator NIMService,
+# NVIDIA Dynamo's DynamoGraphDeployment: a frontend that routes requests to its workers).
+SERVING_KINDS = frozenset(
+    {"InferenceService", "LLMInferenceService", "RayService", "NIMService", "DynamoGraphDeployment"}
+)
 
 # What a controller adds to the pods it creates, so that a manifest need not (and a rule must not
 # ask for it): probes, container ports, a memory-backed /dev/shm, CPU and memory resources.
@@ -76,6 +79,9 @@ SERVING_KINDS = frozenset({"InferenceService", "LLMInferenceService", "RayServic
 # - KServe's LLMInferenceService config template (config-llm-template) sets probes, ports, /dev/shm.
 # - The NIM operator sets the NIM's probes, port and /dev/shm:
 #   https://docs.nvidia.com/nim-operator/latest/service.html
+# - NVIDIA Dynamo's operator gives every component startup, liveness and readiness probes by its
+#   type (a worker's startup probe waits up to two hours), its ports, and an 8Gi memory-backed
+#   /dev/shm (deploy/operator docs, "Operator Default Values Injection", in ai-dynamo/dynamo).
 CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
     "RayCluster": frozenset({"probes", "shm"}),
     "RayService": frozenset({"probes", "shm"}),
@@ -84,6 +90,7 @@ CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
     "InferenceService": frozenset({"probes", "ports", "resources"}),
     "LLMInferenceService": frozenset({"probes", "ports", "shm"}),
     "NIMService": frozenset({"probes", "ports", "shm"}),
+    "DynamoGraphDeployment": frozenset({"probes", "ports", "shm"}),
     # A partial spec (CONFIG_KINDS): the well-known template merged under it, or the service
     # merged over it, may give what it leaves out, resources included.
     "LLMInferenceServiceConfig": frozenset({"probes", "ports", "shm", "resources"}),
@@ -135,7 +142,7 @@ SERVER_COMMAND_PARTS = (
     "sglang serve", "serve run", "serve deploy", "trtllm-serve", "llama-server", "ollama serve",
     "torchserve", "uvicorn", "gunicorn", "mlserver start", "lmdeploy serve", "text-embeddings-router",
     "infinity_emb", "python3 -m http.server", "python -m http.server", "api_server", "launch_server",
-    "openai.api_server", "nim_llm",
+    "openai.api_server", "nim_llm", "dynamo.vllm", "dynamo.sglang", "dynamo.trtllm", "dynamo.frontend",
 )  # fmt: skip
 # Images whose own entrypoint serves requests.
 SERVER_IMAGE_PARTS = (
@@ -363,6 +370,10 @@ def serving_templates_of(workload: Workload) -> list[PodTemplate]:
         # Ray workers host Serve replicas, but Ray places them; the head is what a Service fronts.
         heads = [t for t in templates if t.role == "head"]
         return heads or templates[:1]
+    if workload.kind == "DynamoGraphDeployment":
+        # Its frontend routes requests to its workers, which serve them: every component answers
+        # (a component named `worker` is not a multi-node worker of another's model).
+        return templates
     # Multi-node workers (LLMInferenceService `worker`, KServe worker specs) join a leader's model.
     answering = [t for t in templates if not t.role.endswith("worker")]
     return answering or templates

@@ -230,9 +230,7 @@ def gpu_container_without_cpu_memory_requests(workload: Workload, ctx: Context) 
         ]
         if missing:
             yield Violation(
-                container.resource_path("requests")
-                if container.requests
-                else container.field(container.resources_key),
+                container.resource_path("requests") if container.requests else container.resources_field(),
                 f"GPU {container.label} has no {' or '.join(missing)} request"
                 + (
                     ""
@@ -261,9 +259,7 @@ def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iter
             container, "memory", sections=("requests",)
         ):
             yield Violation(
-                container.resource_path("limits")
-                if container.limits
-                else container.field(container.resources_key),
+                container.resource_path("limits") if container.limits else container.resources_field(),
                 f"GPU {container.label} has no memory limit",
                 container=container.name,
             )

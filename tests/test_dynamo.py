@@ -1,0 +1,44 @@
+"""NVIDIA Dynamo's DynamoGraphDeployment judged as its operator runs it: a serving graph whose
+components get probes, ports and /dev/shm from the operator, and whose v1alpha1 services ask for
+GPUs in a `resources` field of their own (ai-dynamo/dynamo deploy/operator)."""
+
+from __future__ import annotations
+
+from gpupolicy.core.findings import Finding
+from tests.conftest import LintText
+from tests.test_pod_spec import DYNAMO_V1ALPHA1, DYNAMO_V1BETA1
+
+
+def by_rule(findings: list[Finding], rule: str) -> list[Finding]:
+    return [finding for finding in findings if finding.rule_id == rule]
+
+
+def test_a_graph_is_a_gpu_server_whose_operator_gives_probes_and_shm(lint_text: LintText) -> None:
+    for text in (DYNAMO_V1ALPHA1, DYNAMO_V1BETA1.replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "4"')):
+        report = lint_text(text)
+        (role,) = report.roles
+        assert role.decision.role.value == "server", role
+        found = {finding.rule_id for finding in report.findings}
+        # a multi-GPU worker without probes or /dev/shm in the manifest: the operator adds them
+        assert not found & {"GP401", "GP402", "GP403", "GP113"}, found
+        assert "GP901" in found  # a serving GPU workload, as any other
+
+
+def test_a_v1alpha1_service_gpu_request_without_a_limit_points_at_the_service_field(
+    lint_text: LintText,
+) -> None:
+    """`requests: {gpu: "1"}` alone becomes a request of nvidia.com/gpu without a limit, which the
+    API server refuses for an extended resource; the finding is on the line that asks for it."""
+    text = DYNAMO_V1ALPHA1.replace('          gpu: "8"\n', "").replace(
+        '          cpu: "10"\n', '          cpu: "10"\n          gpu: "1"\n'
+    )
+    report = lint_text(text)
+    (finding,) = by_rule(report.findings, "GP101")
+    line = text.splitlines().index('          gpu: "1"') + 1
+    assert finding.line == line, (finding.line, finding.message)
+
+
+def test_a_v1alpha1_worker_is_a_gpu_workload_only_through_its_service_resources(lint_text: LintText) -> None:
+    without = DYNAMO_V1ALPHA1.replace('          gpu: "8"\n', "")
+    assert by_rule(lint_text(DYNAMO_V1ALPHA1).findings, "GP901")
+    assert not by_rule(lint_text(without).findings, "GP901")  # no GPU anywhere: not a GPU server
