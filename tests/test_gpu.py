@@ -163,6 +163,12 @@ def test_kai_gpu_fraction_annotation_uses_gpus(catalog: GpuCatalog) -> None:
         ({"name": "devices", "resourceClaimName": "shared-gpu-claim"}, True),
         ({"name": "x", "source": {"resourceClaimTemplateName": "gpu-template"}}, True),  # v1alpha2 form
         ({"name": "nic", "resourceClaimTemplateName": "rdma-nic"}, False),
+        ({"name": "gpus", "resourceClaimTemplateName": "eight-h100"}, True),
+        ({"name": "slice", "resourceClaimTemplateName": "mig-1g.10gb"}, True),
+        ({"name": "d", "resourceClaimTemplateName": "GPU0"}, True),
+        # words, not substrings: a chart rendered as gpupolicy-lint, a migrator's claim
+        ({"name": "channel", "resourceClaimTemplateName": "gpupolicy-lint-compute-domain-channel"}, False),
+        ({"name": "scratch", "resourceClaimTemplateName": "image-migrator-scratch"}, False),
     ],
 )
 def test_dra_gpu_claims(claim: dict[str, Any], is_gpu: bool) -> None:

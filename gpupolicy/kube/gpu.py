@@ -272,7 +272,10 @@ class GpuCatalog:
         return list(cached)
 
 
-_GPU_CLAIM_HINT = re.compile(r"gpu|mig|accelerator", re.IGNORECASE)
+# A word of a claim's names that says it holds GPUs: `gpu`, `gpus`, `gpu0`, `mig`, `mig-1g`,
+# `accelerator`. Words, not substrings: a chart's release name (gpupolicy renders charts as
+# `gpupolicy-lint`) or `image-migrator` says nothing about the devices.
+_GPU_CLAIM_WORD = re.compile(r"(?:^|[^a-z0-9])(?:gpus?[0-9]*|mig|accelerators?)(?:$|[^a-z])", re.IGNORECASE)
 
 
 def dra_gpu_claims(template: PodTemplate) -> list[tuple[int, dict[str, Any]]]:
@@ -291,7 +294,7 @@ def dra_gpu_claims(template: PodTemplate) -> list[tuple[int, dict[str, Any]]]:
         )
         source = as_mapping(claim.get("source"))  # v1alpha2-era form
         names += " " + " ".join(str(value) for value in source.values())
-        if _GPU_CLAIM_HINT.search(names):
+        if _GPU_CLAIM_WORD.search(names):
             claims.append((index, claim))
     return claims
 
@@ -328,8 +331,27 @@ def repository_claim_classes(entry: Any, namespace: str | None, inventory: Inven
         name = entry.get(key)
         if isinstance(name, str):
             found = inventory.get(kind, name, namespace)
-            return None if found is None else requested_device_classes(found.obj)
+            if found is not None:
+                return requested_device_classes(found.obj)
+            if kind == "ResourceClaimTemplate" and _compute_domain_channel(name, namespace, inventory):
+                return {COMPUTE_DOMAIN_CHANNEL_CLASS}
+            return None
     return None
+
+
+# NVIDIA's ComputeDomain (resource.nvidia.com) makes the ResourceClaimTemplate its
+# `spec.channel.resourceClaimTemplate.name` names, in its namespace: each pod's claim of the IMEX
+# channel of a multi-node NVLink domain, in this device class, never a GPU.
+# https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/dra-cds.html
+COMPUTE_DOMAIN_CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+
+
+def _compute_domain_channel(template_name: str, namespace: str | None, inventory: Inventory) -> bool:
+    for domain in inventory.list("ComputeDomain", namespace):
+        channel = as_mapping(as_mapping(domain.obj).get("spec")).get("channel")
+        if as_mapping(as_mapping(channel).get("resourceClaimTemplate")).get("name") == template_name:
+            return True
+    return False
 
 
 def claims_gpus_in_repository(

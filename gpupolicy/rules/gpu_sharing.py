@@ -262,7 +262,9 @@ def _claims_no_gpu(entry: dict[str, object], workload: Workload, ctx: Context) -
     id="GP157",
     name="dra-and-device-plugin-mix",
     severity="error",
-    summary="Reports a pod that uses both DRA GPU claims and device-plugin GPU resources (nvidia.com/gpu limits).",
+    summary="Reports a pod that uses both DRA GPU claims and device-plugin GPU resources (nvidia.com/gpu limits). "
+    "A claim is a GPU claim by the device classes of the ResourceClaim or template the repository holds (an IMEX "
+    "channel a ComputeDomain makes is none), else by a word of its names (`gpu`, `mig`, `accelerator`).",
     rationale="The DRA driver and the device plugin each believe they own the node's GPUs; the same device can be "
     "handed out twice, and NVIDIA's DRA driver documentation says not to run both on a node.",
     remediation="Request GPUs through one mechanism: DRA claims or device-plugin limits, not both.",
@@ -270,7 +272,9 @@ def _claims_no_gpu(entry: dict[str, object], workload: Workload, ctx: Context) -
 )
 def dra_and_device_plugin_mix(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
-        claims = dra_gpu_claims(template)
+        # A claim the repository shows asks for no GPU (an IMEX channel a ComputeDomain makes, a
+        # NIC) sits beside device-plugin GPUs by design: NVIDIA's multi-node NVLink examples do it.
+        claims = [item for item in dra_gpu_claims(template) if not _claims_no_gpu(item[1], workload, ctx)]
         devices = [d for d in ctx.gpu.counted_demands(template) if (d.amount or 0) > 0]
         if claims and devices:
             demand = devices[0]
