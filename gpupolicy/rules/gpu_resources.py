@@ -437,18 +437,27 @@ def _runtime_supplied(workload: Workload, container: Container) -> bool:
 
 
 def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
+    """A RAM-backed /dev/shm larger than the runtime's 64 MiB: a memory emptyDir mounted there, the
+    node's own /dev/shm mounted there (a hostPath: GP606's finding), or the node's IPC namespace,
+    whose /dev/shm the runtime mounts (hostIPC: GP605's finding; containerd's CRI plugin uses the
+    host's /dev/shm for a sandbox in the node's IPC namespace)."""
+    if template.spec.get("hostIPC") is True:
+        return True
     memory_volumes = {
         volume.get("name")
         for _, volume in template.volumes()
         if as_mapping(volume.get("emptyDir")).get("medium") == "Memory"
+        or as_mapping(volume.get("hostPath")).get("path") in _SHM_PATHS
     }
     return any(
         isinstance(mount, dict)
-        and mount.get("mountPath") in ("/dev/shm", "/dev/shm/")
+        and mount.get("mountPath") in _SHM_PATHS
         and mount.get("name") in memory_volumes
         for mount in as_list(container.spec.get("volumeMounts"))
     )
 
+
+_SHM_PATHS = ("/dev/shm", "/dev/shm/")
 
 SHM_MINIMUM_GPUS = Parameter(
     "minimumGpus",
@@ -463,7 +472,9 @@ SHM_MINIMUM_GPUS = Parameter(
     roles=RESOURCED,
     name="tensor-parallel-without-shm",
     severity="warning",
-    summary="Reports a container with more than one GPU that has no memory-backed emptyDir mounted at /dev/shm.",
+    summary="Reports a container with more than one GPU that has no memory-backed emptyDir mounted at /dev/shm. "
+    "The node's own /dev/shm (a hostPath mounted there, or the node's IPC namespace, hostIPC) is RAM-backed too: "
+    "GP606 and GP605 report those, once.",
     rationale="NCCL and PyTorch use /dev/shm for intra-node communication; the container runtime's default is "
     "64 MiB, and tensor-parallel servers (vLLM, TGI, TensorRT-LLM) fail or hang with bus errors.",
     remediation="Mount an emptyDir with medium: Memory (and a sizeLimit) at /dev/shm.",
