@@ -329,7 +329,11 @@ def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
             )
 
 
-NVIDIA_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+# NVIDIA_VISIBLE_DEVICES says which GPUs the toolkit mounts. NVIDIA_DRIVER_CAPABILITIES is not
+# among them: it says which driver libraries come with the GPUs the container has (compute,
+# utility, video for a decoder, …), and gives it no device.
+# https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html
+NVIDIA_ENV = ("NVIDIA_VISIBLE_DEVICES",)
 # Values that give the container no GPU at all (the toolkit then behaves like runc, or mounts
 # only driver libraries): they narrow access, as the GPU operator's own driver pods use them.
 NO_GPU_VALUES = frozenset({"void", "none", ""})
@@ -340,12 +344,13 @@ NO_GPU_VALUES = frozenset({"void", "none", ""})
     roles=NOT_AGENT,
     name="nvidia-visible-devices-env",
     severity="error",
-    summary="Reports `NVIDIA_VISIBLE_DEVICES` or `NVIDIA_DRIVER_CAPABILITIES` set in a container's env (or in a "
-    "ConfigMap it loads with envFrom), with or without a GPU request.",
+    summary="Reports `NVIDIA_VISIBLE_DEVICES` set in a container's env (or in a ConfigMap it loads with envFrom), "
+    "with or without a GPU request, unless it hides every GPU (`void`, `none`, empty). "
+    "`NVIDIA_DRIVER_CAPABILITIES` chooses driver libraries, not devices, and is left alone.",
     rationale="On nodes whose runtime is nvidia, the toolkit reads NVIDIA_VISIBLE_DEVICES to decide which GPUs to "
     "mount: `all` or an index gives the container GPUs the device plugin never allocated to it, so another "
     "pod's model and this one share a GPU without either knowing. The device plugin sets these variables itself.",
-    remediation="Remove NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES from env and request GPUs in resources.limits.",
+    remediation="Remove NVIDIA_VISIBLE_DEVICES from env and request GPUs in resources.limits.",
     references=(
         "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html",
         "https://github.com/NVIDIA/k8s-device-plugin#security",
