@@ -100,6 +100,36 @@ def test_memory_lock_beside_an_rdma_device_is_a_warning_naming_where_the_pod_run
         assert [f.severity for f in without] == [Severity.ERROR, Severity.ERROR]
 
 
+def test_memory_lock_beside_an_rdma_nic_claimed_through_dra(lint_text: LintText) -> None:
+    """GKE's a4x-max recipes claim their RDMA NICs with DRA (device class mrdma.google.com) and add
+    IPC_LOCK: the same need as beside an RDMA resource, told by the class of the repository's
+    template, not by a name."""
+    text = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: all-nics, namespace: ai-lab}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: req-mrdma
+          exactly: {deviceClassName: mrdma.google.com, allocationMode: All}
+---
+""" + pod(
+        "  resourceClaims: [{name: nics, resourceClaimTemplateName: all-nics}]\n"
+        + GPU_CONTAINER.replace(
+            "      resources: {limits: {nvidia.com/gpu: 1}}",
+            "      securityContext: {capabilities: {add: [IPC_LOCK]}}\n"
+            "      resources: {limits: {nvidia.com/gpu: 1}, claims: [{name: nics}]}",
+        )
+    )
+    (found,) = ids(lint_text(text).findings, "GP603")
+    assert found.severity is Severity.WARNING
+    assert "RDMA (DRA claim 'nics' of mrdma.google.com)" in found.message
+    elsewhere = text.replace("mrdma.google.com", "gpu.nvidia.com")
+    assert [f.severity for f in ids(lint_text(elsewhere).findings, "GP603")] == [Severity.ERROR]
+
+
 def test_pod_non_root_with_container_root_user(lint_text: LintText) -> None:
     text = pod(
         "  securityContext: {runAsNonRoot: true}\n"

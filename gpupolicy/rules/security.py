@@ -22,6 +22,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.kube import pod_security as pss
 from gpupolicy.kube import pod_security_levels as levels
+from gpupolicy.kube.gpu import repository_claim_classes
 from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT
 from gpupolicy.kube.scheduling import node_selector, required_terms
@@ -123,8 +124,9 @@ def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation
     "exactly, as the admission does: `CAP_CHOWN` is not `CHOWN`.",
     rationale="Capabilities such as SYS_ADMIN, NET_ADMIN or SYS_PTRACE let a container escape or reach into the "
     "node; GPU workloads need none of them (the NVIDIA runtime injects devices without them). The one a GPU "
-    "workload does need is IPC_LOCK beside an RDMA device (GPUDirect RDMA pins the memory it transfers): that is "
-    "a warning saying the pod needs a privileged namespace, not an error.",
+    "workload does need is IPC_LOCK beside an RDMA device (GPUDirect RDMA pins the memory it transfers), asked "
+    "for as a resource or through a DRA claim of an RDMA device class: that is a warning saying the pod needs a "
+    "privileged namespace, not an error.",
     remediation="Remove the capability from securityContext.capabilities.add.",
     references=(PSS, f"{PSA}/check_capabilities_baseline.go", f"{PSA}/check_capabilities_restricted.go"),
     settings=(LEVEL, VERSION),
@@ -133,7 +135,11 @@ def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[V
     current = standard(ctx)
     for template in workload.templates:
         for container, name, path in pss.added_capabilities(template, current):
-            device = rdma_device(container) if name == MEMORY_LOCK else None
+            device = (
+                (rdma_device(container) or rdma_claim(template, container, workload, ctx))
+                if name == MEMORY_LOCK
+                else None
+            )
             if device is not None:
                 # The capability is what RDMA needs, not a mistake in the manifest: the claim worth
                 # making is where the pod can run, as a warning.
@@ -163,6 +169,22 @@ MEMORY_LOCK = "IPC_LOCK"
 # libfabric: https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html) and providers' own
 # (`vke.volcengine.com/rdma`, `…/rdma_vf`).
 _RDMA_DEVICES = frozenset({"nvidia.com/hostdev", "vpc.amazonaws.com/efa"})
+
+
+def rdma_claim(template: PodTemplate, container: Container, workload: Workload, ctx: Context) -> str | None:
+    """The DRA claim of an RDMA device the container uses, when the repository (or the cluster's
+    inventory) holds its ResourceClaim or template: a device class named for RDMA, such as GKE's
+    `mrdma.google.com` for its RDMA NICs."""
+    used = {as_mapping(claim).get("name") for claim in as_list(container.resources.get("claims"))}
+    for entry in as_list(template.spec.get("resourceClaims")):
+        entry = as_mapping(entry)
+        if entry.get("name") not in used:
+            continue
+        classes = repository_claim_classes(entry, workload.namespace, ctx.inventory) or set()
+        rdma = sorted(name for name in classes if "rdma" in name.lower())
+        if rdma:
+            return f"DRA claim {entry.get('name')!r} of {rdma[0]}"
+    return None
 
 
 def rdma_device(container: Container) -> str | None:
