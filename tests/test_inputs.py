@@ -280,6 +280,24 @@ def test_a_chart_that_fails_to_render_says_why_on_one_line(
     )
 
 
+@pytest.mark.skipif(HELM is None, reason="needs helm (charts/install-helm.sh)")
+def test_a_chart_reading_values_it_does_not_give_says_how_to_give_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GKE's gpu-recipes keep shared charts whose recipes install them with -f values.yaml: alone,
+    `.Values.job.gpus` is a nil pointer, and the finding says where a lint takes values from."""
+    assert HELM is not None
+    monkeypatch.chdir(tmp_path)
+    chart = helm_chart(tmp_path)
+    write(chart / "templates" / "job.yaml", "gpus: {{ .Values.job.gpus }}\n")
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    ((_, _, message),) = gp004(["charts"])
+    assert "nil pointer evaluating" in message
+    assert message.endswith(
+        "(gpupolicy renders a chart with the policy's helm.valuesFiles and helm.namespace)"
+    )
+
+
 def test_a_renderers_error_is_its_error_paragraph_on_one_line() -> None:
     helm = "Error: execution error at (c/t.yaml:1:4): \nfirst\nsecond\n\nUse --debug flag to render out invalid YAML\n"
     assert renderer_error(helm) == "Error: execution error at (c/t.yaml:1:4): first second"

@@ -565,13 +565,16 @@ def load_chart(
     return _keep(loaded, part)
 
 
-# A template's `fail` or `required` (Helm's "execution error at"): the chart refuses the values or
-# the namespace it was given, which a lint sets through its policy, not on a command line.
+# A template's `fail` or `required` (Helm's "execution error at"), or a value it reads below one the
+# chart's values.yaml does not give ("nil pointer evaluating … .Values.job.gpus": a chart its
+# recipes install with -f their values): the chart refuses the values or the namespace it was given,
+# which a lint sets through its policy, not on a command line.
 _CHART_SETTINGS_HINT = " (gpupolicy renders a chart with the policy's helm.valuesFiles and helm.namespace)"
+_VALUES_ERRORS = ("Error: execution error at", "nil pointer evaluating")
 
 
 def _with_chart_settings(problem: LoadProblem) -> LoadProblem:
-    if "Error: execution error at" not in problem.message:
+    if not any(error in problem.message for error in _VALUES_ERRORS):
         return problem
     return replace(problem, message=problem.message + _CHART_SETTINGS_HINT)
 
