@@ -449,7 +449,7 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
     ids=["flow", "block"],
 )
 def test_deep_nesting_is_a_finding_not_a_recursion_error(text: str) -> None:
-    loaded = load_text(text, "deep.yaml")
+    loaded = load_text("apiVersion: v1\nkind: ConfigMap\n" + text, "deep.yaml")
     assert loaded.resources == []
     (problem,) = loaded.problems
     assert problem.rule_id == "GP001"

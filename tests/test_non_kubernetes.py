@@ -132,8 +132,16 @@ data:
   LOG_LEVEL: info
 """
 
+# NVIDIA DLLogger's log (GKE's gpu-recipes keep one as dllogger.json): JSON lines behind a prefix,
+# neither YAML nor JSON as a whole, and naming nothing of an object.
+DLLOGGER = (
+    'DLLL {"timestamp": "1717000000.1", "elapsedtime": "1.2", "type": "LOG", "step": [0], '
+    '"data": {"train_loss": 11.2}}\n'
+) * 2
+
 # Files beside the manifests: path -> text. `.github` is a hidden folder, which a directory walk skips.
 NOT_OBJECTS = {
+    "metrics/dllogger.json": DLLOGGER,
     ".github/workflows/ci.yml": WORKFLOW,
     ".github/dependabot.yml": DEPENDABOT,
     "mkdocs.yml": MKDOCS,
@@ -310,7 +318,7 @@ def test_pre_commit_reports_only_the_bad_manifest(hooked_repo: Path) -> None:
     assert "GP003" not in output and "GP001" not in output
     # every file pre-commit passed but the manifest (its own .pre-commit-config.yaml is never read)
     assert re.search(
-        r"in 1 objects from 1 files; skipped 7 non-Kubernetes files$", result.stdout, re.MULTILINE
+        r"in 1 objects from 1 files; skipped 8 non-Kubernetes files$", result.stdout, re.MULTILINE
     ), output
 
 
@@ -382,12 +390,19 @@ SKIPPED_WHOLE = {
         'generated: "2025-04-23T00:00:31Z"\n',
         "an apiVersion without kind or metadata",
     ),
+    "a log that parses as neither YAML nor JSON": (DLLOGGER, "does not parse: line 1: YAML syntax error"),
     "a GoReleaser config": (
         'project_name: gpupolicy\nbuilds:\n  - ldflags: ["-X main.version={{.Version}}"]\n'
         'archives:\n  - name_template: "{{ .ProjectName }}_{{ .Version }}_{{ .Os }}"\n',
         "no apiVersion",
     ),
 }
+
+
+def test_a_deep_file_naming_no_object_is_skipped_saying_why() -> None:
+    """Bounded all the same: the nesting limit stops the reading, and the reason says so."""
+    (skipped,) = load_text("a: " + "[" * 5000 + "]" * 5000 + "\n", "deep.json").skipped
+    assert "does not parse: line 1: " in skipped.reason and "nesting depth" in skipped.reason
 
 
 @pytest.mark.parametrize("name", SKIPPED_WHOLE)

@@ -219,6 +219,28 @@ def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLim
     return LoadedText(problems=[helm])
 
 
+# Words every object's text holds (or its attempt at one: GP003 reports what it lacks).
+_OBJECT_WORDS = ("apiVersion", "kind", "metadata")
+NOT_YAML_OR_JSON = (
+    "not a Kubernetes object (it names no apiVersion, kind or metadata, and does not parse: {})"
+)
+
+
+def _unreadable_other_format(text: str, file: str, limits: LoadLimits) -> LoadedText | None:
+    """A file that does not parse and holds none of the words of an object (a JSON-lines log,
+    a broken CI file): skipped and counted, with what stops it, like the other files of other
+    formats, where a broken manifest (it names its apiVersion and kind) is GP001's. None for a
+    file to read."""
+    if any(word in text for word in _OBJECT_WORDS):
+        return None
+    problems = parse_text(text, file, limits=limits).problems
+    if not problems:
+        return None
+    first = problems[0]
+    where = f"line {first.line}: " if first.line is not None else ""
+    return LoadedText(skipped=[Skipped(file, None, NOT_YAML_OR_JSON.format(where + first.message))])
+
+
 def _configuration_template(text: str) -> str | None:
     """What a templated file is when every top-level `apiVersion:` line of it names the
     configuration of a Kubernetes program (object_evidence.CONFIGURATION_GROUPS: kind, kubeadm,
@@ -249,7 +271,7 @@ def load_text(
 ) -> LoadedText:
     """Parse one file's text, reporting templates (GP004); documents that are not Kubernetes
     objects, and files that hold none (empty ones too), are skipped (object_evidence.py)."""
-    template = _template_text(text, file, hint_path, limits)
+    template = _template_text(text, file, hint_path, limits) or _unreadable_other_format(text, file, limits)
     if template is not None:
         return template
     loaded = parse_text(text, file, rendered_from=rendered_from, limits=limits)
@@ -272,7 +294,7 @@ def iter_text(
     `# gpupolicy: ignore` comments come first, on their own, and what it skipped last. `given`:
     chunks of the text an earlier reading read apart (`iter_chosen_text`), whose documents are
     given as read, the others then read apart too (documents.iter_parse_given)."""
-    template = _template_text(text, file, hint_path, limits)
+    template = _template_text(text, file, hint_path, limits) or _unreadable_other_format(text, file, limits)
     if template is not None:
         yield template
         return
@@ -300,7 +322,10 @@ def iter_chosen_text(
     comments' directives, no skipped documents), or None where the stream's documents cannot be
     read apart. A chart's template gives none (`iter_text` gives its GP004 problem). `chunks`:
     filled with each chunk read, by its place, as `iter_text` takes it back (`given`)."""
-    if _template_text(text, file, hint_path, limits) is not None:
+    if (
+        _template_text(text, file, hint_path, limits) is not None
+        or _unreadable_other_format(text, file, limits) is not None
+    ):
         return iter(())
     if chunks is not None:
         read = iter_chosen_chunks(text, file, chosen, limits=limits)
