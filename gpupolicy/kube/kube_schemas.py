@@ -226,7 +226,18 @@ def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
             for key in unexpected:
                 yield SchemaError((*path, str(key)), f"unknown field {key!r}{_near(path)}")
             continue
+        if error.instance is None and type(kind).__name__ == "OneOfMultipleValid":
+            # `storage:` left empty: null passes every nullable branch of a quantity or an
+            # int-or-string, which jsonschema words as the schema's own riddle.
+            yield SchemaError(path, _empty_value(path))
+            continue
         yield SchemaError(path, error.message)
+
+
+def _empty_value(path: JsonPath) -> str:
+    if path and isinstance(path[-1], str):
+        return f"{path[-1]!r} is empty (null){_near(path[:-1])}: give it a value"
+    return f"a value is empty (null){_near(path)}: give it a value"
 
 
 def _with_json_keys(value: Any) -> Any:
