@@ -9,6 +9,7 @@ import yaml
 
 from gpupolicy.core.findings import Finding, Severity
 from gpupolicy.engine.report import Report
+from gpupolicy.kube.placeholders import symbolic_quantity
 from gpupolicy.policy.loading import default_policy
 from gpupolicy.webhook.review import ReviewEngine, review
 from gpupolicy.webhook.settings import Mode
@@ -74,10 +75,26 @@ def test_a_gpu_count_placeholder_is_gp004_alone(lint_text: LintText) -> None:
         ("<number-of-gpus>", ["GP004"]),
         ("$(NUM_GPUS)", ["GP103"]),
         ("one", ["GP103"]),
+        # AWS's verl RayCluster: an all-capitals name where a quantity must stand, as an image's
+        ("PLACEHOLDER_NUM_GPU_PER_NODE", ["GP004"]),
+        ("ALL", ["GP004"]),
+        ("Gi", ["GP103"]),  # a unit without digits: no name for a value, a malformed quantity
     ):
         text = pod().replace("limits: {nvidia.com/gpu: 1}", f"limits: {{nvidia.com/gpu: {count!r}}}")
         found = [f for f in of(lint_text(text), "GP004", "GP103") if f.path[-1] == "nvidia.com/gpu"]
         assert [f.rule_id for f in found] == expected, count
+
+
+def test_an_all_capitals_quantity_is_still_a_quantity() -> None:
+    """`memory: 32G` is capitals and digits, and a quantity: a name for a value starts with a letter."""
+    assert not symbolic_quantity("32G") and not symbolic_quantity("1E3")
+    assert symbolic_quantity("NUM_GPUS") and symbolic_quantity("_GPUS")
+
+
+def test_a_placeholder_named_so_is_a_credential_to_fill_in(lint_text: LintText) -> None:
+    """`HF_TOKEN: PLACEHOLDER_HF_TOKEN` is what `${HF_TOKEN}` is: a credential still to fill in."""
+    (found,) = of(lint_text(pod(HF_TOKEN="PLACEHOLDER_HF_TOKEN")), "GP612")
+    assert "is the placeholder 'PLACEHOLDER_HF_TOKEN'" in found.message
 
 
 def test_env_placeholders(lint_text: LintText) -> None:

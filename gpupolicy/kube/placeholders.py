@@ -169,6 +169,17 @@ def field_placeholder(value: str) -> str | None:
     return whole(value) or braced(value)
 
 
+def quantity_placeholder(value: str) -> bool:
+    """Whether a quantity field holds what GP004 reports: a placeholder, or an all-capitals name
+    (`NUM_GPUS`: a quantity starts with a digit, a sign or a point, as `32G` does)."""
+    return field_placeholder(value) is not None or symbolic_quantity(value)
+
+
+def symbolic_quantity(value: str) -> bool:
+    text = value.strip()
+    return symbolic_name(text) and (text[0].isalpha() or text[0] == "_")
+
+
 def symbolic_name(text: str) -> bool:
     """`IMAGE_NAME`, `IMG_PLACEHOLDER`: an all-capitals identifier where an image reference must
     stand. Repository names are lower case (distribution's reference grammar), so this can only

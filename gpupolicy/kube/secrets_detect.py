@@ -98,7 +98,7 @@ _PLACEHOLDER_SHAPES: tuple[re.Pattern[str] | LinearPattern, ...] = (
     re.compile(r"^\$\(?\{?[A-Za-z_][A-Za-z0-9_]*\}?\)?$"),  # $(VAR), ${VAR}, $VAR
     compile_linear(r"\{\{.*\}\}"),  # templates (RE2: `{{{{…` is quadratic in Python's re)
     re.compile(r"^(x+|\*+|\.+|0+)$", re.IGNORECASE),
-    re.compile(r"^(your|my|insert|replace|put|add|enter)[-_ ]", re.IGNORECASE),
+    re.compile(r"^(your|my|insert|replace|put|add|enter|placeholder)[-_ ]", re.IGNORECASE),
     re.compile(r"(^|[-_])(here|placeholder|changeme)$", re.IGNORECASE),
 )
 _NUMBER = re.compile(r"^[+-]?[0-9]+(\.[0-9]+)?$")
@@ -146,7 +146,7 @@ _FILL_IN_WORDS = frozenset(
     {"changeme", "change-me", "change_me", "replaceme", "replace-me", "replace_me", "your-token", "your_token",
      "yourtoken", "todo"}
 )  # fmt: skip
-_FILL_IN_PREFIX = re.compile(r"^(your|insert|replace|put|enter|paste)[-_ ]", re.IGNORECASE)
+_FILL_IN_PREFIX = re.compile(r"^(your|insert|replace|put|enter|paste|placeholder)[-_ ]", re.IGNORECASE)
 _FILL_IN_SUFFIX = re.compile(r"[-_ ](here|placeholder|changeme)$", re.IGNORECASE)
 
 

@@ -14,7 +14,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NODE_POOLS, said_unknown, unknown_fact
 from gpupolicy.kube.gpu import GpuDemand, GpuKind, claims_gpus_in_repository
-from gpupolicy.kube.placeholders import field_placeholder
+from gpupolicy.kube.placeholders import quantity_placeholder
 from gpupolicy.kube.pod_spec import (
     CONFIG_KINDS,
     KSERVE_CONTAINER_KEYS,
@@ -113,7 +113,7 @@ def gpu_quantity_invalid(workload: Workload, ctx: Context) -> Iterator[Violation
             continue
         container = demand.container
         for section, raw in (("requests", demand.request), ("limits", demand.limit)):
-            if raw is None or (isinstance(raw, str) and field_placeholder(raw) is not None):
+            if raw is None or (isinstance(raw, str) and quantity_placeholder(raw)):
                 continue  # a deploy-time placeholder is GP004's finding
             amount = quantity_or_none(raw)
             if amount is None or (amount != 0 and not is_positive_integer(amount)):

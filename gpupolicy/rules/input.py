@@ -18,6 +18,7 @@ from gpupolicy.kube.placeholders import (
     field_placeholder,
     scan,
     symbolic_name,
+    symbolic_quantity,
     whole,
 )
 from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, value_at
@@ -71,6 +72,7 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
         image = _image_placeholder(container, ctx, workload, scanned=may_hold)
         if image is not None:
             yield image
+        yield from _symbolic_quantities(container)
         if may_hold:
             yield from _env_placeholders(container)
     if may_hold:
@@ -94,6 +96,21 @@ FREE_TEXT_KEYS = frozenset(
      "entrypoint", "runtimeEnvYAML", "rayStartParams", "managedFields"}
 )  # fmt: skip
 MAX_FIELDS = 20_000  # string fields read per object (a bound on hostile input)
+
+
+def _symbolic_quantities(container: Container) -> Iterator[Violation]:
+    """`nvidia.com/gpu: PLACEHOLDER_NUM_GPU_PER_NODE`: an all-capitals name where a quantity must
+    stand (digits and a unit) can only be a name for a value still to be filled in, as an
+    all-capitals image is (kube/placeholders.symbolic_name)."""
+    for section, values in (("requests", container.requests), ("limits", container.limits)):
+        for name, value in values.items():
+            if isinstance(value, str) and symbolic_quantity(value):
+                yield Violation(
+                    container.resource_path(section, str(name)),
+                    f"{container.label} {section} {excerpt(str(name))} is the placeholder {excerpt(value.strip())!r}: "
+                    f"{RENDER}",
+                    container=container.name,
+                )
 
 
 def _env_placeholders(container: Container) -> Iterator[Violation]:
