@@ -222,7 +222,11 @@ def test_host_path_names_gpu_devices_and_sockets(lint_text: LintText) -> None:
             ["/dev/nvidia0", "/dev/dri", "/run/nvidia/driver", "/var/run/docker.sock", "/dev", "/data"]
         )
     )
-    found = ids(lint_text(pod(GPU_CONTAINER + "  volumes:\n" + volumes)).findings, "GP606")
+    mounts = (
+        "      volumeMounts: [" + ", ".join(f"{{name: v{i}, mountPath: /m{i}}}" for i in range(6)) + "]\n"
+    )
+    container = GPU_CONTAINER.replace("      resources:", mounts + "      resources:")
+    found = ids(lint_text(pod(container + "  volumes:\n" + volumes)).findings, "GP606")
     messages = [f.message for f in found]
     assert len(messages) == 6
     assert "NVIDIA GPU device nodes" in messages[0]
@@ -231,6 +235,14 @@ def test_host_path_names_gpu_devices_and_sockets(lint_text: LintText) -> None:
     assert "Docker socket" in messages[3]
     assert "whole /dev" in messages[4]
     assert messages[5] == "volume 'v5' mounts the node's /data"
+
+
+def test_a_host_path_no_container_mounts_is_still_refused_and_says_so(lint_text: LintText) -> None:
+    """AWS's Trainium templates declare the node's /dev and never mount it: the admission refuses
+    the hostPath all the same, and the message says what to do rather than what it would expose."""
+    text = pod(GPU_CONTAINER + "  volumes:\n    - {name: dev, hostPath: {path: /dev}}\n")
+    (found,) = ids(lint_text(text).findings, "GP606")
+    assert found.message == "volume 'dev' declares the node's /dev, which no container mounts: remove it"
 
 
 def test_nvidia_env_fires_without_gpu_request(lint_text: LintText) -> None:

@@ -341,14 +341,31 @@ def describe_host_path(path: str) -> str | None:
 def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
     for template in workload.templates:
+        mounted = _mounted_volumes(template)
         for path, host_path, volume in pss.host_path_volumes(template, current):
+            where = (*path, "hostPath", "path") if host_path else (*path, "hostPath")
+            name = volume.get("name", "?")
+            if name not in mounted:
+                # Admission refuses the pod all the same; what it would expose is beside the point.
+                yield Violation(
+                    where,
+                    f"volume {name!r} declares the node's {host_path or '(no path)'}, which no container "
+                    "mounts: remove it",
+                )
+                continue
             meaning = describe_host_path(host_path)
             what = f": {meaning}" if meaning else ""
-            where = (*path, "hostPath", "path") if host_path else (*path, "hostPath")
-            yield Violation(
-                where,
-                f"volume {volume.get('name', '?')!r} mounts the node's {host_path or '(no path)'}{what}",
-            )
+            yield Violation(where, f"volume {name!r} mounts the node's {host_path or '(no path)'}{what}")
+
+
+def _mounted_volumes(template: PodTemplate) -> set[object]:
+    """The names of the volumes some container of the pod mounts (or maps as a block device)."""
+    return {
+        as_mapping(item).get("name")
+        for container in template.containers
+        for key in ("volumeMounts", "volumeDevices")
+        for item in as_list(container.spec.get(key))
+    }
 
 
 # NVIDIA_VISIBLE_DEVICES says which GPUs the toolkit mounts. NVIDIA_DRIVER_CAPABILITIES is not
