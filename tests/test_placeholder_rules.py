@@ -58,6 +58,15 @@ def test_an_image_placeholder_is_gp004_at_the_image(lint_text: LintText) -> None
     assert of(report, "GP701", "GP702", "GP703") == []
 
 
+def test_a_tag_in_single_braces_is_gp004s_not_an_unpinned_image(lint_text: LintText) -> None:
+    """`image: …/composer:{TAG}` (filled in by a sed step): the reference is invalid as written, so
+    GP004 says what to render and GP701 does not judge a tag that is not there yet."""
+    report = lint_text(pod("123456789012.dkr.ecr.us-west-2.amazonaws.com/composer:{TAG}"))
+    (finding,) = of(report, "GP004")
+    assert "holds the placeholder '{TAG}'" in finding.message
+    assert of(report, "GP701", "GP702") == []
+
+
 def test_what_the_placeholder_leaves_intact_is_still_checked(lint_text: LintText) -> None:
     for image in ("<your-registry>/image:latest", "${REGISTRY}/vllm:latest"):
         report = lint_text(pod(image), {"supplyChain": {"allowedRegistries": ["nvcr.io"]}})

@@ -23,6 +23,11 @@ from gpupolicy.kube.placeholders import EXCERPT, excerpt, scan, whole
         ("$$HOME", []),  # an escaped dollar
         ("${}", []),
         ("<>", []),
+        # a name in single braces, which a sed step fills in (AWS's Composer job): images only
+        ("123456789012.dkr.ecr.us-west-2.amazonaws.com/composer:{TAG}", ["{TAG}"]),
+        ("{REGISTRY}/{image}:v1", ["{REGISTRY}", "{image}"]),
+        ("{}", []),
+        ("{TAG", []),
     ],
 )  # fmt: skip
 def test_placeholders(text: str, placeholders: list[str]) -> None:
@@ -44,6 +49,11 @@ def test_tokenizer_tokens_are_text_outside_images() -> None:
         assert whole(token) is None, token
     assert whole("<token>") == "<token>" and whole("<KEY>") == "<KEY>"
     assert scan("<tag>", strict=True).texts("<tag>") == ["<tag>"]  # an image cannot hold `<`
+
+
+def test_single_braces_are_a_programs_format_string_outside_images() -> None:
+    assert whole("{PROMPT}") is None and scan("User: {PROMPT}", strict=False).spans == ()
+    assert whole("{{ image }}") == "{{ image }}"
 
 
 def test_whole_values() -> None:

@@ -2,7 +2,7 @@
 
 A manifest meant to be rendered before it is applied (envsubst, sed scripts, kustomize
 replacements, Helm, Jinja) holds placeholders: `$IMAGE_URL`, `${REGISTRY}`, `<your-registry>`,
-`__IMAGE_TAG__`, `{{ image }}`, `{{ .Values.image }}`. Where the API server takes a field as
+`__IMAGE_TAG__`, `{{ image }}`, `{{ .Values.image }}`, and in an image `{TAG}`. Where the API server takes a field as
 literal text (a container's image, an env value), an unrendered placeholder is applied as is.
 
 Not placeholders, because something in the cluster substitutes them: the kubelet's dependent
@@ -75,7 +75,7 @@ def _placeholder_at(text: str, start: int, strict: bool) -> tuple[int, bool]:
     if char == "<":
         return _angle(text, start, strict), False
     if char == "{":
-        return _braces(text, start)
+        return _braces(text, start, strict)
     return _dunder(text, start), False
 
 
@@ -112,8 +112,13 @@ def _angle(text: str, start: int, strict: bool) -> int:
     return close + 1
 
 
-def _braces(text: str, start: int) -> tuple[int, bool]:
+def _braces(text: str, start: int, strict: bool) -> tuple[int, bool]:
     if text[start + 1 : start + 2] != "{":
+        # `{TAG}`, which a `sed 's/{TAG}/…/'` step fills in: a name in single braces, taken where
+        # braces cannot occur (an image reference); elsewhere it is a program's own format string.
+        name = _IDENTIFIER.match(text, start + 1, start + 1 + MAX_PLACEHOLDER) if strict else None
+        if name is not None and text[name.end() : name.end() + 1] == "}":
+            return name.end() + 1, False
         return start, False
     close = text.find("}}", start + 2, start + 4 + MAX_PLACEHOLDER)
     if close < 0:

@@ -206,7 +206,8 @@ def _image_placeholder(
     """The image's placeholder; `scanned=False` when the object holds no placeholder character,
     so that only an all-capitals name can be one."""
     image = container.image.strip()
-    found = scan(image) if scanned else NO_PLACEHOLDERS
+    # `{TAG}` escapes the object's quick look (a brace is in most texts): an image has none.
+    found = scan(image) if scanned or "{" in image else NO_PLACEHOLDERS
     # An all-capitals name is a placeholder, except in the GPU stack's own pods, whose operator
     # fills such fields in itself (`image: FILLED_BY_THE_VALIDATOR`).
     symbolic = symbolic_name(image) and not (workload is not None and ctx.role(workload).role is Role.AGENT)
