@@ -242,13 +242,22 @@ def _image_placeholder(
     name="duplicate-key",
     severity="error",
     scope=Scope.OBJECT,
-    summary="Reports a mapping that repeats a key.",
+    summary="Reports a mapping that repeats a key, and a container's env that defines a variable again.",
     rationale="YAML parsers used by kubectl keep the last value and drop the first without a word, so a "
-    "second `resources:` or `env:` silently replaces the one a reviewer read.",
+    "second `resources:` or `env:` silently replaces the one a reviewer read. A variable defined twice in one "
+    "container's env is the same: the kubelet sets the later value, and the API server only warns that it "
+    "hides the earlier one.",
     remediation="Merge the repeated keys into one.",
-    references=("https://yaml.org/spec/1.2.2/#mapping",),
+    references=(
+        "https://yaml.org/spec/1.2.2/#mapping",
+        "https://github.com/kubernetes/kubernetes/blob/master/pkg/api/pod/warnings.go",
+    ),
 )
 def duplicate_key(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    workload = ctx.workload_of(resource)
+    if workload is not None:
+        for _, container in workload.containers():
+            yield from _repeated_env(container)
     if resource.positions is None:
         return
     for duplicate in resource.duplicates:
@@ -258,6 +267,22 @@ def duplicate_key(resource: Resource, ctx: Context) -> Iterator[Violation]:
             f"key {duplicate.key!r} appears again (first at line {duplicate.first_line + resource.line_offset}); "
             f"the value at line {line} silently replaces it",
         )
+
+
+def _repeated_env(container: Container) -> Iterator[Violation]:
+    first: dict[str, int] = {}
+    for index, item in enumerate(as_list(container.spec.get("env"))):
+        name = as_mapping(item).get("name")
+        if not isinstance(name, str):
+            continue
+        earlier = first.setdefault(name, index)
+        if earlier != index:
+            yield Violation(
+                container.field("env", index, "name"),
+                f"{container.label} env {excerpt(name)} is defined again (first as item {earlier}); "
+                "this value silently replaces it",
+                container=container.name,
+            )
 
 
 def _dup_path(path: tuple[str | int, ...], key: str) -> tuple[str | int, ...]:

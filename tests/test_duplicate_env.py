@@ -1,0 +1,63 @@
+"""GP002 on a variable a container's env defines twice: the kubelet sets the later value and the
+API server only warns (pkg/api/pod/warnings.go, "hides previous definition"). GKE's gpu-recipes
+gemma vLLM chart sets LD_LIBRARY_PATH twice, and the second drops /usr/local/gib/lib64."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gpupolicy.policy.loading import default_policy
+from gpupolicy.webhook.review import ReviewEngine, review
+from gpupolicy.webhook.settings import Mode
+from tests.conftest import LintText
+from tests.webhook.reviews import admission_review
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: gemma, namespace: ai-lab}
+spec:
+  selector: {matchLabels: {app: gemma}}
+  template:
+    metadata: {labels: {app: gemma}}
+    spec:
+      initContainers:
+        - name: fetch
+          image: google/cloud-sdk:490.0.0-slim
+          env: [{name: LD_LIBRARY_PATH, value: /usr/lib}]
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.8.5
+          resources: {limits: {nvidia.com/gpu: 1}}
+          env:
+            - {name: LD_LIBRARY_PATH, value: /usr/local/nvidia/lib64:/usr/local/gib/lib64}
+            - {name: MODEL_ID, value: google/gemma-3-27b-it}
+            - {name: LD_LIBRARY_PATH, value: /usr/local/nvidia/lib64}
+"""
+
+
+def test_a_variable_defined_again_is_reported_at_the_later_definition(lint_text: LintText) -> None:
+    found = [f for f in lint_text(DEPLOYMENT).findings if f.rule_id == "GP002"]
+    # one container's env: the init container's own LD_LIBRARY_PATH is another process's
+    assert [(f.line, f.message) for f in found] == [
+        (
+            DEPLOYMENT.splitlines().index(
+                "            - {name: LD_LIBRARY_PATH, value: /usr/local/nvidia/lib64}"
+            )
+            + 1,
+            "container 'vllm' env LD_LIBRARY_PATH is defined again (first as item 0); this value silently "
+            "replaces it",
+        )
+    ]
+
+
+def test_an_admission_is_told_the_same(lint_text: LintText) -> None:
+    obj: dict[str, Any] = yaml.safe_load(DEPLOYMENT)
+    decision = review(
+        admission_review(obj), ReviewEngine.from_policy(default_policy(), mode=Mode.ENFORCE), None
+    )
+    admitted = [(f.path, f.message) for f in decision.findings if f.rule_id == "GP002"]
+    linted = [(f.path, f.message) for f in lint_text(DEPLOYMENT).findings if f.rule_id == "GP002"]
+    assert admitted == linted and len(admitted) == 1
