@@ -221,9 +221,8 @@ def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLim
 
 # Words every object's text holds (or its attempt at one: GP003 reports what it lacks).
 _OBJECT_WORDS = ("apiVersion", "kind", "metadata")
-NOT_YAML_OR_JSON = (
-    "not a Kubernetes object (it names no apiVersion, kind or metadata, and does not parse: {})"
-)
+UNREADABLE = "not a Kubernetes object (it names no apiVersion, kind or metadata, and does not parse: "
+NOT_YAML_OR_JSON = UNREADABLE + "{})"
 
 
 def _unreadable_other_format(text: str, file: str, limits: LoadLimits) -> LoadedText | None:

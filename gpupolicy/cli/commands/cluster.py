@@ -149,7 +149,7 @@ def _write(target: Path, text: str) -> None:
 
 def read_file(source: str, policy: Policy, *, complete: Sequence[str], partial: bool) -> Read:
     """Objects from a file, through the linter's loader (bounded by the policy's limits)."""
-    from gpupolicy.loading.inputs import load_file, load_text
+    from gpupolicy.loading.inputs import UNREADABLE, load_file, load_text
 
     if source == "-":
         loaded = load_text(sys.stdin.read(), "<stdin>", limits=policy.limits)
@@ -162,7 +162,11 @@ def read_file(source: str, policy: Policy, *, complete: Sequence[str], partial: 
         raise UsageError(f"{problem.file}:{problem.line or 1}:{problem.column or 1}: {problem.message}")
     resources = [item for item in loaded.resources if item.is_mapping and item.kind]
     if not resources:
-        raise UsageError(f"{source}: holds no Kubernetes objects")
+        # A file skipped as one that does not parse says where and what stops it.
+        unreadable = next(
+            (item.reason for item in loaded.skipped if item.reason.startswith(UNREADABLE)), None
+        )
+        raise UsageError(f"{source}: {unreadable or 'holds no Kubernetes objects'}")
     listed = set() if partial else _listed_whole(resources)
     where = "stdin" if source == "-" else f"the file {source}"
     return Read([item.obj for item in resources], listed | set(complete), where, [])
