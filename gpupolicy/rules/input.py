@@ -104,7 +104,8 @@ def _symbolic_quantities(container: Container) -> Iterator[Violation]:
     all-capitals image is (kube/placeholders.symbolic_name)."""
     for section, values in (("requests", container.requests), ("limits", container.limits)):
         for name, value in values.items():
-            if isinstance(value, str) and symbolic_quantity(value):
+            # Most quantities start with a digit: the name test is for the few that do not.
+            if isinstance(value, str) and not value[:1].isdigit() and symbolic_quantity(value):
                 yield Violation(
                     container.resource_path(section, str(name)),
                     f"{container.label} {section} {excerpt(str(name))} is the placeholder {excerpt(value.strip())!r}: "
@@ -270,8 +271,11 @@ def duplicate_key(resource: Resource, ctx: Context) -> Iterator[Violation]:
 
 
 def _repeated_env(container: Container) -> Iterator[Violation]:
+    env = as_list(container.spec.get("env"))
+    if len(env) < 2:
+        return
     first: dict[str, int] = {}
-    for index, item in enumerate(as_list(container.spec.get("env"))):
+    for index, item in enumerate(env):
         name = as_mapping(item).get("name")
         if not isinstance(name, str):
             continue

@@ -341,10 +341,11 @@ def describe_host_path(path: str) -> str | None:
 def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
     for template in workload.templates:
-        mounted = _mounted_volumes(template)
+        mounted: set[object] | None = None  # read once a hostPath is found: most pods have none
         for path, host_path, volume in pss.host_path_volumes(template, current):
             where = (*path, "hostPath", "path") if host_path else (*path, "hostPath")
             name = volume.get("name", "?")
+            mounted = _mounted_volumes(template) if mounted is None else mounted
             if name not in mounted:
                 # Admission refuses the pod all the same; what it would expose is beside the point.
                 yield Violation(
