@@ -42,3 +42,17 @@ def test_a_v1alpha1_worker_is_a_gpu_workload_only_through_its_service_resources(
     without = DYNAMO_V1ALPHA1.replace('          gpu: "8"\n', "")
     assert by_rule(lint_text(DYNAMO_V1ALPHA1).findings, "GP901")
     assert not by_rule(lint_text(without).findings, "GP901")  # no GPU anywhere: not a GPU server
+
+
+def test_a_v1alpha1_services_envs_are_the_main_containers(lint_text: LintText) -> None:
+    """The operator merges a service's `envs` into its main container's env: a literal token there
+    is in the pod, and the finding is on the service's line (13 of Dynamo's 41 v1alpha1 examples
+    set `envs`)."""
+    token = "hf_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3kM"
+    text = DYNAMO_V1ALPHA1.replace(
+        "      labels: {team: llm}\n",
+        f"      labels: {{team: llm}}\n      envs:\n        - {{name: HF_TOKEN, value: {token}}}\n",
+    )
+    (finding,) = by_rule(lint_text(text).findings, "GP612")
+    assert finding.line == text.splitlines().index(f"        - {{name: HF_TOKEN, value: {token}}}") + 1
+    assert finding.message.startswith("container 'main' env HF_TOKEN holds a literal Hugging Face token")

@@ -85,18 +85,17 @@ def parse_annotation(value: str) -> tuple[str, str | None]:
     return name.strip(), (revision.strip() or None) if at else None
 
 
-def literal_env(container: Container) -> dict[str, tuple[str, int]]:
-    """Env vars with a literal value: name → (value, index in `env`)."""
-    found: dict[str, tuple[str, int]] = {}
-    for index, item in enumerate(as_list(container.spec.get("env"))):
-        item = as_mapping(item)
+def literal_env(container: Container) -> dict[str, tuple[str, JsonPath]]:
+    """Env vars with a literal value: name → (value, path of the value)."""
+    found: dict[str, tuple[str, JsonPath]] = {}
+    for path, item in container.env_items():
         name, value = item.get("name"), item.get("value")
         if isinstance(name, str) and value is not None and not isinstance(value, (dict, list)):
-            found[name] = (str(value), index)
+            found[name] = (str(value), (*path, "value"))
     return found
 
 
-def expand(text: str, env: dict[str, tuple[str, int]]) -> str:
+def expand(text: str, env: dict[str, tuple[str, JsonPath]]) -> str:
     def replace(match: re.Match[str]) -> str:
         name = next(group for group in match.groups() if group)
         return env[name][0] if name in env else match.group(0)
@@ -155,9 +154,7 @@ def models_of(container: Container) -> list[ModelRef]:
     if not found:
         for name, server in MODEL_ENV.items():
             if name in env:
-                found.append(
-                    ModelRef(env[name][0], revision, server, container.field("env", env[name][1], "value"))
-                )
+                found.append(ModelRef(env[name][0], revision, server, env[name][1]))
     if not found and container.image:
         ref = parse_image(container.image)
         if ref is not None and NIM_IMAGE.match(f"{ref.registry}/{ref.repository}"):

@@ -79,6 +79,11 @@ class Container:
     cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     # Requirements a controller writes into the container from elsewhere (else its own `resources`).
     written: WrittenResources | None = field(default=None, compare=False, hash=False, repr=False)
+    # Variables a controller adds from elsewhere (NVIDIA Dynamo's v1alpha1 service `envs`), each
+    # with where it is written; the container's own `env` comes first.
+    added_env: tuple[tuple[JsonPath, dict[str, Any]], ...] = field(
+        default=(), compare=False, hash=False, repr=False
+    )
     name: str = field(init=False, compare=False, repr=False)
     image: str = field(init=False, compare=False, repr=False)
     resources: dict[str, Any] = field(init=False, compare=False, repr=False)
@@ -104,6 +109,16 @@ class Container:
             return self.written.path_of(section, name)
         base = (*self.path, self.resources_key, section)
         return base if name is None else (*base, name)
+
+    def env_items(self) -> list[tuple[JsonPath, dict[str, Any]]]:
+        """The container's variables (`env` items, and those its controller adds), each with its
+        path: what the process is given, as far as the manifests say."""
+        own = [
+            ((*self.path, "env", index), item)
+            for index, item in enumerate(as_list(self.spec.get("env")))
+            if isinstance(item, dict)
+        ]
+        return [*own, *self.added_env] if self.added_env else own
 
     def resources_field(self) -> JsonPath:
         """Where the container's resource requirements are written."""
@@ -518,7 +533,13 @@ def _dynamo_service(name: str, service: dict[str, Any]) -> PodTemplate | None:
         )
         # The operator names it `main` (consts.MainContainerName) when the manifest does not.
         named = main if main.get("name") else {**main, "name": _DYNAMO_MAIN}  # `name: ""` too (mergo)
-        containers.append(Container(named, main_path, "container", written=written))
+        # The operator merges the service's `envs` into the main container's env (MergeEnvs).
+        added = tuple(
+            ((*path, "envs", index), item)
+            for index, item in enumerate(as_list(service.get("envs")))
+            if isinstance(item, dict)
+        )
+        containers.append(Container(named, main_path, "container", written=written, added_env=added))
     containers.extend(_containers_of(pod, pod_path))
     metadata = {key: service[key] for key in ("labels", "annotations") if isinstance(service.get(key), dict)}
     return PodTemplate(

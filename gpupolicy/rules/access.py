@@ -48,8 +48,7 @@ from gpupolicy.loading.documents import Resource
 )
 def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for _template, container in workload.containers():
-        for index, item in enumerate(as_list(container.spec.get("env"))):
-            item = as_mapping(item)
+        for path, item in container.env_items():
             value = item.get("value")
             if not isinstance(value, str):
                 continue
@@ -57,13 +56,13 @@ def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violatio
             hit = detect(name, value)
             if hit is not None:
                 yield Violation(
-                    container.field("env", index, "value"),
+                    (*path, "value"),
                     f"{container.label} env {item.get('name')} holds a literal {hit.describe()}",
                     container=container.name,
                 )
             elif (placeholder := placeholder_credential(name, value)) is not None:
                 yield Violation(
-                    container.field("env", index, "value"),
+                    (*path, "value"),
                     f"{container.label} env {excerpt(name)} ({placeholder.kind}) is the placeholder "
                     f"{excerpt(value.strip())!r}: a credential filled in at deploy time is still a credential in "
                     "the manifest (and in every rendered copy of it)",

@@ -115,13 +115,12 @@ def _symbolic_quantities(container: Container) -> Iterator[Violation]:
 
 
 def _env_placeholders(container: Container) -> Iterator[Violation]:
-    for index, item in enumerate(as_list(container.spec.get("env"))):
-        item = as_mapping(item)
+    for path, item in container.env_items():
         name, value = str(item.get("name", "")), item.get("value")
         placeholder = whole(value) if isinstance(value, str) else None
         if placeholder is not None and credential_name_kind(name) is None:
             yield Violation(
-                container.field("env", index, "value"),
+                (*path, "value"),
                 f"{container.label} env {excerpt(name)} is the placeholder {excerpt(placeholder)!r}: {RENDER}; "
                 "the container would get it as its literal value",
                 container=container.name,

@@ -399,16 +399,15 @@ NO_GPU_VALUES = frozenset({"void", "none", ""})
 def nvidia_visible_devices_env(workload: Workload, ctx: Context) -> Iterator[Violation]:
     namespace = workload.namespace
     for _template, container in workload.containers():
-        for index, item in enumerate(as_list(container.spec.get("env"))):
-            name = as_mapping(item).get("name")
-            value = as_mapping(item).get("value")
+        for path, item in container.env_items():
+            name, value = item.get("name"), item.get("value")
             narrows = (
                 name == NVIDIA_ENV[0] and isinstance(value, str) and value.strip().lower() in NO_GPU_VALUES
             )
             if name in NVIDIA_ENV and not narrows:
                 shown = f"={value}" if value is not None else " (from valueFrom)"
                 yield Violation(
-                    container.field("env", index),
+                    path,
                     f"{container.label} sets {name}{shown}",
                     container=container.name,
                 )
