@@ -56,3 +56,18 @@ def test_a_v1alpha1_services_envs_are_the_main_containers(lint_text: LintText) -
     (finding,) = by_rule(lint_text(text).findings, "GP612")
     assert finding.line == text.splitlines().index(f"        - {{name: HF_TOKEN, value: {token}}}") + 1
     assert finding.message.startswith("container 'main' env HF_TOKEN holds a literal Hugging Face token")
+
+
+def test_a_pdb_selects_a_graphs_pods_by_the_label_its_operator_sets(lint_text: LintText) -> None:
+    pdb = """\
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: vllm-agg}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchLabels: {nvidia.com/dynamo-graph-deployment-name: vllm-agg}
+"""
+    assert by_rule(lint_text(DYNAMO_V1BETA1).findings, "GP501")
+    assert not by_rule(lint_text(DYNAMO_V1BETA1 + pdb).findings, "GP501")
