@@ -391,6 +391,11 @@ SKIPPED_WHOLE = {
         "an apiVersion without kind or metadata",
     ),
     "a log that parses as neither YAML nor JSON": (DLLOGGER, "does not parse: line 1: YAML syntax error"),
+    # Kubeflow Pipelines' design notes: JSON with comments, whose keys hold the words as parts
+    "commented JSON": (
+        '{\n  // the run\'s status\n  "status_metadata": {"kind_of_run": 1},\n  "name": "run"\n}\n',
+        "does not parse",
+    ),
     "a GoReleaser config": (
         'project_name: gpupolicy\nbuilds:\n  - ldflags: ["-X main.version={{.Version}}"]\n'
         'archives:\n  - name_template: "{{ .ProjectName }}_{{ .Version }}_{{ .Os }}"\n',

@@ -81,6 +81,7 @@ def test_credential_names(name: str, kind: str) -> None:
         ("AIBRIX_KV_CACHE_OL_META_SERVICE_CLUSTER_META_KEY", "kvcache_nodes"),
         ("S3_KEY", "models/llama-3-8b"),
         ("PARTITION_KEY", "tenant:prefill"),
+        ("ETCD_INITIAL_CLUSTER_TOKEN", "etcd-cluster-k8s"),  # Milvus's etcd: a seed for IDs, not a secret
     ],
 )
 def test_not_credentials(name: str, value: str) -> None:
@@ -196,7 +197,8 @@ def test_arguments_without_a_flag_or_token_text_are_not_walked_yet_flags_are_fou
 @pytest.mark.parametrize(
     ("name", "value"),
     [("SIGNING_KEY", "x8f2k9d0a7q1"), ("SIGNING_KEY", "3f8a9c0d1e2b4a5f"), ("ENCRYPTION_KEY", "Zm9vYmFyYmF6cXV4"),
-     ("ENCRYPTION_KEY", "kvcache_7f3e9a8b7c6d"), ("API_KEY", "kvcache_nodes"), ("SECRET_KEY", "hunter_two_words")],
+     ("ENCRYPTION_KEY", "kvcache_7f3e9a8b7c6d"), ("API_KEY", "kvcache_nodes"), ("SECRET_KEY", "hunter_two_words"),
+     ("GITLAB_TOKEN", "glpat_x8f2k9d0a7q1"), ("AUTH_TOKEN", "Zm9vYmFyYmF6cXV4")],
 )  # fmt: skip
 def test_a_key_named_only_key_is_a_credential_unless_it_reads_as_a_keys_name(name: str, value: str) -> None:
     """Random values stay credentials under a bare `…_KEY`; a name that says which key it is keeps

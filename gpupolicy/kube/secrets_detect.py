@@ -233,21 +233,25 @@ def detect(name: str, value: str) -> Credential | None:
         return None
     if names_a_credential_object(text):
         return None
-    if named == "key" and names_a_key(text):
+    if named in _NAMEABLE_KINDS and names_a_key(text):
         return None
     return Credential(named, "name")
 
 
+# Kinds whose values are as often names as secrets: a Redis or S3 key's name, etcd's
+# ETCD_INITIAL_CLUSTER_TOKEN (a seed for the cluster's IDs, not a secret:
+# https://etcd.io/docs/v3.5/op-guide/clustering/). A password stays one whatever it reads as.
+_NAMEABLE_KINDS = frozenset({"key", "token"})
 _KEY_NAME_SEPARATORS = re.compile(r"[_\-.:/]")
 _KEY_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.:/")
 
 
 def names_a_key(text: str) -> bool:
-    """`kvcache_nodes`, `models/llama-3-8b`, `tenant:prefill`: a value of a variable named only
-    `…_KEY` that reads as the name of a key (a Redis or S3 object key, a label or partition key)
-    — lowercase words, each letters or digits alone or at most three characters — not a secret
-    key, which is random (`x8f2k9d0a7q1`, base64, hex). A name that says which key it is (API,
-    access, secret, private) keeps any such value a credential."""
+    """`kvcache_nodes`, `models/llama-3-8b`, `etcd-cluster-k8s`: a value of a variable named only
+    `…_KEY` or `…_TOKEN` that reads as a name (a Redis or S3 object key, a label or partition key,
+    etcd's cluster token) — lowercase words, each letters or digits alone or at most three
+    characters — not a secret, which is random (`x8f2k9d0a7q1`, base64, hex). A name that says
+    which key it is (API, access, secret, private) keeps any such value a credential."""
     if not _KEY_NAME_CHARACTERS.issuperset(text) or not text[:1].isalpha():
         return False
     return all(

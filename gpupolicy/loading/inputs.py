@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -219,8 +220,10 @@ def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLim
     return LoadedText(problems=[helm])
 
 
-# Words every object's text holds (or its attempt at one: GP003 reports what it lacks).
-_OBJECT_WORDS = ("apiVersion", "kind", "metadata")
+# A key every object's text holds (or its attempt at one: GP003 reports what it lacks), written as a
+# key: the word, maybe quoted, then a colon, at a line's start or after a brace, comma or space
+# (`"status_metadata":` or `a kind of` is no such key). One pass, linear in the text.
+_OBJECT_KEY = re.compile(r"""(?:^|[\s{,"'])(?:apiVersion|kind|metadata)["']?[ \t]*:""", re.MULTILINE)
 UNREADABLE = "not a Kubernetes object (it names no apiVersion, kind or metadata, and does not parse: "
 NOT_YAML_OR_JSON = UNREADABLE + "{})"
 
@@ -230,7 +233,7 @@ def _unreadable_other_format(text: str, file: str, limits: LoadLimits) -> Loaded
     a broken CI file): skipped and counted, with what stops it, like the other files of other
     formats, where a broken manifest (it names its apiVersion and kind) is GP001's. None for a
     file to read."""
-    if any(word in text for word in _OBJECT_WORDS):
+    if _OBJECT_KEY.search(text) is not None:
         return None
     problems = parse_text(text, file, limits=limits).problems
     if not problems:
