@@ -13,6 +13,7 @@ from typing import Any
 from gpupolicy.core.findings import JsonPath, ObjectRef
 from gpupolicy.core.immutable import immutable
 from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.object_evidence import ARGO_WORKFLOW_KINDS
 
 CONTAINER_LISTS = (
     ("containers", "container"),
@@ -484,6 +485,89 @@ def _nim_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
     yield PodTemplate(spec, ("spec",), role="nim", replicas=replicas, containers=[container])
 
 
+# Argo Workflows: the pod-level fields a workflow sets for all its pods, and the name each has in
+# a template where it differs (a template's own value wins: Argo's WorkflowSpec and Template,
+# https://argo-workflows.readthedocs.io/en/latest/fields/).
+_ARGO_POD_DEFAULTS = (
+    ("nodeSelector", "nodeSelector"), ("affinity", "affinity"), ("tolerations", "tolerations"),
+    ("securityContext", "securityContext"), ("serviceAccountName", "serviceAccountName"),
+    ("automountServiceAccountToken", "automountServiceAccountToken"), ("hostNetwork", "hostNetwork"),
+    ("imagePullSecrets", "imagePullSecrets"), ("podPriorityClassName", "priorityClassName"),
+    ("schedulerName", "schedulerName"),
+)  # fmt: skip
+_ARGO_MAIN = "main"
+
+
+def _argo_workflow(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """Argo's Workflow, WorkflowTemplate, ClusterWorkflowTemplate and CronWorkflow
+    (`spec.workflowSpec`): one pod template per template that runs a pod — a `container`, a
+    `script` or a `containerSet` — with its init containers and sidecars, under the pod-level
+    fields the workflow sets for every pod (its template's own win; volumes add up). The
+    template's fields are a pod's where Argo names them alike (nodeSelector, tolerations,
+    securityContext, priorityClassName…); `dag`, `steps`, `resource` and `suspend` run none."""
+    spec = as_mapping(obj.get("spec"))
+    base: JsonPath = ("spec",)
+    if obj.get("kind") == "CronWorkflow":
+        spec, base = as_mapping(spec.get("workflowSpec")), ("spec", "workflowSpec")
+    defaults = {name: spec[key] for key, name in _ARGO_POD_DEFAULTS if key in spec}
+    shared_volumes = as_list(spec.get("volumes"))
+    for index, template in enumerate(as_list(spec.get("templates"))):
+        if isinstance(template, dict):
+            found = _argo_template(template, (*base, "templates", index), defaults, shared_volumes, spec)
+            if found is not None:
+                yield found
+
+
+def _argo_template(
+    template: dict[str, Any],
+    path: JsonPath,
+    defaults: dict[str, Any],
+    shared_volumes: list[Any],
+    spec: dict[str, Any],
+) -> PodTemplate | None:
+    patch = template.get("podSpecPatch", spec.get("podSpecPatch"))
+    if isinstance(patch, str) and "{{" in patch:
+        # A patch filled in when the step runs (Kubeflow Pipelines' executor: `podSpecPatch:
+        # '{{inputs.parameters.pod-spec-patch}}'` over the image `should-be-overridden-during-runtime`)
+        # may replace any field of the pod: what the manifest says of it is not what runs.
+        return None
+    containers: list[Container] = []
+    for key in ("container", "script"):
+        body = template.get(key)
+        if isinstance(body, dict):
+            # Argo names the container it runs `main` (its executor's convention).
+            named = body if body.get("name") else {**body, "name": _ARGO_MAIN}
+            containers.append(Container(named, (*path, key), "container"))
+    for index, item in enumerate(as_list(as_mapping(template.get("containerSet")).get("containers"))):
+        if isinstance(item, dict):
+            containers.append(Container(item, (*path, "containerSet", "containers", index), "container"))
+    if not containers:
+        return None
+    # Argo's sidecars run beside the main container for its life, as a native sidecar does.
+    for key, role in (("initContainers", "init"), ("sidecars", "sidecar")):
+        for index, item in enumerate(as_list(template.get(key))):
+            if isinstance(item, dict):
+                containers.append(Container(item, (*path, key, index), role))
+    pod = {**defaults, **template}
+    if shared_volumes:
+        pod["volumes"] = [*shared_volumes, *as_list(template.get("volumes"))]
+    metadata = as_mapping(spec.get("podMetadata"))
+    own = as_mapping(template.get("metadata"))
+    merged = {
+        key: {**as_mapping(metadata.get(key)), **as_mapping(own.get(key))}
+        for key in ("labels", "annotations")
+    }
+    name = template.get("name")
+    return PodTemplate(
+        pod,
+        path,
+        role=name if isinstance(name, str) else "",
+        containers=containers,
+        metadata={key: value for key, value in merged.items() if value},
+        metadata_path=(*path, "metadata"),
+    )
+
+
 def _dynamo_graph_deployment(obj: dict[str, Any]) -> Iterator[PodTemplate]:
     """NVIDIA Dynamo's DynamoGraphDeployment: one pod template per component. nvidia.com/v1beta1
     lists `spec.components`, each with a PodTemplateSpec (`podTemplate`); v1alpha1 maps names to
@@ -679,6 +763,7 @@ EXTRACTORS: dict[str, Extractor] = {
     "TrainJob": _train_job,
     "JobSet": _jobset,
     "DynamoGraphDeployment": _dynamo_graph_deployment,
+    **dict.fromkeys(ARGO_WORKFLOW_KINDS, _argo_workflow),
 }
 # The kinds whose objects run pods of their own: what cross-object rules count as workloads.
 RUNNING_KINDS = tuple(kind for kind in EXTRACTORS if kind not in CONFIG_KINDS)

@@ -61,7 +61,7 @@ class RoleDecision:
 # Kinds whose pods run to completion (batch whatever their containers do).
 BATCH_KINDS = frozenset(
     {"Job", "CronJob", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob",
-     "JobSet", "RayJob", "Workflow", "VolcanoJob"}
+     "JobSet", "RayJob", "Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow", "VolcanoJob"}
 )  # fmt: skip
 # Kinds that are servers by definition: their controllers front them with a Service and route to them
 # (KServe InferenceService and LLMInferenceService, KubeRay RayService, NVIDIA's NIM operator NIMService,

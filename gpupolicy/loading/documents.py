@@ -709,6 +709,21 @@ _GO_TEMPLATE_TEXT_KEYS = frozenset(
 # is Helm's only when it names one of Helm's built-in objects or functions.
 _PROGRAM_TEXT_KEYS = frozenset({"command", "args"})
 _HELM_WORDS = (".Values", ".Release", ".Chart", ".Capabilities", ".Files", "include ", "toYaml", "tpl ")
+_ACTION_START = re.compile(r"\{\{-?\s*")
+
+
+def names_helm(action: str) -> bool:
+    """Whether a `{{…}}` is Helm's as a controller's own template language cannot be: it starts
+    with a dot (`{{ .Values.image }}`) or names one of Helm's objects or functions. Argo's start
+    with a name (`{{inputs.parameters.x}}`, `{{item}}`) or `=`, Kubeflow Pipelines' with `$`."""
+    inner = action.split("}}", 1)[0]
+    start = _ACTION_START.match(inner)
+    return inner[start.end() if start else 0 :].startswith(".") or any(word in inner for word in _HELM_WORDS)
+
+
+def helm_names_in(text: str) -> bool:
+    """Whether some `{{…}}` of `text` is Helm's by `names_helm` (one pass over its actions)."""
+    return any(names_helm(text[match.start() : match.start() + 200]) for match in _HELM_ACTION.finditer(text))
 
 
 def find_helm_action(text: str) -> tuple[int, int] | None:

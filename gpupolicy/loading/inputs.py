@@ -29,6 +29,7 @@ from gpupolicy.loading.documents import (
     Skipped,
     find_helm_action,
     helm_actions_only_in_strings,
+    helm_names_in,
     iter_chosen_chunks,
     iter_chosen_documents,
     iter_parse,
@@ -45,7 +46,7 @@ from gpupolicy.loading.kustomizations import (
     remote_reference,
     resolved,
 )
-from gpupolicy.loading.object_evidence import ObjectFilter, configuration_file
+from gpupolicy.loading.object_evidence import ObjectFilter, configuration_file, templates_its_own_strings
 from gpupolicy.loading.rendering import (
     OverlayFindings,
     helm_directives,
@@ -195,17 +196,27 @@ def _helm_problem(
     """GP004 for a file with Helm template actions, unless they are strings of a YAML file that
     holds no Kubernetes object (a .goreleaser.yaml's `"{{ .Version }}"`: its own template language)."""
     helm = find_helm_action(text)
-    if helm is None or _holds_no_object(text, file, limits):
+    if helm is None or _actions_of_the_objects_own(text, file, limits):
         return None
     hint = render_hint(hint_path, helm=True) if hint_path else "render it with helm template first"
     return LoadProblem("GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm)
 
 
-def _holds_no_object(text: str, file: str, limits: LoadLimits) -> bool:
+def _actions_of_the_objects_own(text: str, file: str, limits: LoadLimits) -> bool:
+    """Whether every Helm-looking action lies in a string of a file that parses, and no object of
+    it reads them as Helm would: it holds no object (a .goreleaser.yaml), or only objects whose
+    controller fills `{{…}}` in itself (Argo's Workflows, Kubeflow Pipelines' `{{$}}`)."""
     if not helm_actions_only_in_strings(text):
         return False
     loaded = parse_text(text, file, limits=limits)
-    return not loaded.problems and not ObjectFilter(file).take(loaded.resources)
+    if loaded.problems:
+        return False
+    objects = ObjectFilter(file).take(loaded.resources)
+    # A chart's template of a workflow (`image: "{{ .Values.image }}"`) is still Helm's to render.
+    return not objects or (
+        all(templates_its_own_strings(resource.api_version, resource.kind) for resource in objects)
+        and not helm_names_in(text)
+    )
 
 
 def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLimits) -> LoadedText | None:

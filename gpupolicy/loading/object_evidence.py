@@ -47,6 +47,22 @@ CONFIGURATION_GROUPS = frozenset(
         "controllermanager.config.k8s.io", "kind.x-k8s.io", "kustomize.config.k8s.io",
     }
 )  # fmt: skip
+# Argo Workflows' kinds (argoproj.io), whose controller fills `{{…}}` in their templates' strings
+# when it runs them (`{{inputs.parameters.x}}`, `{{item}}`, Kubeflow Pipelines' `{{$}}`): their
+# own template language, not an unrendered chart. https://argo-workflows.readthedocs.io/en/latest/variables/
+ARGO_WORKFLOW_KINDS = frozenset({"Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow"})
+ARGO_GROUP = "argoproj.io"
+
+
+def templates_its_own_strings(api_version: object, kind: object) -> bool:
+    """Whether an object of this apiVersion and kind holds `{{…}}` its controller fills in."""
+    return (
+        kind in ARGO_WORKFLOW_KINDS
+        and isinstance(api_version, str)
+        and api_version.startswith(ARGO_GROUP + "/")
+    )
+
+
 # A kubeconfig says `apiVersion: v1` and `kind: Config`: no object of the core API is called Config.
 KUBECONFIG = ("v1", "Config")
 

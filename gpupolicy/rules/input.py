@@ -24,7 +24,8 @@ from gpupolicy.kube.placeholders import (
 from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, value_at
 from gpupolicy.kube.roles import Role
 from gpupolicy.kube.secrets_detect import credential_name_kind
-from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.documents import Resource, names_helm
+from gpupolicy.loading.object_evidence import templates_its_own_strings
 
 input_rule(
     id="GP001",
@@ -68,17 +69,27 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
     # Every placeholder form holds `$`, `<`, `{{` or `__`: an object with none of them holds no
     # placeholder in any field, and only an all-capitals image name is left to judge.
     may_hold = _may_hold_placeholder(resource)
+    # An Argo workflow's `{{…}}` are its controller's to fill in when it runs (`{{item}}`, `{{$}}`).
+    own = templates_its_own_strings(resource.api_version, resource.kind)
     for container in containers:
-        image = _image_placeholder(container, ctx, workload, scanned=may_hold)
+        image = _image_placeholder(container, ctx, workload, scanned=may_hold, own=own)
         if image is not None:
             yield image
         yield from _symbolic_quantities(container)
         if may_hold:
-            yield from _env_placeholders(container)
+            yield from _env_placeholders(container, own=own)
     if may_hold:
         # Judged above, or the program's own text (shell scripts, Katib's ${trialParameters.x}).
         handled = {container.field(key) for container in containers for key in PROGRAM_KEYS}
-        yield from _field_placeholders(resource, handled)
+        yield from _field_placeholders(resource, handled, own=own)
+
+
+def _deploy_time(placeholder: str | None, own: bool) -> str | None:
+    """`placeholder`, unless it is a `{{…}}` of an object that fills them in itself (`own`) and
+    not Helm's (`{{ .Values.image }}` in a chart's workflow is Helm's still)."""
+    if placeholder is None or not (own and placeholder.startswith("{{")) or names_helm(placeholder):
+        return placeholder
+    return None
 
 
 # Container fields that hold a program's text, or that GP004 judges on their own. A probe's or
@@ -114,10 +125,10 @@ def _symbolic_quantities(container: Container) -> Iterator[Violation]:
                 )
 
 
-def _env_placeholders(container: Container) -> Iterator[Violation]:
+def _env_placeholders(container: Container, *, own: bool = False) -> Iterator[Violation]:
     for path, item in container.env_items():
         name, value = str(item.get("name", "")), item.get("value")
-        placeholder = whole(value) if isinstance(value, str) else None
+        placeholder = _deploy_time(whole(value), own) if isinstance(value, str) else None
         if placeholder is not None and credential_name_kind(name) is None:
             yield Violation(
                 (*path, "value"),
@@ -127,7 +138,9 @@ def _env_placeholders(container: Container) -> Iterator[Violation]:
             )
 
 
-def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[Violation]:
+def _field_placeholders(
+    resource: Resource, handled: set[JsonPath], *, own: bool = False
+) -> Iterator[Violation]:
     """Every other field the API server takes literally (names, namespaces, service accounts,
     volume sources, quantities, selectors, a Secret's stringData): a value that is a placeholder
     as a whole, or that holds a `${VAR}`."""
@@ -141,7 +154,7 @@ def _field_placeholders(resource: Resource, handled: set[JsonPath]) -> Iterator[
         parent, step, value = stack.pop()
         if isinstance(value, str):
             budget -= 1
-            found = field_placeholder(value)
+            found = _deploy_time(field_placeholder(value), own)
             if found is not None:
                 path = parent if step is None else (*parent, step)
                 field = ".".join(str(part) for part in path)
@@ -201,7 +214,12 @@ RENDER = "render the manifest (envsubst, kustomize or helm) before it is applied
 
 
 def _image_placeholder(
-    container: Container, ctx: Context, workload: Workload | None = None, *, scanned: bool = True
+    container: Container,
+    ctx: Context,
+    workload: Workload | None = None,
+    *,
+    scanned: bool = True,
+    own: bool = False,
 ) -> Violation | None:
     """The image's placeholder; `scanned=False` when the object holds no placeholder character,
     so that only an all-capitals name can be one."""
@@ -212,6 +230,7 @@ def _image_placeholder(
     # fills such fields in itself (`image: FILLED_BY_THE_VALIDATOR`).
     symbolic = symbolic_name(image) and not (workload is not None and ctx.role(workload).role is Role.AGENT)
     texts = found.texts(image) if found.spans else [image] if symbolic else []
+    texts = [text for text in texts if _deploy_time(text, own) is not None]
     if not texts:
         return None
     ref = parse_image(image, placeholders=True)
