@@ -392,6 +392,12 @@ SKIPPED_WHOLE = {
     ),
     "a log that parses as neither YAML nor JSON": (DLLOGGER, "does not parse: line 1: YAML syntax error"),
     # Kubeflow Pipelines' design notes: JSON with comments, whose keys hold the words as parts
+    # a Kubeflow Pipelines v1 component spec (backend/src/v2/test/components/build_go.yaml)
+    "a component spec with annotations": (
+        "name: build_go\nmetadata:\n  annotations: {author: kfp}\ninputs: [{name: source}]\n"
+        "implementation:\n  container: {image: golang:1.21, command: [go, build]}\n",
+        "no apiVersion",
+    ),
     "commented JSON": (
         '{\n  // the run\'s status\n  "status_metadata": {"kind_of_run": 1},\n  "name": "run"\n}\n',
         "does not parse",
@@ -460,3 +466,13 @@ def test_a_template_of_a_configuration_file_is_skipped_not_a_gp004(tmp_path: Pat
     ]
     manifest = NVKIND_TEMPLATE + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
     assert [problem.rule_id for problem in load_text(manifest, "mixed.yaml").problems] == ["GP004"]
+
+
+def test_what_an_attempt_lacks_is_one_finding() -> None:
+    """A document that lost its apiVersion, kind and name is one problem, said once."""
+    text = "metadata: {namespace: ai-lab}\nspec: {replicas: 2}\n"
+    loaded = load_text(text, "near.yaml")
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    assert [f.message for f in report.findings if f.rule_id == "GP003"] == [
+        "object has no apiVersion, kind or metadata.name (or generateName)"
+    ]

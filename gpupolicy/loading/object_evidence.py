@@ -13,8 +13,9 @@ object has (https://kubernetes.io/docs/concepts/overview/working-with-objects/#r
   `index.yaml` (`apiVersion: v1`, `entries`, `generated`), a chart's `Chart.yaml`;
 - a `kind` key beside a key of an object's body. A `kind` key alone is a Helm values setting as
   often as not (fluent-bit's values say `kind: DaemonSet`);
-- a `metadata` mapping that holds a key of ObjectMeta (`name`, `generateName`, `namespace`,
-  `labels`, `annotations`): an object whose apiVersion and kind were lost;
+- a `metadata` mapping that names an object (`name`, `generateName`, `namespace`): an object
+  whose apiVersion and kind were lost. Labels or annotations alone are not: other formats keep
+  them too (a Kubeflow Pipelines component spec's `metadata.annotations`);
 - an item of a `kind: List` (the List said its items are objects);
 - a document that is not a mapping (plain text, a list) in a file that holds an object or an
   attempt: a broken separator or indentation among manifests, not a file of another format.
@@ -33,7 +34,7 @@ from gpupolicy.core.immutable import mutable
 from gpupolicy.loading.documents import Resource, Skipped
 
 OBJECT_BODY_KEYS = frozenset({"metadata", "spec", "data", "stringData", "items"})
-OBJECT_META_KEYS = frozenset({"name", "generateName", "namespace", "labels", "annotations"})
+OBJECT_META_KEYS = frozenset({"name", "generateName", "namespace"})
 # API groups of the configuration files of Kubernetes' own programs and tools, which a program
 # reads from disk: https://kubernetes.io/docs/reference/config-api/ (kube-apiserver, audit,
 # client authentication, kubeadm, kubelet and its credential providers, kube-proxy,

@@ -343,14 +343,23 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
             (), f"document is {kind}, not a Kubernetes object (a mapping with apiVersion and kind)"
         )
         return
-    for key in ("apiVersion", "kind"):
-        if not isinstance(resource.obj.get(key), str) or not resource.obj.get(key):
-            yield Violation((), f"object has no {key}")
+    # What the object lacks, said once (one problem, one finding): `object has no apiVersion or kind`.
+    missing = [
+        key
+        for key in ("apiVersion", "kind")
+        if not isinstance(resource.obj.get(key), str) or not resource.obj.get(key)
+    ]
     metadata = resource.obj.get("metadata")
+    path: JsonPath = ()
     if not isinstance(metadata, dict):
-        yield Violation(("metadata",) if "metadata" in resource.obj else (), "object has no metadata mapping")
+        missing.append("metadata mapping")
+        path = ("metadata",) if "metadata" in resource.obj and len(missing) == 1 else ()
     elif not metadata.get("name") and not metadata.get("generateName"):
-        yield Violation(("metadata",), "object has no metadata.name (or generateName)")
+        missing.append("metadata.name (or generateName)")
+        path = ("metadata",) if len(missing) == 1 else ()
+    if missing:
+        listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} or {missing[-1]}"
+        yield Violation(path, f"object has no {listed}")
     if not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version):
         yield from _pod_spec_types(resource, ctx)
 
