@@ -181,3 +181,37 @@ def test_a_hostile_serve_config_is_read_within_the_loader_limits() -> None:
 )
 def test_nodes_one_server_spans(spec: dict[str, Any], nodes: int | None) -> None:
     assert nodes_per_instance(container_of({"image": "x:1", **spec})) == nodes
+
+
+def test_a_client_naming_a_remote_servers_model_serves_none() -> None:
+    """rh-aiservices-bu/llm-on-openshift's Gradio RAG app sets MODEL_ID beside INFERENCE_SERVER_URL:
+    the model a remote server serves, not one this container loads. MODEL_ID names a served model
+    only in a TGI container (its image or its launcher)."""
+    from gpupolicy.kube.models import models_of
+    from gpupolicy.kube.pod_spec import Container
+
+    env = [
+        {"name": "MODEL_ID", "value": "llama2-chat"},
+        {"name": "INFERENCE_SERVER_URL", "value": "http://tgi:3000"},
+    ]
+    client = Container(
+        {"name": "server", "image": "quay.io/rh-aiservices-bu/gradio-rag:1.0", "env": env}, (), "container"
+    )
+    assert models_of(client) == []
+    tgi = Container(
+        {"name": "tgi", "image": "ghcr.io/huggingface/text-generation-inference:2.4.0", "env": env},
+        (),
+        "container",
+    )
+    assert [model.name for model in models_of(tgi)] == ["llama2-chat"]
+    launcher = Container(
+        {
+            "name": "tgi",
+            "image": "registry.example.com/llm:1",
+            "command": ["text-generation-launcher"],
+            "env": env,
+        },
+        (),
+        "container",
+    )
+    assert [model.server for model in models_of(launcher)] == ["tgi"]

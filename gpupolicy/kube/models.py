@@ -52,6 +52,10 @@ MODEL_FLAGS = {
 }
 REVISION_FLAGS = frozenset({"--revision"})
 MODEL_ENV = {"MODEL_ID": "tgi", "NIM_MODEL_NAME": "nim"}
+# What shows that the container runs the server an env variable configures (its image or its
+# command): `MODEL_ID` is TGI's, and a client that names the model a remote server serves (a
+# Gradio app's MODEL_ID beside INFERENCE_SERVER_URL) serves none.
+SERVER_SIGNS = {"tgi": ("text-generation", "tgi"), "nim": ("nvcr.io/nim/", "nim")}
 REVISION_ENV = frozenset({"REVISION"})
 NIM_IMAGE = re.compile(r"^nvcr\.io/nim/")
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -153,7 +157,7 @@ def models_of(container: Container) -> list[ModelRef]:
                 found.append(ModelRef(model, revision, "vllm", model_path))
     if not found:
         for name, server in MODEL_ENV.items():
-            if name in env:
+            if name in env and _runs(server, container):
                 found.append(ModelRef(env[name][0], revision, server, env[name][1]))
     if not found and container.image:
         ref = parse_image(container.image)
@@ -161,6 +165,12 @@ def models_of(container: Container) -> list[ModelRef]:
             version = ref.digest if ref.pinned else ref.tag
             found.append(ModelRef(ref.name, version, "nim", container.field("image")))
     return found
+
+
+def _runs(server: str, container: Container) -> bool:
+    """Whether the container's image or command is the `server`'s (SERVER_SIGNS)."""
+    text = " ".join([container.image, *(str(word) for word, _ in tokens(container))]).lower()
+    return any(sign in text for sign in SERVER_SIGNS[server])
 
 
 # One server spread over several pods, each a rank of the same model: SGLang's `--nnodes N`
