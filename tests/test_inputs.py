@@ -632,6 +632,33 @@ def test_a_kubectl_without_build_metadata_still_renders_the_overlay_untraced(
     assert [(resource.name, resource.file) for resource in loaded.resources] == [("rendered", "app")]
 
 
+def test_a_remote_base_the_network_cannot_reach_says_so_with_relative_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubeflow Pipelines' overlays fetch Argo's base from GitHub: offline, kustomize names every
+    file absolutely and git says it could not resolve the host. The finding's paths read as the
+    findings' do, and it says the network, not the manifest, failed."""
+    folder = tmp_path / "offline-bin"
+    write(
+        folder / "kubectl",
+        "#!/bin/sh\necho \"error: accumulating resources from '$PWD/app/base': failed to run "
+        "'/usr/bin/git fetch --depth=1 https://github.com/argoproj/argo-workflows v4.0.8': "
+        "fatal: unable to access 'https://github.com/argoproj/argo-workflows/': Could not resolve host: "
+        'github.com" >&2\nexit 1\n',
+    )
+    (folder / "kubectl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    write(Path("app/kustomization.yaml"), "resources:\n  - base\n")
+    (problem,) = load_paths(["app"]).problems
+    assert (
+        str(tmp_path) not in problem.message and "accumulating resources from 'app/base'" in problem.message
+    )
+    assert problem.message.endswith(
+        "(a remote resource could not be fetched from here: the network, not the manifest)"
+    )
+
+
 def test_lint_no_remote_reports_gp004_and_fails(
     recording_kubectl: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -648,11 +648,28 @@ def _run(argv: list[str], shown: str, command: str) -> str | LoadProblem:
     except subprocess.TimeoutExpired:
         return LoadProblem("GP004", f"{command} timed out", shown)
     if completed.returncode != 0:
-        detail = (
-            renderer_error(completed.stderr.decode("utf-8", "replace")) or f"exit code {completed.returncode}"
-        )
+        said = _relative(completed.stderr.decode("utf-8", "replace"))
+        detail = renderer_error(said) or f"exit code {completed.returncode}"
+        if any(failure in said for failure in _NETWORK_FAILURES):
+            detail += " (a remote resource could not be fetched from here: the network, not the manifest)"
         return LoadProblem("GP004", f"{command} failed: {detail}", shown)
     return completed.stdout.decode("utf-8", "replace")
+
+
+# What Go's resolver and dialer, git and curl say when the network, not the manifest, failed a
+# remote base's fetch.
+_NETWORK_FAILURES = (
+    "Could not resolve host", "no such host", "dial tcp", "i/o timeout", "connection refused",
+    "network is unreachable", "TLS handshake timeout", "Temporary failure in name resolution",
+)  # fmt: skip
+
+
+def _relative(text: str) -> str:
+    """A renderer's message with the current directory's absolute path left out of the paths it
+    names (kustomize names every file absolutely): the paths read as the findings' do, and more
+    of a bounded message is the error's."""
+    cwd = resolved_cwd()
+    return text.replace(f"{cwd}{os.sep}", "") if cwd is not None and str(cwd) != os.sep else text
 
 
 RENDERER_ERROR_CHARS = 500
