@@ -611,21 +611,27 @@ def test_without_no_remote_kubectl_renders_remote_bases(recording_kubectl: Path)
     assert loaded.problems == [] and called(recording_kubectl) == ["kustomize", "app"]
 
 
+def kubectl_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    """A `kubectl` first on PATH that runs `script`, in `tmp_path` as the current directory."""
+    folder = tmp_path / "fake-bin"
+    write(folder / "kubectl", script)
+    (folder / "kubectl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+
+
 def test_a_kubectl_without_build_metadata_still_renders_the_overlay_untraced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """kustomize before v4.5 refuses `buildMetadata` (the wrapper that traces objects to their
     files): the overlay is then rendered as it is, findings naming its folder."""
-    folder = tmp_path / "old-bin"
-    write(
-        folder / "kubectl",
+    kubectl_script(
+        tmp_path,
+        monkeypatch,
         '#!/bin/sh\nif grep -q buildMetadata "$2/kustomization.yaml"; then\n'
         '  echo "Error: json: unknown field \\"buildMetadata\\"" >&2; exit 1\nfi\n'
         'printf "apiVersion: v1\\nkind: Namespace\\nmetadata:\\n  name: rendered\\n"\n',
     )
-    (folder / "kubectl").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
     write(Path("app/kustomization.yaml"), "resources:\n  - ns.yaml\n")
     loaded = load_paths(["app"])
     assert loaded.problems == []
@@ -638,17 +644,14 @@ def test_a_remote_base_the_network_cannot_reach_says_so_with_relative_paths(
     """Kubeflow Pipelines' overlays fetch Argo's base from GitHub: offline, kustomize names every
     file absolutely and git says it could not resolve the host. The finding's paths read as the
     findings' do, and it says the network, not the manifest, failed."""
-    folder = tmp_path / "offline-bin"
-    write(
-        folder / "kubectl",
+    kubectl_script(
+        tmp_path,
+        monkeypatch,
         "#!/bin/sh\necho \"error: accumulating resources from '$PWD/app/base': failed to run "
         "'/usr/bin/git fetch --depth=1 https://github.com/argoproj/argo-workflows v4.0.8': "
         "fatal: unable to access 'https://github.com/argoproj/argo-workflows/': Could not resolve host: "
         'github.com" >&2\nexit 1\n',
     )
-    (folder / "kubectl").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
     write(Path("app/kustomization.yaml"), "resources:\n  - base\n")
     (problem,) = load_paths(["app"]).problems
     assert (
