@@ -712,18 +712,24 @@ _HELM_WORDS = (".Values", ".Release", ".Chart", ".Capabilities", ".Files", "incl
 _ACTION_START = re.compile(r"\{\{-?\s*")
 
 
-def names_helm(action: str) -> bool:
-    """Whether a `{{…}}` is Helm's as a controller's own template language cannot be: it starts
-    with a dot (`{{ .Values.image }}`) or names one of Helm's objects or functions. Argo's start
-    with a name (`{{inputs.parameters.x}}`, `{{item}}`) or `=`, Kubeflow Pipelines' with `$`."""
+def names_helm(action: str, *, dot: bool = True) -> bool:
+    """Whether a `{{…}}` is Helm's as a controller's own template language cannot be: it names one
+    of Helm's objects or functions (`.Values`, `include`), or, where the controller's language
+    never starts with a dot (`dot`: Argo's `{{inputs.parameters.x}}`, `{{item}}`, Kubeflow
+    Pipelines' `{{$}}`), it starts with one. KServe's Go templates (`{{.Name}}`) do."""
     inner = action.split("}}", 1)[0]
+    if any(word in inner for word in _HELM_WORDS):
+        return True
     start = _ACTION_START.match(inner)
-    return inner[start.end() if start else 0 :].startswith(".") or any(word in inner for word in _HELM_WORDS)
+    return dot and inner[start.end() if start else 0 :].startswith(".")
 
 
-def helm_names_in(text: str) -> bool:
+def helm_names_in(text: str, *, dot: bool = True) -> bool:
     """Whether some `{{…}}` of `text` is Helm's by `names_helm` (one pass over its actions)."""
-    return any(names_helm(text[match.start() : match.start() + 200]) for match in _HELM_ACTION.finditer(text))
+    return any(
+        names_helm(text[match.start() : match.start() + 200], dot=dot)
+        for match in _HELM_ACTION.finditer(text)
+    )
 
 
 def find_helm_action(text: str) -> tuple[int, int] | None:

@@ -46,7 +46,7 @@ from gpupolicy.loading.kustomizations import (
     remote_reference,
     resolved,
 )
-from gpupolicy.loading.object_evidence import ObjectFilter, configuration_file, templates_its_own_strings
+from gpupolicy.loading.object_evidence import GO, ObjectFilter, configuration_file, own_template_dialect
 from gpupolicy.loading.rendering import (
     OverlayFindings,
     helm_directives,
@@ -203,20 +203,22 @@ def _helm_problem(
 
 
 def _actions_of_the_objects_own(text: str, file: str, limits: LoadLimits) -> bool:
-    """Whether every Helm-looking action lies in a string of a file that parses, and no object of
-    it reads them as Helm would: it holds no object (a .goreleaser.yaml), or only objects whose
-    controller fills `{{…}}` in itself (Argo's Workflows, Kubeflow Pipelines' `{{$}}`)."""
+    """Whether every Helm-looking action lies in a string of a file that parses, and none is Helm's:
+    the file holds no object (a .goreleaser.yaml), or some object of it fills `{{…}}` in itself
+    (Argo's Workflows, KServe's serving runtimes) and no action names Helm's objects or functions
+    (`names_helm`; a leading dot is Helm's unless a Go-template object is there). Each other
+    placeholder is then GP004's at its field: one never hides the file's other objects."""
     if not helm_actions_only_in_strings(text):
         return False
     loaded = parse_text(text, file, limits=limits)
     if loaded.problems:
         return False
     objects = ObjectFilter(file).take(loaded.resources)
+    if not objects:
+        return True
+    dialects = {own_template_dialect(resource.api_version, resource.kind) for resource in objects} - {None}
     # A chart's template of a workflow (`image: "{{ .Values.image }}"`) is still Helm's to render.
-    return not objects or (
-        all(templates_its_own_strings(resource.api_version, resource.kind) for resource in objects)
-        and not helm_names_in(text)
-    )
+    return bool(dialects) and not helm_names_in(text, dot=GO not in dialects)
 
 
 def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLimits) -> LoadedText | None:

@@ -48,20 +48,32 @@ CONFIGURATION_GROUPS = frozenset(
         "controllermanager.config.k8s.io", "kind.x-k8s.io", "kustomize.config.k8s.io",
     }
 )  # fmt: skip
-# Argo Workflows' kinds (argoproj.io), whose controller fills `{{…}}` in their templates' strings
-# when it runs them (`{{inputs.parameters.x}}`, `{{item}}`, Kubeflow Pipelines' `{{$}}`): their
-# own template language, not an unrendered chart. https://argo-workflows.readthedocs.io/en/latest/variables/
+# Kinds whose controller fills `{{…}}` in their strings itself, by the template language it speaks:
+# - Argo Workflows (argoproj.io) when it runs a step: `{{inputs.parameters.x}}`, `{{item}}`,
+#   Kubeflow Pipelines' `{{$}}`; never with a leading dot, which is Helm's
+#   (https://argo-workflows.readthedocs.io/en/latest/variables/);
+# - KServe (serving.kserve.io) with Go's text/template over the InferenceService, for a serving
+#   runtime's containers (`{{.Name}}`, `{{.Labels.modelClass}}`: pkg/.../ReplacePlaceholders) and an
+#   LLMInferenceServiceConfig (`{{ .GlobalConfig.IngressGatewayName }}`): a leading dot is theirs,
+#   and only Helm's own objects and functions (`.Values`, `include`) are Helm's.
 ARGO_WORKFLOW_KINDS = frozenset({"Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow"})
 ARGO_GROUP = "argoproj.io"
+KSERVE_TEMPLATED_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime", "LLMInferenceServiceConfig"})
+KSERVE_GROUP = "serving.kserve.io"
+ARGO, GO = "argo", "go"  # the dialects
 
 
-def templates_its_own_strings(api_version: object, kind: object) -> bool:
-    """Whether an object of this apiVersion and kind holds `{{…}}` its controller fills in."""
-    return (
-        kind in ARGO_WORKFLOW_KINDS
-        and isinstance(api_version, str)
-        and api_version.startswith(ARGO_GROUP + "/")
-    )
+def own_template_dialect(api_version: object, kind: object) -> str | None:
+    """The template language in which an object of this apiVersion and kind holds `{{…}}` its
+    controller fills in (ARGO or GO), or None."""
+    if not isinstance(api_version, str):
+        return None
+    group = api_version.rpartition("/")[0]
+    if kind in ARGO_WORKFLOW_KINDS and group == ARGO_GROUP:
+        return ARGO
+    if kind in KSERVE_TEMPLATED_KINDS and group == KSERVE_GROUP:
+        return GO
+    return None
 
 
 # A kubeconfig says `apiVersion: v1` and `kind: Config`: no object of the core API is called Config.

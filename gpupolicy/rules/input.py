@@ -25,7 +25,7 @@ from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_lis
 from gpupolicy.kube.roles import Role
 from gpupolicy.kube.secrets_detect import credential_name_kind
 from gpupolicy.loading.documents import Resource, names_helm
-from gpupolicy.loading.object_evidence import templates_its_own_strings
+from gpupolicy.loading.object_evidence import GO, own_template_dialect
 
 input_rule(
     id="GP001",
@@ -69,8 +69,9 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
     # Every placeholder form holds `$`, `<`, `{{` or `__`: an object with none of them holds no
     # placeholder in any field, and only an all-capitals image name is left to judge.
     may_hold = _may_hold_placeholder(resource)
-    # An Argo workflow's `{{…}}` are its controller's to fill in when it runs (`{{item}}`, `{{$}}`).
-    own = templates_its_own_strings(resource.api_version, resource.kind)
+    # An Argo workflow's or a KServe runtime's `{{…}}` are its controller's to fill in (`{{item}}`,
+    # `{{$}}`, `{{.Name}}`): the template language it speaks, or None.
+    own = own_template_dialect(resource.api_version, resource.kind)
     for container in containers:
         image = _image_placeholder(container, ctx, workload, scanned=may_hold, own=own)
         if image is not None:
@@ -84,12 +85,12 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
         yield from _field_placeholders(resource, handled, own=own)
 
 
-def _deploy_time(placeholder: str | None, own: bool) -> str | None:
-    """`placeholder`, unless it is a `{{…}}` of an object that fills them in itself (`own`) and
-    not Helm's (`{{ .Values.image }}` in a chart's workflow is Helm's still)."""
-    if placeholder is None or not (own and placeholder.startswith("{{")) or names_helm(placeholder):
+def _deploy_time(placeholder: str | None, own: str | None) -> str | None:
+    """`placeholder`, unless it is a `{{…}}` of an object that fills them in itself (`own`: its
+    template language) and not Helm's (`{{ .Values.image }}` in a chart's workflow is Helm's still)."""
+    if placeholder is None or own is None or not placeholder.startswith("{{"):
         return placeholder
-    return None
+    return placeholder if names_helm(placeholder, dot=own != GO) else None
 
 
 # Container fields that hold a program's text, or that GP004 judges on their own. A probe's or
@@ -125,7 +126,7 @@ def _symbolic_quantities(container: Container) -> Iterator[Violation]:
                 )
 
 
-def _env_placeholders(container: Container, *, own: bool = False) -> Iterator[Violation]:
+def _env_placeholders(container: Container, *, own: str | None = None) -> Iterator[Violation]:
     for path, item in container.env_items():
         name, value = str(item.get("name", "")), item.get("value")
         placeholder = _deploy_time(whole(value), own) if isinstance(value, str) else None
@@ -139,7 +140,7 @@ def _env_placeholders(container: Container, *, own: bool = False) -> Iterator[Vi
 
 
 def _field_placeholders(
-    resource: Resource, handled: set[JsonPath], *, own: bool = False
+    resource: Resource, handled: set[JsonPath], *, own: str | None = None
 ) -> Iterator[Violation]:
     """Every other field the API server takes literally (names, namespaces, service accounts,
     volume sources, quantities, selectors, a Secret's stringData): a value that is a placeholder
@@ -219,7 +220,7 @@ def _image_placeholder(
     workload: Workload | None = None,
     *,
     scanned: bool = True,
-    own: bool = False,
+    own: str | None = None,
 ) -> Violation | None:
     """The image's placeholder; `scanned=False` when the object holds no placeholder character,
     so that only an all-capitals name can be one."""
