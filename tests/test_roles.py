@@ -63,6 +63,19 @@ def workload(
             "vllm serve",
         ),
         (workload(image="registry.example.com/trainer:1"), Role.WORKLOAD, "no evidence"),
+        (  # a serving command outweighs what an organisation's name hints at
+            workload(
+                image="registry.example.com/ml-bench-team/vllm-openai:v0.8.5",
+                extra="          args: [vllm, serve, org/model]",
+            ),
+            Role.SERVER,
+            "vllm serve",
+        ),
+        (  # llm-d's inference simulator answers with canned text: a test double
+            workload(image="ghcr.io/llm-d/llm-d-inference-sim:v0.1.2", extra="          args: [--mode=echo]"),
+            Role.DEV,
+            "inference-sim",
+        ),
         (workload(image="jupyter/tensorflow-notebook:2024-01-01"), Role.DEV, "jupyter"),
         (
             workload(

@@ -161,6 +161,7 @@ DEV_COMMAND_PARTS = (
 DEV_IMAGE_PARTS = (
     "cuda-sample", "vectoradd", "jupyter", "notebook", "gpu-burn", "nccl-tests", "genai-perf",
     "locustio", "grafana/k6", "dcgmproftester", "perftest", "e2e-test-images/", "-bench", "/pause:",
+    "inference-sim", "simulator", "mocker",
 )  # fmt: skip
 
 # How much of a command line is read: a shell script of a few KB says what it runs early.
@@ -263,10 +264,13 @@ def _dev_evidence(template: PodTemplate) -> str | None:
         text = command_text(container)
         if text and _only_sleeps(text):
             return f"container {container.name!r} only sleeps ({text[:60]!r})"
-        if text and _first(SERVER_COMMAND_PARTS, text) is None:
-            part = _first(DEV_COMMAND_PARTS, text)
-            if part is not None:
-                return f"container {container.name!r} runs {part!r}"
+        if text and _first(SERVER_COMMAND_PARTS, text) is not None:
+            # A serving command outweighs what the image's name hints at (`…/ml-bench-team/vllm-openai`
+            # running `vllm serve` serves).
+            continue
+        part = _first(DEV_COMMAND_PARTS, text) if text else None
+        if part is not None:
+            return f"container {container.name!r} runs {part!r}"
         part = _first(DEV_IMAGE_PARTS, container.image.lower())
         if part is not None:
             return f"container {container.name!r} runs the image {container.image[:120]!r}"
