@@ -759,3 +759,22 @@ def test_a_manifest_beside_an_overlay_that_does_not_list_it_is_linted(tmp_path: 
         (root / "serving" / "overlay").resolve(),
         (root / "serving" / "standalone" / "llm.yaml").resolve(),
     }
+
+
+def test_a_jinja_template_is_gp004_and_a_jinja_text_in_a_value_is_not() -> None:
+    """DeepOps' Ansible roles keep manifests whose structure Jinja statements make
+    (`{% if nic_policy.ofed %}` between keys): GP004, saying what renders them, not GP001's
+    syntax error. A chat template inside a ConfigMap's block scalar is text."""
+    template = (
+        "apiVersion: mellanox.com/v1alpha1\nkind: NicClusterPolicy\nmetadata:\n  name: nic-cluster-policy\nspec:\n"
+        "{% if nic_policy.ofed %}\n  ofedDriver:\n    image: doca-driver\n{% endif %}\n"
+    )
+    (problem,) = load_text(template, "nic.yaml").problems
+    assert (problem.rule_id, problem.line, problem.column) == ("GP004", 6, 1)
+    assert "Jinja template statements" in problem.message
+    chat = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: chat}\ndata:\n  template.jinja: |\n"
+        "    {% for message in messages %}\n    {{ message['content'] }}\n    {% endfor %}\n"
+    )
+    loaded = load_text(chat, "chat.yaml")
+    assert loaded.problems == [] and [r.name for r in loaded.resources] == ["chat"]

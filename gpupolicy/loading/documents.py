@@ -732,6 +732,26 @@ def helm_names_in(text: str, *, dot: bool = True) -> bool:
     )
 
 
+# A Jinja statement opening a line (`{% if gpu %}`, `{%- for x in y %}`): Ansible's template
+# module and other Jinja renderers write manifests with them. Inside a block scalar the same line
+# is text (a vLLM chat template in a ConfigMap): only a file that does not parse is a template.
+_JINJA_STATEMENT = re.compile(
+    r"^[ \t]*\{%-?[ \t]*(?:if|elif|else|endif|for|endfor|set|endset|macro|endmacro|block|endblock|include|"
+    r"import|from|raw|endraw|with|endwith|filter|endfilter|call|endcall)\b",
+    re.MULTILINE,
+)
+
+
+def find_jinja_statement(text: str) -> tuple[int, int] | None:
+    """1-based position of the first line that opens with a Jinja statement, if any."""
+    found = _JINJA_STATEMENT.search(text)
+    if found is None:
+        return None
+    start = found.start() + (len(found.group(0)) - len(found.group(0).lstrip(" \t")))
+    line = text.count("\n", 0, start) + 1
+    return line, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
 def find_helm_action(text: str) -> tuple[int, int] | None:
     """1-based position of the first Helm template action in `text`, if any."""
     matches = list(_HELM_ACTION.finditer(text))

@@ -28,6 +28,7 @@ from gpupolicy.loading.documents import (
     Resource,
     Skipped,
     find_helm_action,
+    find_jinja_statement,
     helm_actions_only_in_strings,
     helm_names_in,
     iter_chosen_chunks,
@@ -224,7 +225,7 @@ def _actions_of_the_objects_own(text: str, file: str, limits: LoadLimits) -> boo
 def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLimits) -> LoadedText | None:
     """A templated file's outcome, or None for a file to read: GP004, or skipped when what the
     template makes is a configuration file no API server reads."""
-    helm = _helm_problem(text, file, hint_path, limits)
+    helm = _helm_problem(text, file, hint_path, limits) or _jinja_problem(text, file, limits)
     if helm is None:
         return None
     configuration = _configuration_template(text)
@@ -254,6 +255,21 @@ def _unreadable_other_format(text: str, file: str, limits: LoadLimits) -> Loaded
     first = problems[0]
     where = f"line {first.line}: " if first.line is not None else ""
     return LoadedText(skipped=[Skipped(file, None, NOT_YAML_OR_JSON.format(where + first.message))])
+
+
+def _jinja_problem(text: str, file: str, limits: LoadLimits) -> LoadProblem | None:
+    """GP004 for a file that does not parse because Jinja statements make its structure (DeepOps'
+    Ansible roles: `{% if nic_policy.ofed %}` between a manifest's keys), not GP001's syntax error."""
+    jinja = find_jinja_statement(text)
+    if jinja is None or not parse_text(text, file, limits=limits).problems:
+        return None
+    return LoadProblem(
+        "GP004",
+        "file holds Jinja template statements ({% ... %}); render it first (Ansible's template module, or jinja2) "
+        "and lint what it makes",
+        file,
+        *jinja,
+    )
 
 
 def _configuration_template(text: str) -> str | None:
