@@ -89,6 +89,7 @@ def test_memory_lock_beside_an_rdma_device_is_a_warning_naming_where_the_pod_run
         "nvidia.com/hostdev",
         "rdma/hca_shared_devices_a",
         "vpc.amazonaws.com/efa",
+        "intel.com/sriov_111",  # DeepOps' RoCE job: SR-IOV virtual functions for NCCL over RDMA
     ):
         (hit,) = ids(lint_text(rdma.replace("rdma/rdma_shared_device_a", resource)).findings, "GP603")[:1]
         assert hit.severity is Severity.WARNING, resource
@@ -128,6 +129,17 @@ spec:
     assert "RDMA (DRA claim 'nics' of mrdma.google.com)" in found.message
     elsewhere = text.replace("mrdma.google.com", "gpu.nvidia.com")
     assert [f.severity for f in ids(lint_text(elsewhere).findings, "GP603")] == [Severity.ERROR]
+
+
+def test_a_host_port_on_the_nodes_network_is_gp605s_alone(lint_text: LintText) -> None:
+    """DeepOps' node-exporter: hostNetwork with a hostPort equal to its containerPort, as the API
+    server requires there. The port is the node's because the pod is on its network: one finding."""
+    container = GPU_CONTAINER.replace(
+        "      resources:", "      ports: [{containerPort: 9100, hostPort: 9100}]\n      resources:"
+    )
+    assert len(ids(lint_text(pod(container)).findings, "GP610")) == 1
+    on_node = lint_text(pod("  hostNetwork: true\n" + container)).findings
+    assert not ids(on_node, "GP610") and ids(on_node, "GP605")
 
 
 def test_pod_non_root_with_container_root_user(lint_text: LintText) -> None:

@@ -165,8 +165,10 @@ def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[V
 # https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-rdma.html).
 MEMORY_LOCK = "IPC_LOCK"
 # Resource names of RDMA devices: the shared RDMA device plugin's `rdma/…` (its default prefix),
-# SR-IOV's host devices (`nvidia.com/hostdev`), AWS's Elastic Fabric Adapter (RDMA verbs through
-# libfabric: https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html) and providers' own
+# SR-IOV's host devices (`nvidia.com/hostdev`) and virtual functions (the SR-IOV network device
+# plugin's `intel.com/sriov_…` and other `…sriov…` names: a kernel-bypass NIC, whose RDMA or DPDK
+# user pins memory as well), AWS's Elastic Fabric Adapter (RDMA verbs through libfabric:
+# https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html) and providers' own
 # (`vke.volcengine.com/rdma`, `…/rdma_vf`).
 _RDMA_DEVICES = frozenset({"nvidia.com/hostdev", "vpc.amazonaws.com/efa"})
 
@@ -193,9 +195,9 @@ def rdma_device(container: Container) -> str | None:
         for name, quantity in section.items():
             text = str(name)
             prefix, _, resource = text.rpartition("/")
-            if (prefix == "rdma" or "rdma" in resource.lower() or text in _RDMA_DEVICES) and str(
-                quantity
-            ) != "0":
+            lowered = resource.lower()
+            named = prefix == "rdma" or "rdma" in lowered or "sriov" in lowered or text in _RDMA_DEVICES
+            if named and str(quantity) != "0":
                 return text
     return None
 
@@ -476,7 +478,8 @@ def seccomp_unconfined(workload: Workload, ctx: Context) -> Iterator[Violation]:
     roles=NOT_AGENT,
     name="host-port",
     severity="warning",
-    summary="Reports a container port with a non-zero `hostPort`.",
+    summary="Reports a container port with a non-zero `hostPort`. In a pod on the node's network (hostNetwork) "
+    "every port is the node's and the API server requires hostPort to equal containerPort: GP605 reports that, once.",
     rationale="A hostPort binds the node's address: one pod per node can have it, it bypasses NetworkPolicy on "
     "many CNIs, and a GPU node's port is then tied to whichever pod landed there.",
     remediation="Remove hostPort and expose the server through a Service.",
@@ -484,7 +487,9 @@ def seccomp_unconfined(workload: Workload, ctx: Context) -> Iterator[Violation]:
 )
 def host_port(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
-    for _template, container in workload.containers():
+    for template, container in workload.containers():
+        if template.spec.get("hostNetwork") is True:
+            continue  # the pod's ports are the node's: GP605's finding
         for value, path in pss.host_ports(container, current):
             yield Violation(
                 path,
