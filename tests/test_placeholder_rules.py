@@ -168,3 +168,46 @@ def test_a_placeholder_in_a_typed_field_is_gp004_alone(lint_text: LintText) -> N
         ("GP004", "livenessProbe.grpc.port"),
         ("GP004", "ports.0.containerPort"),
     ]
+
+
+KTHENA_TEMPLATE = """\
+apiVersion: workload.serving.volcano.sh/v1alpha1
+kind: ModelServing
+metadata: ${MODEL_SERVING_TEMPLATE_METADATA}
+spec:
+  topologySpreadConstraints:
+    - maxSkew: 1
+      topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          modelserving.volcano.sh/name: ${NAME}
+  template:
+    roles:
+      - name: leader
+        entryTemplate:
+          spec:
+            affinity: ${SERVER_AFFINITY}
+            initContainers: ${INIT_CONTAINERS}
+            containers:
+              - name: engine
+                image: vllm/vllm-openai:v0.8.5
+                env: ${ENGINE_ENV}
+                resources: ${ENGINE_SERVER_RESOURCES}
+"""
+
+
+def test_a_placeholder_where_a_mapping_or_list_stands_is_gp004s_alone(lint_text: LintText) -> None:
+    """volcano-sh/kthena's controller templates (`affinity: ${SERVER_AFFINITY}`, `metadata:
+    ${…}`): GP003 said 'affinity must be a mapping, not a string' and 'object has no metadata
+    mapping' beside GP004's placeholder. One problem, one finding: GP004's."""
+    report = lint_text(KTHENA_TEMPLATE)
+    assert of(report, "GP003") == []
+    placeholders = {f.path[-1] for f in of(report, "GP004")}
+    assert {"metadata", "affinity", "initContainers", "env", "resources"} <= placeholders
+
+
+def test_a_long_fields_path_is_shortened_between_its_segments(lint_text: LintText) -> None:
+    (finding,) = [
+        f for f in of(lint_text(KTHENA_TEMPLATE), "GP004") if f.path[-1] == "modelserving.volcano.sh/name"
+    ]
+    assert finding.message.startswith("spec.….matchLabels.modelserving.volcano.sh/name holds the placeholder")

@@ -79,6 +79,7 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
         yield from _symbolic_quantities(container)
         if may_hold:
             yield from _env_placeholders(container, own=own)
+            yield from _list_placeholders(container, own=own)
     if may_hold:
         # Judged above, or the program's own text (shell scripts, Katib's ${trialParameters.x}).
         handled = {container.field(key) for container in containers for key in PROGRAM_KEYS}
@@ -126,6 +127,20 @@ def _symbolic_quantities(container: Container) -> Iterator[Violation]:
                 )
 
 
+def _list_placeholders(container: Container, *, own: str | None = None) -> Iterator[Violation]:
+    """`env: ${ENGINE_ENV}`, `command: ${COMMAND}`: a placeholder where a whole list stands (the
+    items' own placeholders are judged apart, and a program's text is its own)."""
+    for key in ("env", "command", "args"):
+        value = container.spec.get(key)
+        found = _deploy_time(field_placeholder(value), own) if isinstance(value, str) else None
+        if found is not None:
+            yield Violation(
+                container.field(key),
+                f"{container.label} {key} is the placeholder {excerpt(found)!r}: {RENDER}",
+                container=container.name,
+            )
+
+
 def _env_placeholders(container: Container, *, own: str | None = None) -> Iterator[Violation]:
     for path, item in container.env_items():
         name, value = str(item.get("name", "")), item.get("value")
@@ -158,9 +173,8 @@ def _field_placeholders(
             found = _deploy_time(field_placeholder(value), own)
             if found is not None:
                 path = parent if step is None else (*parent, step)
-                field = ".".join(str(part) for part in path)
                 yield Violation(
-                    path, f"{excerpt(field, 60)} holds the placeholder {excerpt(found)!r}: {RENDER}"
+                    path, f"{field_excerpt(path)} holds the placeholder {excerpt(found)!r}: {RENDER}"
                 )
             continue
         if not isinstance(value, dict | list):
@@ -176,6 +190,25 @@ def _field_placeholders(
             )
         else:
             stack.extend((path, index, item) for index, item in enumerate(value))
+
+
+FIELD_EXCERPT = 60
+
+
+def field_excerpt(path: JsonPath, limit: int = FIELD_EXCERPT) -> str:
+    """A field's dotted path, shortened at its segments' boundaries: the first one or two and as
+    many of the last as fit (`spec.template.….entryTemplate.metadata`); a long last segment is cut."""
+    parts = [str(part) for part in path]
+    whole = ".".join(parts)
+    if len(whole) <= limit or len(parts) < 3:
+        return excerpt(whole, limit)
+    head = parts[:2] if len(".".join([*parts[:2], "…", parts[-1]])) <= limit else parts[:1]
+    tail = [parts[-1]]
+    for part in reversed(parts[len(head) : -1]):
+        if len(".".join([*head, "…", part, *tail])) > limit:
+            break
+        tail.insert(0, part)
+    return excerpt(".".join([*head, "…", *tail]), limit)
 
 
 def _may_hold_placeholder(resource: Resource) -> bool:
@@ -353,7 +386,9 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
     ]
     metadata = resource.obj.get("metadata")
     path: JsonPath = ()
-    if not isinstance(metadata, dict):
+    if isinstance(metadata, str) and field_placeholder(metadata) is not None:
+        pass  # `metadata: ${METADATA}`: GP004's placeholder
+    elif not isinstance(metadata, dict):
         missing.append("metadata mapping")
         path = ("metadata",) if "metadata" in resource.obj and len(missing) == 1 else ()
     elif not metadata.get("name") and not metadata.get("generateName"):
@@ -389,22 +424,26 @@ _CONTAINER_LIST_FIELDS = ("ports", "env", "envFrom", "volumeMounts", "command", 
 _CONTAINER_MAP_FIELDS = ("resources", "securityContext", "livenessProbe", "readinessProbe", "startupProbe")
 
 
+def _mistyped(value: object, kind: type) -> bool:
+    """A value of the wrong type, that is neither null (absent: an empty field; the API server
+    prunes a custom resource's nulls before validating it, apiextensions "Defaulting and
+    Nullable") nor a deploy-time placeholder (GP004's finding: one problem, one finding)."""
+    if value is None or isinstance(value, kind):
+        return False
+    return not (isinstance(value, str) and field_placeholder(value) is not None)
+
+
 def _pod_spec_types(resource: Resource, ctx: Context) -> Iterator[Violation]:
     workload = ctx.workload_of(resource)
     if workload is None:
         return
     for template in workload.templates:
         spec = template.spec
-        for key, _ in CONTAINER_LISTS:
-            # An empty field (`initContainers:`) is null: absent to the API server, which prunes a
-            # custom resource's nulls before validating it (apiextensions "Defaulting and Nullable").
-            if key in spec and spec[key] is not None and not isinstance(spec[key], list):
-                yield Violation(template.field(key), f"{key} must be a list, not {_type(spec[key])}")
-        for key in _LIST_FIELDS:
-            if key in spec and spec[key] is not None and not isinstance(spec[key], list):
+        for key in (*(key for key, _ in CONTAINER_LISTS), *_LIST_FIELDS):
+            if key in spec and _mistyped(spec[key], list):
                 yield Violation(template.field(key), f"{key} must be a list, not {_type(spec[key])}")
         for key in ("nodeSelector", "affinity", "securityContext"):
-            if key in spec and spec[key] is not None and not isinstance(spec[key], dict):
+            if key in spec and _mistyped(spec[key], dict):
                 yield Violation(template.field(key), f"{key} must be a mapping, not {_type(spec[key])}")
         for container in template.containers:
             yield from _container_types(container.spec, container.path, container.resources_key)
@@ -414,10 +453,10 @@ def _container_types(
     spec: dict[str, object], path: tuple[str | int, ...], resources_key: str
 ) -> Iterator[Violation]:
     for key in _CONTAINER_LIST_FIELDS:
-        if key in spec and spec[key] is not None and not isinstance(spec[key], list):
+        if key in spec and _mistyped(spec[key], list):
             yield Violation((*path, key), f"{key} must be a list, not {_type(spec[key])}")
     for key in (*_CONTAINER_MAP_FIELDS, resources_key):
-        if key in spec and spec[key] is not None and not isinstance(spec[key], dict):
+        if key in spec and _mistyped(spec[key], dict):
             yield Violation((*path, key), f"{key} must be a mapping, not {_type(spec[key])}")
     resources = spec.get(resources_key)
     if isinstance(resources, dict):
