@@ -385,6 +385,15 @@ SKIPPED_WHOLE = {
         "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.34.0\n",
         "kubeadm.k8s.io ClusterConfiguration",
     ),
+    "a controller-runtime manager config": (
+        "apiVersion: controller-runtime.sigs.k8s.io/v1alpha1\nkind: ControllerManagerConfig\n"
+        "health: {healthProbeBindAddress: ':8081'}\nleaderElection: {leaderElect: true}\n",
+        "controller-runtime.sigs.k8s.io ControllerManagerConfig configuration file",
+    ),
+    "an istioctl input": (
+        "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  profile: default\n",
+        "istioctl IstioOperator input",
+    ),
     "a Helm chart repository's index": (
         "apiVersion: v1\nentries:\n  ollama:\n    - apiVersion: v2\n      name: ollama\n      version: 1.2.0\n"
         'generated: "2025-04-23T00:00:31Z"\n',

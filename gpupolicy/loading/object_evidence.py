@@ -46,8 +46,14 @@ CONFIGURATION_GROUPS = frozenset(
         "kubeadm.k8s.io", "kubelet.config.k8s.io", "credentialprovider.kubelet.k8s.io",
         "kubeproxy.config.k8s.io", "kubescheduler.config.k8s.io", "kubecontrollermanager.config.k8s.io",
         "controllermanager.config.k8s.io", "kind.x-k8s.io", "kustomize.config.k8s.io",
+        # controller-runtime's ControllerManagerConfig, which kubebuilder's operators read from a file
+        # (https://pkg.go.dev/sigs.k8s.io/controller-runtime/pkg/config/v1alpha1)
+        "controller-runtime.sigs.k8s.io",
     }
 )  # fmt: skip
+# Istio's IstioOperator is a custom resource with metadata when an operator reconciles it, and
+# istioctl's input without (`istioctl manifest generate -f profile.yaml`).
+ISTIO_OPERATOR = ("install.istio.io", "IstioOperator")
 # Kinds whose controller fills `{{…}}` in their strings itself, by the template language it speaks:
 # - Argo Workflows (argoproj.io) when it runs a step: `{{inputs.parameters.x}}`, `{{item}}`,
 #   Kubeflow Pipelines' `{{$}}`; never with a leading dot, which is Helm's
@@ -105,6 +111,8 @@ def configuration_file(value: Any) -> str | None:
     group = api_version.rpartition("/")[0]
     if group in CONFIGURATION_GROUPS:
         return f"a {group} {kind[:80]} configuration file, not an API object"
+    if (group, kind) == ISTIO_OPERATOR and not isinstance(value.get("metadata"), dict):
+        return "an istioctl IstioOperator input file (no metadata), not an API object"
     return None
 
 
