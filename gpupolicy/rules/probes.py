@@ -16,6 +16,7 @@ from gpupolicy.kube.placeholders import field_placeholder
 from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_mapping
 from gpupolicy.kube.probes import (
     PortStatus,
+    ProbeBudget,
     container_probe_budget,
     model_load_budget,
     probe_hosts,
@@ -125,10 +126,21 @@ def gpu_server_without_startup_probe(workload: Workload, ctx: Context) -> Iterat
         if probe_of(container, "startupProbe") is None:
             yield Violation(
                 container.path,
-                f"GPU {container.label} of serving {workload.kind} has no startupProbe: its liveness probe "
-                "must wait out the model load on every check, for the life of the pod",
+                f"GPU {container.label} of serving {workload.kind} has no startupProbe: {_liveness_waits(liveness, needed)}",
                 container=container.name,
             )
+
+
+def _liveness_waits(liveness: ProbeBudget, needed: int) -> str:
+    """How the liveness probe waits out the model load without a startup probe: a fixed first
+    delay (a guess of the load, too long for a quick one and too short for a slow one), or a
+    failure window that then stays that slow for the life of the pod."""
+    if liveness.failure_window < needed:
+        return (
+            f"its liveness probe waits a fixed initialDelaySeconds {liveness.initial_delay} for the model load, "
+            "where a startup probe would end the wait when the model is loaded"
+        )
+    return "its liveness probe must wait out the model load on every check, for the life of the pod"
 
 
 @rule(
