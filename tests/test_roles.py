@@ -314,3 +314,47 @@ def test_a_script_that_only_prints_and_sleeps_is_a_placeholder(script: str, idle
     )
     role, evidence = role_of(text)
     assert (role is Role.DEV) is idle, evidence
+
+
+KTHENA_MODEL_SERVING = """\
+apiVersion: workload.serving.volcano.sh/v1alpha1
+kind: ModelServing
+metadata: {name: deepseek-multinode, namespace: ai-lab}
+spec:
+  replicas: 1
+  template:
+    roles:
+      - name: leader
+        replicas: 1
+        entryTemplate:
+          spec:
+            containers:
+              - name: leader
+                image: vllm/vllm-openai:v0.8.5
+                command: [sh, -c, "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh leader --ray_cluster_size=2; python3 -m vllm.entrypoints.openai.api_server --port 8080 --model deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B --tensor-parallel-size 2"]
+                ports: [{containerPort: 8080}]
+                readinessProbe: {tcpSocket: {port: 8080}, initialDelaySeconds: 15}
+                resources: {limits: {nvidia.com/gpu: "1"}}
+        workerReplicas: 1
+        workerTemplate:
+          spec:
+            containers:
+              - name: worker
+                image: vllm/vllm-openai:v0.8.5
+                command: [sh, -c, "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh worker --ray_address=$(ENTRY_ADDRESS)"]
+                resources: {limits: {nvidia.com/gpu: "1"}}
+"""
+
+
+def test_a_walked_kinds_templates_that_serve_are_those_with_evidence(lint_text: LintText) -> None:
+    """volcano-sh/kthena's ModelServing (a kind the walk reads): its entry template serves on a
+    port, its worker template joins the entry's Ray cluster. GP401 asked the worker for a
+    readiness probe; the templates that answer are the ones with evidence of serving."""
+    report = lint_text(KTHENA_MODEL_SERVING)
+    assert [role.decision.role for role in report.roles] == [Role.SERVER]
+    assert not [f for f in report.findings if f.rule_id == "GP401"]
+    without_probe = KTHENA_MODEL_SERVING.replace(
+        "                readinessProbe: {tcpSocket: {port: 8080}, initialDelaySeconds: 15}\n", ""
+    )
+    (finding,) = [f for f in lint_text(without_probe).findings if f.rule_id == "GP401"]
+    assert finding.container == "leader"

@@ -379,8 +379,13 @@ def serving_templates_of(workload: Workload) -> list[PodTemplate]:
         # (a component named `worker` is not a multi-node worker of another's model).
         return templates
     # Multi-node workers (LLMInferenceService `worker`, KServe worker specs) join a leader's model.
-    answering = [t for t in templates if not t.role.endswith("worker")]
-    return answering or templates
+    answering = [t for t in templates if not t.role.endswith("worker")] or templates
+    if len(answering) > 1 and workload.kind not in SERVING_KINDS:
+        # A kind read by the walk (Kthena's ModelServing: an entry template that serves, a worker
+        # template that joins it): the templates with evidence of serving are the ones that answer.
+        evident = [t for t in answering if _server_evidence(workload, t, None) is not None]
+        return evident or answering
+    return answering
 
 
 def service_selects(service: Any, labels: dict[str, Any]) -> bool:
