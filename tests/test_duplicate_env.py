@@ -61,3 +61,23 @@ def test_an_admission_is_told_the_same(lint_text: LintText) -> None:
     admitted = [(f.path, f.message) for f in decision.findings if f.rule_id == "GP002"]
     linted = [(f.path, f.message) for f in lint_text(DEPLOYMENT).findings if f.rule_id == "GP002"]
     assert admitted == linted and len(admitted) == 1
+
+
+def test_a_repeated_key_in_rendered_output_cites_no_line_of_the_render() -> None:
+    """kubeflow/manifests' katib chart repeats a Service's selector: GP002 said 'first at line 522',
+    a line of helm's output, which is no file's. In rendered output the finding (at the later key,
+    in the template) says what happens, without the render's lines."""
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.loading.inputs import load_text
+
+    text = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: katib-controller}\nspec:\n"
+        "  selector: {app: katib}\n  ports: [{port: 443}]\n  selector: {app: katib-controller}\n"
+    )
+    loaded = load_text(text, "charts/katib/templates/service.yaml", rendered_from="helm")
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    (finding,) = [f for f in report.findings if f.rule_id == "GP002"]
+    assert (
+        finding.message
+        == "key 'selector' appears again in its mapping; the later value silently replaces the first"
+    )

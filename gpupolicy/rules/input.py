@@ -314,9 +314,18 @@ def duplicate_key(resource: Resource, ctx: Context) -> Iterator[Violation]:
     if resource.positions is None:
         return
     for duplicate in resource.duplicates:
+        path = _dup_path(duplicate.path, duplicate.key)
+        if resource.rendered_from is not None:
+            # Lines of helm's or kustomize's output are no file's: the finding is at the later key
+            # in the file it came from, and says what happens there.
+            yield Violation(
+                path,
+                f"key {duplicate.key!r} appears again in its mapping; the later value silently replaces the first",
+            )
+            continue
         line, _ = resource.position_of(duplicate.place)
         yield Violation(
-            _dup_path(duplicate.path, duplicate.key),
+            path,
             f"key {duplicate.key!r} appears again (first at line {duplicate.first_line + resource.line_offset}); "
             f"the value at line {line} silently replaces it",
         )
