@@ -381,11 +381,19 @@ def serving_templates_of(workload: Workload) -> list[PodTemplate]:
     # Multi-node workers (LLMInferenceService `worker`, KServe worker specs) join a leader's model.
     answering = [t for t in templates if not t.role.endswith("worker")] or templates
     if len(answering) > 1 and workload.kind not in SERVING_KINDS:
-        # A kind read by the walk (Kthena's ModelServing: an entry template that serves, a worker
-        # template that joins it): the templates with evidence of serving are the ones that answer.
-        evident = [t for t in answering if _server_evidence(workload, t, None) is not None]
+        # Several templates and no serving CRD (Kthena's ModelServing, read by the walk: an entry
+        # template that serves, a worker template that joins it): those with evidence of serving
+        # answer. Found once per view: the probe and model rules each ask.
+        evident: list[PodTemplate] | None = workload.cache.get(_EVIDENT_SERVERS)
+        if evident is None:
+            evident = workload.cache[_EVIDENT_SERVERS] = [
+                t for t in answering if _server_evidence(workload, t, None) is not None
+            ]
         return evident or answering
     return answering
+
+
+_EVIDENT_SERVERS = "evident-serving-templates"  # Workload.cache key of serving_templates_of
 
 
 def service_selects(service: Any, labels: dict[str, Any]) -> bool:
