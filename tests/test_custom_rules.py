@@ -387,11 +387,9 @@ BROKEN_REFERENCES = [
 ]
 
 
-# Rules of the policy's paths that cannot be used stop the run; so do definitions of the linted
-# tree that name nothing (a binding without its policy, a constraint without its template).
-STOPPING = [("paths", text, message) for text, message in [*COMPILE_ERRORS, *BROKEN_REFERENCES]] + [
-    ("tree", text, message) for text, message in BROKEN_REFERENCES
-]
+# Rules of the policy's paths that cannot be used stop the run; definitions of the linted tree
+# never do (below).
+STOPPING = [("paths", text, message) for text, message in [*COMPILE_ERRORS, *BROKEN_REFERENCES]]
 
 
 @pytest.mark.parametrize(("where", "text", "message"), STOPPING)
@@ -611,15 +609,227 @@ def test_a_definition_written_again_unchanged_in_the_tree_is_one_rule(
     assert found == ["job.yaml"]
 
 
-def test_two_different_definitions_of_one_binding_in_the_tree_still_stop_the_run(
+def test_two_different_definitions_of_one_binding_in_the_tree_are_two_rules(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Two overlays of one repository keep the same binding, one denying and one warning: in the
+    cluster they never meet, so the run goes on; the second read (files in path order) takes the id
+    and name `-2`."""
     policy = (VOLCANO / "job-validation-policy.yaml").read_text(encoding="utf-8")
     write(tmp_path / "installer-vap.yaml", policy)
     write(
         tmp_path / "installer-vap-map.yaml",
         policy.replace("validationActions: [Deny]", "validationActions: [Warn]"),
     )
-    monkeypatch.chdir(tmp_path)
-    assert main(["lint", "."]) == 2
-    assert "rule VAP-job-validation-policy-binding is defined twice" in capsys.readouterr().err
+    write(
+        tmp_path / "job.yaml", (VOLCANO / "duplicatedTaskName-webhook-deny.yaml").read_text(encoding="utf-8")
+    )
+    code, report = lint_json(tmp_path, ".", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1
+    found = {(f["rule"], f["severity"]) for f in report["findings"] if f["rule"].startswith("VAP-")}
+    assert found == {
+        ("VAP-job-validation-policy-binding", "warning"),  # installer-vap-map.yaml
+        ("VAP-job-validation-policy-binding-2", "error"),  # installer-vap.yaml
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "rule", "line", "reason"),
+    [
+        (
+            BROKEN_REFERENCES[0][0],
+            "GK-broken",
+            20,  # its kind
+            "no ConstraintTemplate in the linted tree or customRules.paths defines kind K8sOther",
+        ),
+        (
+            BROKEN_REFERENCES[1][0],
+            "VAP-broken",
+            17,
+            "no ValidatingAdmissionPolicy named 'other' is in the linted tree or customRules.paths",
+        ),
+        (
+            VAP.replace("  policyName: broken\n", ""),
+            "VAP-broken",
+            16,
+            "it names no policy (spec.policyName)",
+        ),
+        (
+            VAP.replace("validationActions: [Deny]", "validationActions: [Block]"),
+            "VAP-broken",
+            12,
+            "ValidatingAdmissionPolicyBinding broken was not evaluated: validationActions must hold Deny, Warn or Audit",
+        ),
+    ],
+)
+def test_a_constraint_or_binding_of_the_tree_that_cannot_be_a_rule_is_one_info_finding_on_itself(
+    tmp_path: Path,
+    text: str,
+    rule: str,
+    line: int,
+    reason: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A repository's Constraints whose templates come from Gatekeeper's library, installed by
+    another chart, or a binding of a policy another repository ships: the cluster has what the tree
+    lacks, so the run goes on, and each says once, on itself, what it did not check."""
+    write(tmp_path / "defs.yaml", text)
+    write(tmp_path / "app.yaml", DEPLOYMENT)
+    code, report = lint_json(tmp_path, ".", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1  # the Deployment's own findings (GP102)
+    custom = [f for f in report["findings"] if not f["rule"].startswith("GP")]
+    (finding,) = custom
+    assert (finding["rule"], finding["file"], finding["line"], finding["severity"]) == (
+        rule,
+        "defs.yaml",
+        line,
+        "info",
+    )
+    assert finding["message"].startswith("unknown: ") and reason in finding["message"]
+    # What the tree names but does not hold comes with how to supply it.
+    hint = "(add the file that defines it to the policy's customRules.paths)"
+    assert finding["message"].endswith(hint) == ("customRules.paths" in reason)
+    assert any(f["rule"] == "GP102" and f["file"] == "app.yaml" for f in report["findings"])
+
+
+K8S_DOCS_VAP = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: "demo-policy.example.com"
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   ["apps"]
+      apiVersions: ["v1"]
+      operations:  ["CREATE", "UPDATE"]
+      resources:   ["deployments"]
+  matchConditions:
+    - name: deployments-only
+      expression: "request.resource.resource == 'deployments' && request.kind.version == 'v1'"
+  validations:
+    - expression: "object.spec.replicas <= 5"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: "demo-binding-test.example.com"
+spec:
+  policyName: "demo-policy.example.com"
+  validationActions: [Deny]
+"""
+
+
+def test_a_binding_named_as_the_kubernetes_docs_name_them_is_a_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Object names are DNS subdomains (the Kubernetes docs' `demo-binding-test.example.com`): the
+    rule's derived id and name take a hyphen for each dot. The request holds what the API server
+    would fill in for the object (its resource, its kind's version)."""
+    write(tmp_path / "vap.yaml", K8S_DOCS_VAP)
+    write(
+        tmp_path / "app.yaml", DEPLOYMENT.replace("spec:\n  selector:", "spec:\n  replicas: 8\n  selector:")
+    )
+    code, report = lint_json(tmp_path, ".", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1
+    custom = [
+        (f["rule"], f["name"], f["file"], f["severity"])
+        for f in report["findings"]
+        if not f["rule"].startswith("GP")
+    ]
+    assert custom == [
+        ("VAP-demo-binding-test-example-com", "demo-binding-test-example-com", "app.yaml", "error")
+    ]
+
+
+USER_CONDITION = K8S_DOCS_VAP.replace(
+    "request.resource.resource == 'deployments' && request.kind.version == 'v1'",
+    "!('system:masters' in request.userInfo.groups)",
+)
+
+
+def test_a_policy_that_reads_who_sends_the_request_is_not_evaluated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No manifest says who applies it: in the tree, such a policy is one info finding on itself
+    (not an internal error on every object it selects); in the policy's paths, the run stops."""
+    write(tmp_path / "tree" / "vap.yaml", USER_CONDITION)
+    write(tmp_path / "tree" / "app.yaml", DEPLOYMENT)
+    code, report = lint_json(tmp_path / "tree", ".", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1 and not report["internalErrors"]
+    (finding,) = [f for f in report["findings"] if not f["rule"].startswith("GP")]
+    assert (finding["file"], finding["severity"]) == ("vap.yaml", "info")
+    assert "reads request.userInfo, which no manifest holds" in finding["message"]
+    write(tmp_path / "paths" / "rules" / "vap.yaml", USER_CONDITION)
+    write(tmp_path / "paths" / ".gpupolicy.yaml", "customRules:\n  paths: [rules]\n")
+    write(tmp_path / "paths" / "apps" / "app.yaml", DEPLOYMENT)
+    monkeypatch.chdir(tmp_path / "paths")
+    assert main(["lint", "apps"]) == 2
+    assert "vap.yaml:15: CEL: demo-policy.example.com: matchConditions[0]: reads request.userInfo" in (
+        capsys.readouterr().err
+    )
+
+
+CONSTRAINT_NAMED_LIKE_A_BUILT_IN = TEMPLATE.replace(
+    "kind: K8sBroken\nmetadata:\n  name: broken", "kind: K8sBroken\nmetadata:\n  name: privileged-container"
+)
+
+
+def test_a_constraint_of_the_tree_named_like_a_built_in_rule_runs_under_another_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "defs.yaml", CONSTRAINT_NAMED_LIKE_A_BUILT_IN)
+    write(tmp_path / "app.yaml", DEPLOYMENT)
+    code, report = lint_json(tmp_path, ".", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1
+    names = {(f["rule"], f["name"]) for f in report["findings"] if not f["rule"].startswith("GP")}
+    assert names == {("GK-privileged-container-2", "privileged-container-2")}  # id and name move together
+    # In the policy's paths, the same constraint is the user's rule for gpupolicy: a clash stops.
+    write(tmp_path / "paths" / "rules" / "defs.yaml", CONSTRAINT_NAMED_LIKE_A_BUILT_IN)
+    write(tmp_path / "paths" / ".gpupolicy.yaml", "customRules:\n  paths: [rules]\n")
+    write(tmp_path / "paths" / "apps" / "app.yaml", DEPLOYMENT)
+    monkeypatch.chdir(tmp_path / "paths")
+    assert main(["lint", "apps"]) == 2
+    assert "clashes with the built-in rule GP601 privileged-container" in capsys.readouterr().err
+
+
+SCOPED = """\
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sBroken
+metadata:
+  name: scoped
+spec:
+  enforcementAction: scoped
+  scopedEnforcementActions:
+{entries}
+"""
+
+
+@pytest.mark.parametrize(
+    ("entries", "severity"),
+    [
+        # Gatekeeper's docs: deny in shift-left (gator), warn at admission.
+        ('  - action: warn\n    enforcementPoints: [{name: "validation.gatekeeper.sh"}]\n'
+         '  - action: deny\n    enforcementPoints: [{name: "gator.gatekeeper.sh"}]', "error"),
+        ('  - action: warn\n    enforcementPoints: [{name: "validation.gatekeeper.sh"}]', "warning"),
+        ('  - action: deny\n    enforcementPoints: [{name: "vap.k8s.io"}, {name: "audit.gatekeeper.sh"}]', "error"),
+        ('  - action: deny\n    enforcementPoints: [{name: "*"}]', "error"),
+        # Audit alone reports what the cluster holds and blocks nothing.
+        ('  - action: deny\n    enforcementPoints: [{name: "audit.gatekeeper.sh"}]', "info"),
+    ],
+)  # fmt: skip
+def test_a_scoped_constraint_takes_the_action_of_the_points_gpupolicy_stands_for(
+    tmp_path: Path,
+    entries: str,
+    severity: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    template = TEMPLATE[: TEMPLATE.index("---")]
+    write(tmp_path / "defs.yaml", template + "---\n" + SCOPED.format(entries=entries))
+    write(tmp_path / "app.yaml", DEPLOYMENT)
+    _, report = lint_json(tmp_path, ".", monkeypatch=monkeypatch, capsys=capsys)
+    found = {(f["rule"], f["severity"]) for f in report["findings"] if not f["rule"].startswith("GP")}
+    assert found == {("GK-scoped", severity)}

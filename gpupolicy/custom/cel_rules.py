@@ -30,11 +30,12 @@ A native CEL rule is the same with gpupolicy's metadata, in a document of its ow
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpupolicy.core.findings import Severity
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.findings import JsonPath, Severity
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.core.vocabulary import POLICY_API_VERSION, REMEDIATION_ANNOTATION, RULE_ID_ANNOTATION
 from gpupolicy.custom.cel import Activation, CelExpression, compile_expression
 from gpupolicy.custom.definitions import (
@@ -45,11 +46,12 @@ from gpupolicy.custom.definitions import (
     Review,
     check_metadata,
     declared_metadata,
+    derived_rule_name,
 )
 from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.custom.field_paths import parse_field_path
-from gpupolicy.custom.matching import all_of, group_of, rule_matching, vap_match
-from gpupolicy.custom.unevaluated import unevaluated_rule
+from gpupolicy.custom.matching import all_of, group_of, plural_of, rule_matching, vap_match
+from gpupolicy.custom.unevaluated import unevaluated_rule, unresolved_rule
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.loading.documents import Resource
 
@@ -95,10 +97,24 @@ def _compiled(resource: Resource, path: tuple[str | int, ...], text: Any, what: 
         if not isinstance(text, str) or not text.strip():
             raise Origin(resource.file, line).error(f"{what}: an expression is required")
         first_line = line + 1 if "\n" in text.rstrip("\n") else line  # a block scalar starts below its key
-        return compile_expression(text, Origin(resource.file, first_line), what)
+        expression = compile_expression(text, Origin(resource.file, first_line), what)
+        unknowable = _UNKNOWABLE_REQUEST.search(text)
+        if unknowable is not None:
+            raise Origin(resource.file, first_line).error(
+                f"CEL: {what}: reads request.{unknowable.group(1)}, which no manifest holds (the API server "
+                "fills it in for each request: who sends it, with which options)"
+            )
+        return expression
     except CustomRuleError as exc:
         exc.path = path
         raise
+
+
+# What an AdmissionRequest says that a manifest cannot (https://kubernetes.io/docs/reference/
+# access-authn-authz/validating-admission-policy/#validation-expression): `request.userInfo`
+# (a policy for the pods a controller updates, or for a group of users), the request's uid and
+# its options. A literal pattern with one group: linear in the expression's length.
+_UNKNOWABLE_REQUEST = re.compile(r"\brequest\s*\.\s*(userInfo|uid|options)\b")
 
 
 def compile_program(resource: Resource, spec_path: tuple[str, ...], spec: Mapping[str, Any]) -> CelProgram:
@@ -197,18 +213,12 @@ class CelCheck:
 
     def _evaluate(self, review: Review, params: Any) -> list[CustomViolation]:
         obj = review.obj
-        metadata = as_mapping(obj.get("metadata"))
         activation: dict[str, Any] = {
             "object": obj,
             "oldObject": None,
             "params": params,
             "namespaceObject": review.namespace,
-            "request": {
-                "operation": review.operation,
-                "name": metadata.get("name", ""),
-                "namespace": metadata.get("namespace", ""),
-                "kind": {"group": group_of(str(obj.get("apiVersion", ""))), "kind": obj.get("kind", "")},
-            },
+            "request": _request_of(obj, review.operation),
         }
         program = self.program
         context = Activation({**activation, "variables": {}})
@@ -224,6 +234,29 @@ class CelCheck:
                 continue
             violations.append(CustomViolation(_message(validation, context), validation.path, self.severity))
         return violations
+
+
+def _request_of(obj: Mapping[str, Any], operation: str) -> dict[str, Any]:
+    """`request` as the API server fills it for the object (an AdmissionRequest without who sends
+    it: policies that read that are refused when compiled)."""
+    metadata = as_mapping(obj.get("metadata"))
+    api_version = str(obj.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    kind = str(obj.get("kind", ""))
+    kind_of = {"group": group, "version": version, "kind": kind}
+    resource = {"group": group, "version": version, "resource": plural_of(kind)}
+    return {
+        "operation": operation,
+        "name": metadata.get("name", ""),
+        "namespace": metadata.get("namespace", ""),
+        "kind": kind_of,
+        "resource": resource,
+        "subResource": "",
+        "requestKind": kind_of,
+        "requestResource": resource,
+        "requestSubResource": "",
+        "dryRun": False,
+    }
 
 
 def _message(validation: Validation, context: Activation) -> str:
@@ -299,9 +332,10 @@ def _binding_metadata(binding: Resource, policy_resource: Resource) -> Metadata:
         **as_mapping(as_mapping(as_mapping(policy_resource.obj).get("metadata")).get("annotations")),
         **as_mapping(metadata_of.get("annotations")),
     }
+    rule_name = derived_rule_name(name)
     metadata = Metadata(
-        id=str(annotations.get(RULE_ID_ANNOTATION, f"VAP-{name}")),
-        name=name,
+        id=str(annotations.get(RULE_ID_ANNOTATION, f"VAP-{rule_name}")),
+        name=rule_name,
         severity=_binding_severity(binding, as_list(spec.get("validationActions"))),
         summary=str(annotations.get("description", "")).strip()
         or f"ValidatingAdmissionPolicy {policy_name} (binding {name}).",
@@ -376,14 +410,44 @@ def cel_rules(
     rules: list[CustomRule] = []
     for resource in resources:
         if resource.kind == BINDING_KIND and is_cel_definition(resource):
-            policy_name = _policy_of(resource, {**unusable, **policies})
-            if policy_name in policies:
-                rules.append(binding_rule(resource, policies))
-            else:
-                policy_resource, error = unusable[policy_name]
-                what = f"ValidatingAdmissionPolicy {policy_name} (binding {resource.name})"
-                metadata = _binding_metadata(resource, policy_resource)
-                rules.append(unevaluated_rule(metadata, policy_resource, error, what))
+            try:
+                rule = _rule_of_binding(resource, policies, unusable)
+            except CustomRuleError as exc:
+                if not tolerated(resource):
+                    raise
+                rule = _unresolved(resource, exc, {**unusable, **policies})
+            rules.append(replace(rule, in_tree=True) if tolerated(resource) else rule)
         elif resource.kind == NATIVE_KIND and is_cel_definition(resource):
             rules.append(native_rule(resource))
     return rules
+
+
+def _rule_of_binding(
+    binding: Resource,
+    policies: Mapping[str, tuple[Resource, CelProgram]],
+    unusable: Mapping[str, tuple[Resource, CustomRuleError]],
+) -> CustomRule:
+    policy_name = _policy_of(binding, {**unusable, **policies})
+    if policy_name in policies:
+        return binding_rule(binding, policies)
+    policy_resource, error = unusable[policy_name]
+    what = f"ValidatingAdmissionPolicy {policy_name} (binding {binding.name})"
+    return unevaluated_rule(_binding_metadata(binding, policy_resource), policy_resource, error, what)
+
+
+def _unresolved(binding: Resource, error: CustomRuleError, known: Mapping[str, Any]) -> CustomRule:
+    """A binding of the linted tree that cannot become a rule, reported on itself: most often its
+    policy is installed from elsewhere."""
+    policy_name = str(as_mapping(as_mapping(binding.obj).get("spec")).get("policyName", ""))
+    missing = bool(policy_name) and policy_name not in known
+    if policy_name not in known:
+        why = (
+            f"no ValidatingAdmissionPolicy named {policy_name!r} is in the linted tree or customRules.paths"
+            if policy_name
+            else "it names no policy (spec.policyName)"
+        )
+        path: JsonPath = ("spec", "policyName") if policy_name else ("spec",)
+    else:
+        why, path = error.reason, error.path
+    what = f"ValidatingAdmissionPolicyBinding {binding.name}"
+    return unresolved_rule(binding, what, why, path, id_prefix="VAP", language="vap", missing=missing)

@@ -21,6 +21,14 @@ from gpupolicy.custom.errors import CustomRuleError
 # (so that a mistyped built-in id in a policy, GP7, is an error rather than a custom rule's id).
 CUSTOM_ID = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)*$")
 KEBAB_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_NOT_KEBAB = re.compile(r"[^a-z0-9]+")  # a run of what a kebab-case name does not hold
+
+
+def derived_rule_name(object_name: str) -> str:
+    """The kebab-case rule name of a Kubernetes object's name (a constraint's, a binding's): a
+    name is a DNS subdomain (`demo-binding-test.example.com`, the Kubernetes docs' own binding), so
+    each run of dots or other characters becomes one hyphen."""
+    return _NOT_KEBAB.sub("-", object_name.lower()).strip("-") or "unnamed"
 
 
 @immutable
@@ -85,6 +93,9 @@ class CustomRule:
     # What the check looks up (`Review.lookup`): (kind, namespace), None for the object's own
     # namespace. Fetched before a worker process evaluates the rule (gpupolicy/custom/isolation.py).
     lookups: tuple[tuple[str, str | None], ...] = ()
+    # Defined in the linted tree (the repository's admission policies, written for the cluster):
+    # an id or name taken before it yields rather than stopping the run (gpupolicy/custom/rules.py).
+    in_tree: bool = False
 
 
 @immutable

@@ -3,13 +3,14 @@
 What is read (https://open-policy-agent.github.io/gatekeeper/website/docs/constrainttemplates):
 the template's `spec.crd.spec.names.kind`, its `admission.k8s.gatekeeper.sh` target's `rego` and
 `libs`; the Constraint's `spec.match`, `spec.parameters` (`input.parameters`) and
-`spec.enforcementAction` (deny -> error, warn -> warning, dryrun -> info). The template's Rego
+`spec.enforcementAction` (deny -> error, warn -> warning, dryrun -> info; scoped: the strongest
+action of `scopedEnforcementActions` at a point gpupolicy stands in for). The template's Rego
 sees `input.review` as Gatekeeper builds it for a CREATE (`object`, `kind`, `name`, `namespace`,
 `operation`) and `data.inventory` (gpupolicy/custom/inventory_document.py). Parameters are not
 checked against the template's `openAPIV3Schema`.
 
 A Constraint's rule id is its `gpupolicy.io/rule-id` annotation, else `GK-<constraint name>`;
-its name is the constraint's name; its summary the template's `description` annotation; its
+its name is the constraint's name (made kebab-case: `derived_rule_name`); its summary the template's `description` annotation; its
 remediation the constraint's (or template's) `gpupolicy.io/remediation` annotation.
 """
 
@@ -18,15 +19,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpupolicy.core.findings import Severity
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.findings import JsonPath, Severity
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.core.vocabulary import REMEDIATION_ANNOTATION, RULE_ID_ANNOTATION
-from gpupolicy.custom.definitions import CustomRule, CustomViolation, Metadata, Origin, Review, check_metadata
+from gpupolicy.custom.definitions import (
+    CustomRule,
+    CustomViolation,
+    Metadata,
+    Origin,
+    Review,
+    check_metadata,
+    derived_rule_name,
+)
 from gpupolicy.custom.errors import CustomRuleError
 from gpupolicy.custom.matching import group_of, rule_matching
 from gpupolicy.custom.native_rego import violation_of
 from gpupolicy.custom.rego import RegoProgram, RegoSource
-from gpupolicy.custom.unevaluated import unevaluated_rule
+from gpupolicy.custom.unevaluated import unevaluated_rule, unresolved_rule
 from gpupolicy.kube.pod_spec import as_list, as_mapping
 from gpupolicy.loading.documents import Resource
 
@@ -130,15 +139,13 @@ def _constraint_metadata(resource: Resource, description: str, template_remediat
     metadata_of = as_mapping(obj.get("metadata"))
     name = str(metadata_of.get("name", ""))
     spec = as_mapping(obj.get("spec"))
-    action = str(spec.get("enforcementAction", "deny"))
-    if action not in ENFORCEMENT_SEVERITY:
-        raise origin.error(f"constraint {name}: enforcementAction {action!r} is not deny, warn or dryrun")
     annotations = as_mapping(metadata_of.get("annotations"))
     remediation = str(annotations.get(REMEDIATION_ANNOTATION, "")).strip() or template_remediation
+    rule_name = derived_rule_name(name)
     metadata = Metadata(
-        id=str(annotations.get(RULE_ID_ANNOTATION, f"GK-{name}")),
-        name=name,
-        severity=ENFORCEMENT_SEVERITY[action],
+        id=str(annotations.get(RULE_ID_ANNOTATION, f"GK-{rule_name}")),
+        name=rule_name,
+        severity=_enforcement_severity(spec, origin, name),
         summary=description or f"Gatekeeper constraint {resource.kind}/{name}.",
         remediation=remediation
         or f"Change the object so that the {resource.kind} constraint {name} admits it.",
@@ -157,6 +164,36 @@ def _require_template(resource: Resource, known: Mapping[str, Any]) -> None:
         raise _origin(resource).error(
             f"constraint {resource.kind}/{name}: no ConstraintTemplate defines kind {resource.kind}"
         )
+
+
+# Where gpupolicy stands in for Gatekeeper: its lint is the shift-left check (gator), its webhook
+# an admission check (Gatekeeper's webhook, or the ValidatingAdmissionPolicy Gatekeeper generates).
+# https://open-policy-agent.github.io/gatekeeper/website/docs/enforcement-points
+ENFORCING_POINTS = frozenset({"*", "gator.gatekeeper.sh", "validation.gatekeeper.sh", "vap.k8s.io"})
+
+
+def _enforcement_severity(spec: Mapping[str, Any], origin: Origin, name: str) -> Severity:
+    """`spec.enforcementAction`'s severity; for `scoped`, the strongest action of
+    `scopedEnforcementActions` at a point gpupolicy stands in for (audit alone reports: info)."""
+    action = str(spec.get("enforcementAction", "deny")).lower()
+    if action in ENFORCEMENT_SEVERITY:
+        return ENFORCEMENT_SEVERITY[action]
+    if action != "scoped":
+        raise origin.error(
+            f"constraint {name}: enforcementAction {action!r} is not deny, warn, dryrun or scoped"
+        )
+    found = [Severity.INFO]
+    for entry in as_list(spec.get("scopedEnforcementActions")):
+        entry = as_mapping(entry)
+        points = {str(as_mapping(point).get("name", "")) for point in as_list(entry.get("enforcementPoints"))}
+        scoped_action = str(entry.get("action", "")).lower()
+        if scoped_action not in ENFORCEMENT_SEVERITY:
+            raise origin.error(
+                f"constraint {name}: scopedEnforcementActions action {scoped_action!r} is not deny, warn or dryrun"
+            )
+        if points & ENFORCING_POINTS:
+            found.append(ENFORCEMENT_SEVERITY[scoped_action])
+    return max(found)
 
 
 def constraint_rule(resource: Resource, templates: Mapping[str, Template]) -> CustomRule:
@@ -228,15 +265,51 @@ def gatekeeper_rules(
     for resource in resources:
         if not is_constraint(resource):
             continue
-        _require_template(resource, {**unusable, **templates})
-        if resource.kind in templates:
-            rules.append(constraint_rule(resource, templates))
+        try:
+            rules.append(_rule_of_constraint(resource, templates, unusable))
+        except CustomRuleError as exc:
+            if not tolerated(resource):
+                raise
+            rules.append(_unresolved(resource, exc, templates, unusable))
             continue
-        template_resource, error = unusable[resource.kind]
-        metadata = _constraint_metadata(resource, *_template_texts(template_resource))
-        what = f"Gatekeeper constraint {resource.kind}/{resource.name}"
-        rules.append(unevaluated_rule(metadata, template_resource, error, what))
+        if tolerated(resource):
+            rules[-1] = replace(rules[-1], in_tree=True)
     return rules
+
+
+def _rule_of_constraint(
+    resource: Resource,
+    templates: Mapping[str, Template],
+    unusable: Mapping[str, tuple[Resource, CustomRuleError]],
+) -> CustomRule:
+    _require_template(resource, {**unusable, **templates})
+    if resource.kind in templates:
+        return constraint_rule(resource, templates)
+    template_resource, error = unusable[resource.kind]
+    metadata = _constraint_metadata(resource, *_template_texts(template_resource))
+    what = f"Gatekeeper constraint {resource.kind}/{resource.name}"
+    return unevaluated_rule(metadata, template_resource, error, what)
+
+
+def _unresolved(
+    resource: Resource,
+    error: CustomRuleError,
+    templates: Mapping[str, Template],
+    unusable: Mapping[str, tuple[Resource, CustomRuleError]],
+) -> CustomRule:
+    """A constraint of the linted tree that cannot become a rule, reported on itself: most often its
+    template is installed from elsewhere (Gatekeeper's library)."""
+    path: JsonPath
+    missing = resource.kind not in templates and resource.kind not in unusable
+    if missing:
+        why, path = (
+            f"no ConstraintTemplate in the linted tree or customRules.paths defines kind {resource.kind}",
+            ("kind",),
+        )
+    else:
+        why, path = error.reason, error.path
+    what = f"Gatekeeper constraint {resource.kind}/{resource.name}"
+    return unresolved_rule(resource, what, why, path, id_prefix="GK", language="gatekeeper", missing=missing)
 
 
 def _template_kind(resource: Resource) -> str | None:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.immutable import replace
 from gpupolicy.custom.definitions import (
     CustomRule,
     CustomViolation,
@@ -226,11 +227,19 @@ def _namespace_object(ctx: Context, resource: Resource) -> Mapping[str, Any] | N
     return as_mapping(found.obj) if found is not None else None
 
 
-def _refuse_clashes(rules: Sequence[CustomRule], registry: RuleRegistry) -> None:
+def _settle_clashes(rules: Sequence[CustomRule], registry: RuleRegistry) -> list[CustomRule]:
+    """`rules`, refused when an id or name is taken (by a built-in rule or another custom rule),
+    except a definition of the linted tree: the repository's admission policies were written for
+    the cluster, where a constraint `privileged-container` or the same binding in two overlays
+    clash with nothing, so it takes the first free `-2`, `-3`... of its id and name instead."""
     defined: dict[str, str] = {}  # an id or name -> where it is defined
+    settled = []
     for custom in rules:
         metadata = custom.metadata
         here = f"{metadata.origin.file}:{metadata.origin.line}"
+        if custom.in_tree:
+            custom = _renamed_clear_of(custom, registry, defined)
+            metadata = custom.metadata
         for key in (metadata.id, metadata.name):
             existing = registry.get(key)
             if existing is not None and existing.source is None:
@@ -241,13 +250,29 @@ def _refuse_clashes(rules: Sequence[CustomRule], registry: RuleRegistry) -> None
             if where is not None:
                 raise metadata.origin.error(f"rule {key} is defined twice (also at {where})")
             defined[key] = here
+        settled.append(custom)
+    return settled
+
+
+def _renamed_clear_of(custom: CustomRule, registry: RuleRegistry, defined: Mapping[str, str]) -> CustomRule:
+    metadata = custom.metadata
+
+    def taken(key: str) -> bool:
+        return key in defined or registry.get(key) is not None
+
+    if not (taken(metadata.id) or taken(metadata.name)):
+        return custom
+    suffix = 2
+    while taken(f"{metadata.id}-{suffix}") or taken(f"{metadata.name}-{suffix}"):
+        suffix += 1
+    renamed = replace(metadata, id=f"{metadata.id}-{suffix}", name=f"{metadata.name}-{suffix}")
+    return replace(custom, metadata=renamed)
 
 
 def checked_engine_rules(rules: Sequence[CustomRule], registry: RuleRegistry = REGISTRY) -> tuple[Rule, ...]:
     """The engine rules of `rules`, without registering them (the webhook runs a rule tuple of its
     own); refused like `installed` refuses them when an id or name clashes."""
-    _refuse_clashes(rules, registry)
-    return tuple(engine_rule(custom) for custom in rules)
+    return tuple(engine_rule(custom) for custom in _settle_clashes(rules, registry))
 
 
 @contextmanager
@@ -257,8 +282,10 @@ def installed(
     """The custom rules registered for the length of the block (raises CustomRuleError on a clash).
     A rule given with a set of policies (their `id`s) runs only under those."""
     scoped = [item if isinstance(item, tuple) else (item, None) for item in rules]
-    _refuse_clashes([custom for custom, _ in scoped], registry)
-    added = tuple(engine_rule(custom, policies) for custom, policies in scoped)
+    settled = _settle_clashes([custom for custom, _ in scoped], registry)
+    added = tuple(
+        engine_rule(custom, policies) for custom, (_, policies) in zip(settled, scoped, strict=True)
+    )
     for rule in added:
         registry.add(rule)
     try:
