@@ -182,3 +182,64 @@ def test_dra_claim_makes_a_gpu_pod(catalog: GpuCatalog) -> None:
     )
     assert catalog.uses_gpus(template)
     assert not catalog.uses_gpus(pod({"resourceClaims": "not-a-list", "containers": []}))
+
+
+DRA_SERVER = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: decode-devices
+spec:
+  spec:
+    devices:
+      requests:
+        - name: accelerators
+          exactly:
+            deviceClassName: {device_class}
+            count: 1
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: decode
+spec:
+  replicas: 3
+  selector: {{matchLabels: {{app: decode}}}}
+  template:
+    metadata: {{labels: {{app: decode}}}}
+    spec:
+      resourceClaims:
+        - name: decode-claim
+          resourceClaimTemplateName: decode-devices
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.10.0
+          command: [vllm, serve, Qwen/Qwen3-8B]
+          ports: [{{containerPort: 8000}}]
+          resources:
+            claims: [{{name: decode-claim}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("device_class", "gpu_rules"),
+    [
+        # llm-d's XPU guide: a claim named for its role, of Intel's GPU class.
+        ("gpu.intel.com", {"GP401", "GP501", "GP208", "GP901"}),
+        ("gpu.nvidia.com", {"GP401", "GP501", "GP208", "GP901"}),
+        ("rdma.example.com", set()),  # a NIC: no GPU, so no GPU server rules
+    ],
+)
+def test_a_claim_of_a_repository_template_of_a_gpu_class_makes_a_gpu_workload_for_every_rule(
+    device_class: str, gpu_rules: set[str]
+) -> None:
+    """Whatever the claim is called, the device class of the ResourceClaimTemplate it names
+    decides whether the pod has GPUs: the probe, disruption, spread and rollback rules see the
+    GPU server GP105 already saw."""
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.loading.inputs import load_text
+
+    resources = load_text(DRA_SERVER.format(device_class=device_class), "decode.yaml").resources
+    report = evaluate(resources, default_policy())
+    fired = {finding.rule_id for finding in report.findings}
+    assert fired & {"GP401", "GP501", "GP208", "GP901"} == gpu_rules

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from gpupolicy.kube.gpu import claims_gpus_in_repository
 from gpupolicy.kube.inventory import Inventory, workload_namespace
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, workload_of
 from gpupolicy.kube.roles import Role, RoleDecision, decide, service_selects
@@ -49,6 +50,8 @@ class Context:
         # Keys of the facts memoised on a Workload view: specific to this policy's settings.
         # Strings, whose hash is kept, not tuples hashed again at each of the dozen lookups per object.
         self._uses_key = f"uses-gpus:{id(policy.gpu)}"
+        # What a template's claims ask for depends on this run's inventory as well.
+        self._claims_key = f"claims-gpus:{id(self)}"
         self._role_key = f"role:{id(policy)}"
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
@@ -124,9 +127,26 @@ class Context:
         cache = workload.cache
         uses: bool | None = cache.get(self._uses_key)
         if uses is None:
-            gpu = self.gpu
-            uses = cache[self._uses_key] = any(gpu.uses_gpus(template) for template in workload.templates)
+            uses = cache[self._uses_key] = any(
+                self.template_uses_gpus(template, workload) for template in workload.templates
+            )
         return uses
+
+    def template_uses_gpus(self, template: PodTemplate, workload: Workload) -> bool:
+        """`GpuCatalog.uses_gpus`, or a DRA claim of the template whose ResourceClaim or
+        ResourceClaimTemplate (in the repository, or the cluster's inventory) asks for a GPU device
+        class, whatever the claim is called (`decode-claim` of `gpu.intel.com`)."""
+        if self.gpu.uses_gpus(template):
+            return True
+        if not template.spec.get("resourceClaims"):
+            return False
+        cache = template.cache
+        found: bool | None = cache.get(self._claims_key)
+        if found is None:
+            found = cache[self._claims_key] = claims_gpus_in_repository(
+                template, workload_namespace(workload), self.inventory, self.gpu.dra_device_classes
+            )
+        return found
 
     def role(self, workload: Workload) -> RoleDecision:
         """What the workload is (server, batch, dev, agent or plain workload), from evidence."""

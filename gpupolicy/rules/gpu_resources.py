@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NODE_POOLS, said_unknown, unknown_fact
-from gpupolicy.kube.gpu import GpuDemand, GpuKind, claims_gpus_in_repository
+from gpupolicy.kube.gpu import GpuDemand, GpuKind
 from gpupolicy.kube.placeholders import quantity_placeholder
 from gpupolicy.kube.pod_spec import (
     CONFIG_KINDS,
@@ -168,9 +168,7 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
         return
     patterns = ctx.gpu.serving_images  # RE2 (the image comes from the object), checked when the policy loaded
     for template in workload.templates:
-        if ctx.gpu.uses_gpus(template) or claims_gpus_in_repository(
-            template, workload.namespace, ctx.inventory, ctx.gpu.dra_device_classes
-        ):
+        if ctx.template_uses_gpus(template, workload):
             continue
         for container in template.main_containers():
             if container.image and any(pattern.search(container.image) for pattern in patterns):
@@ -195,7 +193,7 @@ def _gpu_containers(workload: Workload, ctx: Context) -> tuple[tuple[PodTemplate
 def _find_gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
     for template in workload.templates:
         found = ctx.gpu.gpu_containers(template)
-        if not found and ctx.gpu.uses_gpus(template):
+        if not found and ctx.template_uses_gpus(template, workload):
             found = template.main_containers()
         for container in found:
             yield template, container

@@ -146,7 +146,7 @@ def shared_product_label_mismatch(workload: Workload, ctx: Context) -> Iterator[
         return
     for template in workload.templates:
         wanted = required_values(template, PRODUCT_LABEL)
-        if wanted is None or not ctx.gpu.uses_gpus(template):
+        if wanted is None or not ctx.template_uses_gpus(template, workload):
             continue
         values, path = wanted
         for pool in pools:

@@ -14,7 +14,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, said_unknown, unknown_fact
 from gpupolicy.kube.disruption import hpa_for, hpa_replicas
-from gpupolicy.kube.gpu import GpuKind, claims_gpus_in_repository
+from gpupolicy.kube.gpu import GpuKind
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.models import nodes_per_instance
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
@@ -70,7 +70,7 @@ def gpu_pod_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
         return  # without node pools (_pool_kinds) that unknown is all it can say
     registry = ctx.policy.label_registry  # includes the node pools' labels
     for template in workload.templates:
-        if not ctx.gpu.uses_gpus(template):
+        if not ctx.template_uses_gpus(template, workload):
             continue
         keys = targeted_keys(template)
         if any(registry.is_gpu_label(key) for key in keys):
@@ -126,7 +126,7 @@ def gpu_pod_without_gpu_toleration(workload: Workload, ctx: Context) -> Iterator
     if taints is None and said_unknown(ctx, GPU_TAINTS):
         return  # without the GPU taints that unknown is all it can say
     for template in workload.templates:
-        if not ctx.gpu.uses_gpus(template):
+        if not ctx.template_uses_gpus(template, workload):
             continue
         if taints is None:
             yield from unknown_fact(
@@ -169,13 +169,7 @@ def non_gpu_pod_tolerates_gpu_taint(workload: Workload, ctx: Context) -> Iterato
     declared = ctx.policy.placement.gpu_taints
     taints = [item.taint for item in declared] if declared is not None else [WELL_KNOWN_GPU_TAINT]
     for template in workload.templates:
-        if (
-            ctx.gpu.uses_gpus(template)
-            or claims_gpus_in_repository(
-                template, workload.namespace, ctx.inventory, ctx.gpu.dra_device_classes
-            )
-            or not all(c.image for c in template.main_containers())
-        ):
+        if ctx.template_uses_gpus(template, workload) or not all(c.image for c in template.main_containers()):
             # A container without an image is a fragment a controller completes (Spark's executor
             # pod template): the GPUs may come with it.
             continue
@@ -430,7 +424,11 @@ def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violat
         return
     for template in serving_templates_of(workload):
         replicas, scaled_by = _most_replicas(workload, template, ctx)
-        if replicas < minimum or not ctx.gpu.uses_gpus(template) or _spreads(template, workload):
+        if (
+            replicas < minimum
+            or not ctx.template_uses_gpus(template, workload)
+            or _spreads(template, workload)
+        ):
             continue
         if replicas <= _ranks_per_server(template):
             continue  # every pod is a rank of the one server: no replica to keep up
@@ -514,7 +512,7 @@ RUNTIME_CLASS_REQUIRED = Parameter(
 def runtime_class_missing(workload: Workload, ctx: Context) -> Iterator[Violation]:
     required = ctx.policy.param(RUNTIME_CLASS_REQUIRED)
     for template in workload.templates:
-        if not ctx.gpu.uses_gpus(template):
+        if not ctx.template_uses_gpus(template, workload):
             continue
         name = template.spec.get("runtimeClassName")
         if not isinstance(name, str) or not name:

@@ -40,7 +40,7 @@ def _priority_class(ctx: Context, name: str) -> Resource | None:
 
 
 def _gpu_templates(workload: Workload, ctx: Context) -> Iterator[PodTemplate]:
-    return (template for template in workload.templates if ctx.gpu.uses_gpus(template))
+    return (template for template in workload.templates if ctx.template_uses_gpus(template, workload))
 
 
 @rule(
@@ -176,7 +176,7 @@ def system_priority_class_misuse(workload: Workload, ctx: Context) -> Iterator[V
     # The class is read first: most templates name none, and then their GPUs need not be counted.
     for template in workload.templates:
         name = _class_name(template)
-        if name in BUILTIN_CLASSES and ctx.gpu.uses_gpus(template):
+        if name in BUILTIN_CLASSES and ctx.template_uses_gpus(template, workload):
             yield Violation(
                 template.field("priorityClassName"),
                 f"{template.describe()} uses the system class {name} in namespace {workload.namespace or 'default'}",

@@ -62,7 +62,7 @@ def _find_gpu_servers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTem
         return
     templates = serving_templates_of(workload) if ctx.is_serving(workload) else workload.templates
     for template in templates:
-        if ctx.gpu.uses_gpus(template):
+        if ctx.template_uses_gpus(template, workload):
             for container in server_containers(template, ctx):
                 yield template, container
 
