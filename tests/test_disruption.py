@@ -507,3 +507,37 @@ spec:
     found = {f.rule_id for f in lint_text(text).findings}
     assert "GP503" in found and "GP502" not in found
     assert "LLMInferenceServiceConfig" not in workload_kinds()
+
+
+WORKER_ONLY_LWS = """
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {{name: vllm, namespace: ai-lab}}
+spec:
+  replicas: {groups}
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        containers:
+          - name: vllm
+            image: vllm/vllm-openai:v0.10.0
+            command: [sh, -c, "vllm serve Qwen/Qwen3-8B --revision abc --pipeline-parallel-size 2"]
+            ports: [{{containerPort: 8000}}]
+            readinessProbe: {{httpGet: {{path: /health, port: 8000}}}}
+            resources: {{limits: {{nvidia.com/gpu: 8}}}}
+"""
+
+
+@pytest.mark.parametrize(("groups", "expected"), [(1, set()), (3, {"GP208", "GP501"})])
+def test_a_worker_only_leader_worker_set_serves_one_copy_per_group(
+    lint_text: LintText, groups: int, expected: set[str]
+) -> None:
+    """Without a leaderTemplate, the workerTemplate is the leader's too: `replicas: 1, size: 2` is
+    one server of two ranks, not two replicas to spread or keep up (llm-d's wide-EP guides)."""
+    report = lint_text(WORKER_ONLY_LWS.format(groups=groups))
+    fired = {f for f in report.findings if f.rule_id in ("GP208", "GP501")}
+    assert {f.rule_id for f in fired} == expected
+    if groups == 3:
+        (spread,) = [f for f in fired if f.rule_id == "GP208"]
+        assert spread.message.startswith("3 replicas of pod template 'worker'")

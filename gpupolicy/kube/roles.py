@@ -32,7 +32,15 @@ from typing import Any
 from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
-from gpupolicy.kube.pod_spec import CONFIG_KINDS, Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.pod_spec import (
+    CONFIG_KINDS,
+    Container,
+    PodTemplate,
+    Workload,
+    as_list,
+    as_mapping,
+    int_or_default,
+)
 
 
 class Role(IdentityEnum):
@@ -394,6 +402,16 @@ def serving_templates_of(workload: Workload) -> list[PodTemplate]:
 
 
 _EVIDENT_SERVERS = "evident-serving-templates"  # Workload.cache key of serving_templates_of
+
+
+def serving_replicas(workload: Workload, template: PodTemplate) -> int | None:
+    """How many copies of the server a serving template's pods make: a LeaderWorkerSet's groups
+    (`spec.replicas`), whichever template leads — without a leaderTemplate the workerTemplate is
+    the leader's too, and the pods of a group are ranks of one server
+    (https://lws.sigs.k8s.io/docs/reference/leaderworkerset.v1/); the template's pods otherwise."""
+    if workload.kind == "LeaderWorkerSet":
+        return int_or_default(as_mapping(as_mapping(workload.resource.obj).get("spec")).get("replicas"), 1)
+    return template.replicas
 
 
 def service_selects(service: Any, labels: dict[str, Any]) -> bool:

@@ -37,7 +37,7 @@ from gpupolicy.kube.disruption import (
 )
 from gpupolicy.kube.inventory import Coverage, namespace_of, workload_namespace
 from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
-from gpupolicy.kube.roles import CONTROLLER_INJECTS, SERVERS, serving_templates_of
+from gpupolicy.kube.roles import CONTROLLER_INJECTS, SERVERS, serving_replicas, serving_templates_of
 from gpupolicy.kube.selectors import TextSelector, selector_is_empty
 from gpupolicy.loading.documents import Resource
 
@@ -145,7 +145,7 @@ def _most_serving_pods(workload: Workload, ctx: Context) -> int | None:
     if hpa_for(workload, ctx.inventory) is not None:
         return max_pods(workload, ctx.inventory)
     # Per template: a prefill and a decode pool of one pod each are two single points, not a pair.
-    counts = [template.replicas for template in serving_templates_of(workload)]
+    counts = [serving_replicas(workload, template) for template in serving_templates_of(workload)]
     if any(count is None for count in counts):
         return None
     return max((count for count in counts if count is not None), default=0)

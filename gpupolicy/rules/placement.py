@@ -18,7 +18,7 @@ from gpupolicy.kube.gpu import GpuKind
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.models import nodes_per_instance
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
-from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_templates_of
+from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_replicas, serving_templates_of
 from gpupolicy.kube.scheduling import node_selector, targeted_keys
 from gpupolicy.kube.tolerations import Taint, toleration_for
 from gpupolicy.policy.node_constraints import node_contradictions, pool_conflicts
@@ -454,7 +454,7 @@ def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> t
             _, maximum = hpa_replicas(hpa)
             if maximum is not None:
                 return maximum, f"maxReplicas of {hpa.ref}"
-    return template.replicas or 0, None
+    return serving_replicas(workload, template) or 0, None
 
 
 @rule(
