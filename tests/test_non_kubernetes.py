@@ -341,6 +341,11 @@ NEAR_OBJECTS = {
     "apiVersion without kind": ("apiVersion: apps/v1\nmetadata: {name: llm}\n", "no kind"),
     "apiVersion and spec": ("apiVersion: apps/v1\nspec: {replicas: 2}\n", "no kind"),
     "apiVersion and kind alone": ("apiVersion: v1\nkind: Namespace\n", "no metadata"),
+    # A kind named for configuration with an object's body is an object that lacks its metadata.
+    "a Config kind with a spec": (
+        "apiVersion: networking.example.com/v1\nkind: RouterConfig\nspec: {replicas: 2}\n",
+        "no metadata",
+    ),
     "no metadata.name": ("apiVersion: v1\nkind: ConfigMap\ndata: {a: b}\n", "no metadata mapping"),
     "nameless metadata": (
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: ai-lab}\n",
@@ -389,6 +394,19 @@ SKIPPED_WHOLE = {
         "apiVersion: controller-runtime.sigs.k8s.io/v1alpha1\nkind: ControllerManagerConfig\n"
         "health: {healthProbeBindAddress: ':8081'}\nleaderElection: {leaderElect: true}\n",
         "controller-runtime.sigs.k8s.io ControllerManagerConfig configuration file",
+    ),
+    # By the convention of Kubernetes' own components: a controller's manager config (Kueue's,
+    # config/components/manager/controller_manager_config.yaml) and llm-d's router config, which
+    # its docs say "looks like a Kubernetes Custom Resource, it is not".
+    "a controller's manager Configuration": (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nhealth:\n"
+        "  healthProbeBindAddress: :8081\nleaderElection: {leaderElect: true}\n",
+        "a config.kueue.x-k8s.io Configuration configuration file (no metadata)",
+    ),
+    "a router's EndpointPickerConfig": (
+        "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: prefix-cache-scorer\n"
+        "schedulingProfiles:\n- name: default\n  plugins: [{pluginRef: prefix-cache-scorer}]\n",
+        "a llm-d.ai EndpointPickerConfig configuration file (no metadata)",
     ),
     "an istioctl input": (
         "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  profile: default\n",

@@ -22,7 +22,9 @@ object has (https://kubernetes.io/docs/concepts/overview/working-with-objects/#r
 
 Some files that name an apiVersion and kind are configuration read by a program, never sent to
 the API server (`CONFIGURATION_GROUPS`: kubeconfig, kubeadm, kubelet, kind, kustomize ...): they
-have no metadata to judge, and are skipped too.
+have no metadata to judge, and are skipped too; so is a document with neither metadata nor an
+object's body whose kind or group says configuration (`…Config`, `…Configuration`, a `config.`
+group: a controller's manager config, a router's).
 """
 
 from __future__ import annotations
@@ -113,7 +115,23 @@ def configuration_file(value: Any) -> str | None:
         return f"a {group} {kind[:80]} configuration file, not an API object"
     if (group, kind) == ISTIO_OPERATOR and not isinstance(value.get("metadata"), dict):
         return "an istioctl IstioOperator input file (no metadata), not an API object"
+    if (
+        "metadata" not in value
+        and OBJECT_BODY_KEYS.isdisjoint(value)
+        and _reads_as_configuration(group, kind)
+    ):
+        return (
+            f"a {f'{group} ' if group else ''}{kind[:80]} configuration file (no metadata), not an API object"
+        )
     return None
+
+
+def _reads_as_configuration(group: str, kind: str) -> bool:
+    """Whether an apiVersion and kind name a program's configuration by the convention Kubernetes'
+    own components follow (`kubescheduler.config.k8s.io` `KubeSchedulerConfiguration`), which
+    controllers' manager configs (Kueue's `config.kueue.x-k8s.io` `Configuration`, JobSet's, LWS's)
+    and routers' (llm-d's `EndpointPickerConfig`) follow too."""
+    return kind.endswith(("Config", "Configuration")) or "config" in group.split(".")
 
 
 def _not_an_object(value: Any) -> str:
