@@ -243,3 +243,49 @@ def test_a_claim_of_a_repository_template_of_a_gpu_class_makes_a_gpu_workload_fo
     report = evaluate(resources, default_policy())
     fired = {finding.rule_id for finding in report.findings}
     assert fired & {"GP401", "GP501", "GP208", "GP901"} == gpu_rules
+
+
+DRA_JOB_WITH_SIDECAR = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: dra-train
+spec:
+  template:
+    {annotations}
+    spec:
+      restartPolicy: Never
+      resourceClaims:
+        - name: gpu
+          resourceClaimTemplateName: single-gpu
+      containers:
+        - name: trainer
+          image: ghcr.io/x/train:1.0
+          command: [python, train.py]
+          resources:
+            claims: {claims}
+        - name: log-shipper
+          image: fluent/fluent-bit:3.2.2
+"""
+
+
+@pytest.mark.parametrize(
+    ("annotations", "claims", "judged"),
+    [
+        # Kubernetes gives the claimed devices to the containers that name the claim.
+        ("", "[{name: gpu}]", {"trainer"}),
+        # No container names it: which gets the GPU is not written, so every main container may.
+        ("", "[]", {"trainer", "log-shipper"}),
+        # KServe's managed DRA routes the claim to the container its annotation names.
+        ("metadata: {annotations: {serving.kserve.io/exp-dra-container-name: log-shipper}}", "[]", {"log-shipper"}),
+    ],
+)  # fmt: skip
+def test_the_gpu_containers_of_a_dra_pod_are_those_the_claim_goes_to(
+    annotations: str, claims: str, judged: set[str]
+) -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.loading.inputs import load_text
+
+    text = DRA_JOB_WITH_SIDECAR.format(annotations=annotations, claims=claims)
+    report = evaluate(load_text(text, "job.yaml").resources, default_policy())
+    assert {f.container for f in report.findings if f.rule_id == "GP106"} == judged

@@ -9,6 +9,7 @@ https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#e
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
@@ -194,9 +195,38 @@ def _find_gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[Pod
     for template in workload.templates:
         found = ctx.gpu.gpu_containers(template)
         if not found and ctx.template_uses_gpus(template, workload):
-            found = template.main_containers()
+            found = _claiming_containers(template)
         for container in found:
             yield template, container
+
+
+def _claim_names(entries: Any) -> set[str]:
+    names = (as_mapping(entry).get("name") for entry in as_list(entries))
+    return {name for name in names if isinstance(name, str)}
+
+
+def _claiming_containers(template: PodTemplate) -> list[Container]:
+    """The containers a pod's claimed GPUs go to: with DRA, those whose `resources.claims` name
+    one of the pod's claims ("It makes that resource available inside a container",
+    https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#resources); the
+    one KServe's managed DRA routes its claim to (`…dra-container-name`, else the first); every
+    main container when none says (a sharing scheduler's fraction, a claim no container names)."""
+    containers = template.main_containers()
+    claims = _claim_names(template.spec.get("resourceClaims"))
+    named = [
+        container
+        for container in containers
+        if not claims.isdisjoint(_claim_names(container.resources.get("claims")))
+    ]
+    if named:
+        return named
+    routed = next(
+        (value for key, value in template.annotations.items() if key.endswith("dra-container-name")), None
+    )
+    if routed is not None or any(key.endswith("dra-device-class") for key in template.annotations):
+        chosen = [container for container in containers if container.name == routed]
+        return chosen or containers[:1]
+    return containers
 
 
 def _has(container: Container, resource: str, *, sections: tuple[str, ...]) -> bool:
