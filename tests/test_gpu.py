@@ -289,3 +289,22 @@ def test_the_gpu_containers_of_a_dra_pod_are_those_the_claim_goes_to(
     text = DRA_JOB_WITH_SIDECAR.format(annotations=annotations, claims=claims)
     report = evaluate(load_text(text, "job.yaml").resources, default_policy())
     assert {f.container for f in report.findings if f.rule_id == "GP106"} == judged
+
+
+@pytest.mark.parametrize(
+    ("limits", "uses", "counted"),
+    [
+        ({"volcano.sh/gpu-number": 1}, True, Decimal(1)),
+        ({"volcano.sh/vgpu-number": 2, "volcano.sh/vgpu-memory": 3000, "volcano.sh/vgpu-cores": 50}, True, Decimal(2)),
+        # Volcano's gpu-share: a share of one GPU by its memory, in MiB: a GPU pod that counts none.
+        ({"volcano.sh/gpu-memory": 1024}, True, Decimal(0)),
+        ({"volcano.sh/gpu-memory": 0}, False, Decimal(0)),
+    ],
+)  # fmt: skip
+def test_volcanos_gpu_resources(
+    catalog: GpuCatalog, limits: dict[str, int], uses: bool, counted: Decimal
+) -> None:
+    template = pod({"containers": [{"name": "cuda", "resources": {"limits": limits}}]})
+    assert catalog.uses_gpus(template) is uses
+    assert catalog.container_gpu_count(template.containers[0]) == counted
+    assert bool(catalog.fraction_containers(template)) is (uses and counted == 0)

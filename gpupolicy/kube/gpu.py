@@ -30,6 +30,9 @@ class GpuKind(IdentityEnum):
     SHARED = "shared"  # a time-sliced or MPS replica (nvidia.com/gpu.shared)
     MIG = "mig"  # a MIG slice under the mixed strategy (nvidia.com/mig-1g.10gb)
     ATTRIBUTE = "attribute"  # a known vendor resource that is not a GPU count (HAMi gpumem, Intel millicores)
+    # A share of one GPU asked by its memory or cores, with no count beside it (Volcano's
+    # volcano.sh/gpu-memory): the pod uses a GPU, and counts none.
+    FRACTION = "fraction"
     UNKNOWN = "unknown"  # under a vendor domain, but not a name the policy knows
 
 
@@ -129,6 +132,7 @@ class GpuCatalog:
             ("deviceResources", GpuKind.DEVICE),
             ("sharedResources", GpuKind.SHARED),
             ("otherResources", GpuKind.ATTRIBUTE),
+            ("fractionResources", GpuKind.FRACTION),
         ):
             for resource in as_list(vendor.get(key)):
                 self._exact[str(resource)] = GpuResource(str(resource), name, kind)
@@ -242,6 +246,7 @@ class GpuCatalog:
         if uses is None:
             uses = (
                 any((demand.amount or 0) > 0 for demand in self.counted_demands(template))
+                or bool(self.fraction_containers(template))
                 or bool(dra_gpu_claims(template))
                 or self.uses_gpu_fraction(template)
                 or self._dra_class_annotated(template)
@@ -256,6 +261,17 @@ class GpuCatalog:
             key.endswith("dra-device-class") and value in self.dra_device_classes
             for key, value in template.annotations.items()
         )
+
+    def fraction_containers(self, template: PodTemplate) -> list[Container]:
+        """Containers asking a sharing scheduler for a share of a GPU by a fraction resource."""
+        return [
+            container
+            for container in template.main_containers()
+            if any(
+                demand.resource.kind is GpuKind.FRACTION and (demand.amount or 0) > 0
+                for demand in self.container_demands(container)
+            )
+        ]
 
     def uses_gpu_fraction(self, template: PodTemplate) -> bool:
         return any(key in self.fraction_annotations for key in template.annotations)

@@ -195,7 +195,7 @@ def _find_gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[Pod
     for template in workload.templates:
         found = ctx.gpu.gpu_containers(template)
         if not found and ctx.template_uses_gpus(template, workload):
-            found = _claiming_containers(template)
+            found = ctx.gpu.fraction_containers(template) or _claiming_containers(template)
         for container in found:
             yield template, container
 
