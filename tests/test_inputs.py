@@ -723,6 +723,25 @@ def test_helm_action_outside_free_text_is_still_gp004(replacement: str, position
     assert loaded.resources == []
 
 
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# the chart names it {{ .Release.Name }}-sharding-configmap\n",  # Volcano's sharding example
+        "  # {{ .Values.name }} when rendered\n",
+    ],
+)
+def test_helm_actions_only_in_comments_leave_a_plain_manifest(comment: str) -> None:
+    text = f"apiVersion: v1\nkind: ConfigMap\n{comment}metadata:\n  name: sharding  # {{{{ .Release.Name }}}}\ndata: {{a: b}}\n"
+    loaded = load_text(text, "cm.yaml")
+    assert loaded.problems == []
+    assert [resource.name for resource in loaded.resources] == ["sharding"]
+
+
+def test_a_hash_inside_a_string_opens_no_comment() -> None:
+    text = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: "x # {{ .Release.Name }}"\n'
+    assert [(p.rule_id, p.line) for p in load_text(text, "cm.yaml").problems] == [("GP004", 4)]
+
+
 def test_helm_blocks_under_data_are_gp004() -> None:
     text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  {{- toYaml .Values.config | nindent 2 }}\n"
     assert [(p.rule_id, p.line) for p in load_text(text, "cm.yaml").problems] == [("GP004", 5)]

@@ -759,11 +759,19 @@ def find_helm_action(text: str) -> tuple[int, int] | None:
         return None
     literal = _go_template_text_ranges(text)
     program = (_go_template_text_ranges(text, _PROGRAM_TEXT_KEYS) if literal is not None else None) or []
+    strings: list[tuple[tuple[int, int], tuple[int, int]]] | None = None  # every string, when needed
     for match in matches:
         line = text.count("\n", 0, match.start()) + 1
-        column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        column = match.start() - line_start + 1
         if any(start <= (line, column) < end for start, end in literal or []):
             continue
+        before = text[line_start : match.start()]
+        if literal is not None and "#" in before:
+            if strings is None:
+                strings = _go_template_text_ranges(text, None) or []
+            if _in_comment(before, line, strings):
+                continue  # `# named {{ .Release.Name }}-x by the chart`: a note in a file that parses
         action = text[match.start() : match.start() + 200]
         if any(start <= (line, column) < end for start, end in program) and not any(
             word in action.split("}}", 1)[0] for word in _HELM_WORDS
@@ -771,6 +779,18 @@ def find_helm_action(text: str) -> tuple[int, int] | None:
             continue
         return line, column
     return None
+
+
+def _in_comment(before: str, line: int, strings: list[tuple[tuple[int, int], tuple[int, int]]]) -> bool:
+    """Whether a line's text `before` a position opens a YAML comment: a `#` at its start or after
+    a space or tab, outside every string scalar (`strings`: their spans, of a text that parses)."""
+    index = before.find("#")
+    while index >= 0:
+        opens = index == 0 or before[index - 1] in " \t"
+        if opens and not any(start <= (line, index + 1) < end for start, end in strings):
+            return True
+        index = before.find("#", index + 1)
+    return False
 
 
 def helm_actions_only_in_strings(text: str) -> bool:
