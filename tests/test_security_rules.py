@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpupolicy.core.findings import Finding, Severity
@@ -99,6 +100,52 @@ def test_memory_lock_beside_an_rdma_device_is_a_warning_naming_where_the_pod_run
     ):
         without = ids(lint_text(without_device).findings, "GP603")
         assert [f.severity for f in without] == [Severity.ERROR, Severity.ERROR]
+
+
+MEMORY_LOCK_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: ai-lab
+  annotations: {annotations}
+spec:
+  containers:
+    - name: sglang
+      image: lmsysorg/sglang:v0.5.2
+      securityContext: {{capabilities: {{add: [IPC_LOCK]}}{privileged}}}
+      resources: {{limits: {{nvidia.com/gpu: 8}}}}
+      volumeMounts: [{{name: ib, mountPath: /dev/infiniband}}]
+  volumes:
+    - name: ib
+      hostPath: {{path: {host_path}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("annotations", "host_path", "privileged", "expected"),
+    [
+        # SGLang's and llm-d's multi-node examples mount the host's RDMA devices.
+        ("{}", "/dev/infiniband", "", [("GP603", Severity.WARNING)]),
+        # GKE's multi-network RDMA NICs; NVIDIA Network Operator's Multus networks.
+        ('{networking.gke.io/interfaces: \'[{"interfaceName":"eth2","network":"rdma-0"}]\'}', "/data", "",
+         [("GP603", Severity.WARNING)]),
+        ("{k8s.v1.cni.cncf.io/networks: roce-net-a}", "/data", "", [("GP603", Severity.WARNING)]),
+        ("{}", "/data", "", [("GP603", Severity.ERROR)]),  # no RDMA: an error
+        # Privileged holds every capability: one problem, GP601's.
+        ("{}", "/dev/infiniband", ", privileged: true", [("GP601", Severity.ERROR)]),
+    ],
+)  # fmt: skip
+def test_memory_lock_beside_the_hosts_rdma_devices_or_networks(
+    lint_text: LintText,
+    annotations: str,
+    host_path: str,
+    privileged: str,
+    expected: list[tuple[str, Severity]],
+) -> None:
+    text = MEMORY_LOCK_POD.format(annotations=annotations, host_path=host_path, privileged=privileged)
+    found = [(f.rule_id, f.severity) for f in lint_text(text).findings if f.rule_id in ("GP601", "GP603")]
+    assert found == expected
 
 
 def test_memory_lock_beside_an_rdma_nic_claimed_through_dra(lint_text: LintText) -> None:
@@ -224,7 +271,7 @@ def test_privileged_names_the_gpu_consequence(lint_text: LintText) -> None:
         )
     )
     [finding] = ids(lint_text(text).findings, "GP601")
-    assert "sees every GPU on the node" in finding.message
+    assert "sees every device of the node, every GPU included, although it asks for" in finding.message
 
 
 def test_host_path_names_gpu_devices_and_sockets(lint_text: LintText) -> None:

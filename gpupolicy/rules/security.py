@@ -82,9 +82,14 @@ def privileged_container(workload: Workload, ctx: Context) -> Iterator[Violation
         if pss.is_privileged(container):
             gpus = ctx.gpu.container_gpu_count(container)
             asked = f" although it asks for {gpus} GPU(s)" if gpus else ""
+            seen = (
+                f"every device of the node, every GPU included,{asked}"
+                if gpus
+                else "every device of the node"
+            )
             yield Violation(
                 container.field("securityContext", "privileged"),
-                f"{container.label} is privileged: it sees every GPU on the node{asked}, and every other device",
+                f"{container.label} is privileged: it sees {seen}",
                 container=container.name,
             )
 
@@ -121,12 +126,14 @@ def privilege_escalation(workload: Workload, ctx: Context) -> Iterator[Violation
     severity="error",
     summary="Reports Linux capabilities added beyond the Pod Security baseline list (at the restricted level, "
     "from Kubernetes 1.22, beyond NET_BIND_SERVICE; Windows pods are exempt there from 1.25). Names are compared "
-    "exactly, as the admission does: `CAP_CHOWN` is not `CHOWN`.",
+    "exactly, as the admission does: `CAP_CHOWN` is not `CHOWN`. A privileged container is left to GP601: it "
+    "holds every capability whatever it adds.",
     rationale="Capabilities such as SYS_ADMIN, NET_ADMIN or SYS_PTRACE let a container escape or reach into the "
     "node; GPU workloads need none of them (the NVIDIA runtime injects devices without them). The one a GPU "
     "workload does need is IPC_LOCK beside an RDMA device (GPUDirect RDMA pins the memory it transfers), asked "
-    "for as a resource or through a DRA claim of an RDMA device class: that is a warning saying the pod needs a "
-    "privileged namespace, not an error.",
+    "for as a resource or through a DRA claim of an RDMA device class, mounted from the host's /dev/infiniband, or "
+    "reached through a secondary network named for RDMA: that is a warning saying the pod needs a privileged "
+    "namespace, not an error.",
     remediation="Remove the capability from securityContext.capabilities.add.",
     references=(PSS, f"{PSA}/check_capabilities_baseline.go", f"{PSA}/check_capabilities_restricted.go"),
     settings=(LEVEL, VERSION),
@@ -135,8 +142,15 @@ def capabilities_beyond_baseline(workload: Workload, ctx: Context) -> Iterator[V
     current = standard(ctx)
     for template in workload.templates:
         for container, name, path in pss.added_capabilities(template, current):
+            if pss.is_privileged(container):
+                continue  # GP601's: one problem, one finding
             device = (
-                (rdma_device(container) or rdma_claim(template, container, workload, ctx))
+                (
+                    rdma_device(container)
+                    or rdma_claim(template, container, workload, ctx)
+                    or rdma_node_device(template, container)
+                    or rdma_network(template)
+                )
                 if name == MEMORY_LOCK
                 else None
             )
@@ -177,7 +191,8 @@ def rdma_claim(template: PodTemplate, container: Container, workload: Workload, 
     """The DRA claim of an RDMA device the container uses, when the repository (or the cluster's
     inventory) holds its ResourceClaim or template: a device class named for RDMA, such as GKE's
     `mrdma.google.com` for its RDMA NICs."""
-    used = {as_mapping(claim).get("name") for claim in as_list(container.resources.get("claims"))}
+    named = (as_mapping(claim).get("name") for claim in as_list(container.resources.get("claims")))
+    used = {name for name in named if isinstance(name, str)}
     for entry in as_list(template.spec.get("resourceClaims")):
         entry = as_mapping(entry)
         if entry.get("name") not in used:
@@ -186,6 +201,39 @@ def rdma_claim(template: PodTemplate, container: Container, workload: Workload, 
         rdma = sorted(name for name in classes if "rdma" in name.lower())
         if rdma:
             return f"DRA claim {entry.get('name')!r} of {rdma[0]}"
+    return None
+
+
+# The RDMA devices' node files (/dev/infiniband/uverbsN, rdma_cm), which a pod mounted from the
+# host uses without a device plugin (SGLang's and llm-d's multi-node examples).
+RDMA_NODE_DIRECTORY = "/dev/infiniband"
+# Pod annotations that attach secondary networks: Multus's (NVIDIA's Network Operator), and GKE's
+# multi-network (`networking.gke.io/interfaces`, RDMA NICs on networks named `…rdma-N`).
+NETWORK_ANNOTATIONS = ("k8s.v1.cni.cncf.io/networks", "networking.gke.io/interfaces")
+
+
+def rdma_node_device(template: PodTemplate, container: Container) -> str | None:
+    """The host's RDMA device directory the container mounts (a hostPath volume of it)."""
+    mounted = _mounted_by(container)
+    for _, volume in template.volumes():
+        path = as_mapping(volume.get("hostPath")).get("path")
+        name = volume.get("name")
+        if (
+            isinstance(path, str)
+            and isinstance(name, str)
+            and name in mounted
+            and path.rstrip("/").startswith(RDMA_NODE_DIRECTORY)
+        ):
+            return f"hostPath {path}"
+    return None
+
+
+def rdma_network(template: PodTemplate) -> str | None:
+    """A secondary network the pod attaches whose name says RDMA (or RoCE)."""
+    for key in NETWORK_ANNOTATIONS:
+        value = template.annotations.get(key)
+        if isinstance(value, str) and ("rdma" in value.lower() or "roce" in value.lower()):
+            return f"the networks of annotation {key}"
     return None
 
 
@@ -343,12 +391,12 @@ def describe_host_path(path: str) -> str | None:
 def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
     current = standard(ctx)
     for template in workload.templates:
-        mounted: set[object] | None = None  # read once a hostPath is found: most pods have none
+        mounted: set[str] | None = None  # read once a hostPath is found: most pods have none
         for path, host_path, volume in pss.host_path_volumes(template, current):
             where = (*path, "hostPath", "path") if host_path else (*path, "hostPath")
             name = volume.get("name", "?")
             mounted = _mounted_volumes(template) if mounted is None else mounted
-            if name not in mounted:
+            if not isinstance(name, str) or name not in mounted:
                 # Admission refuses the pod all the same; what it would expose is beside the point.
                 yield Violation(
                     where,
@@ -361,14 +409,20 @@ def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
             yield Violation(where, f"volume {name!r} mounts the node's {host_path or '(no path)'}{what}")
 
 
-def _mounted_volumes(template: PodTemplate) -> set[object]:
+def _mounted_volumes(template: PodTemplate) -> set[str]:
     """The names of the volumes some container of the pod mounts (or maps as a block device)."""
-    return {
+    return {name for container in template.containers for name in _mounted_by(container)}
+
+
+def _mounted_by(container: Container) -> set[str]:
+    """The names of the volumes the container mounts or maps (names that are not strings, which
+    the API refuses, are left out rather than hashed)."""
+    names = (
         as_mapping(item).get("name")
-        for container in template.containers
         for key in ("volumeMounts", "volumeDevices")
         for item in as_list(container.spec.get(key))
-    }
+    )
+    return {name for name in names if isinstance(name, str)}
 
 
 # NVIDIA_VISIBLE_DEVICES says which GPUs the toolkit mounts. NVIDIA_DRIVER_CAPABILITIES is not
