@@ -483,3 +483,23 @@ def test_restricted_example_passes_every_gp6_rule_and_gets_its_gpu() -> None:
     # the namespace it declares enforces restricted itself
     namespace = yaml.safe_load(RESTRICTED_EXAMPLE.read_text(encoding="utf-8").split("---")[0])
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_a_namespace_declared_by_two_blueprints_is_judged_once_beside_its_gpu_workloads() -> None:
+    """ai-on-eks declares `stablediffusion` in its Neuron and its GPU blueprint: one namespace, one
+    finding, on the declaration beside the GPU workload."""
+    namespace = "apiVersion: v1\nkind: Namespace\nmetadata: {name: stablediffusion}\n"
+    gpu = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: sd, namespace: stablediffusion}\n"
+        "spec:\n  selector: {matchLabels: {app: sd}}\n  template:\n    metadata: {labels: {app: sd}}\n"
+        "    spec:\n      containers:\n        - {name: sd, image: 'sd:1', resources: {limits: {nvidia.com/gpu: 1}}}\n"
+    )
+    resources = [
+        *load_text(namespace, "neuron/ns.yaml").resources,
+        *load_text(namespace, "gpu/ns.yaml").resources,
+        *load_text(gpu, "gpu/deploy.yaml").resources,
+    ]
+    report = evaluate(resources, default_policy())
+    assert [(f.file, f.rule_id) for f in report.findings if f.rule_id == "GP615"] == [
+        ("gpu/ns.yaml", "GP615")
+    ]

@@ -8,6 +8,7 @@ https://kubernetes.io/docs/concepts/security/rbac-good-practices/
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import PurePosixPath
 
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Violation, rule
@@ -200,7 +201,7 @@ def gpu_workloads_in(namespace: str, ctx: Context) -> list[Workload]:
 )
 def namespace_pod_security_missing(resource: Resource, ctx: Context) -> Iterator[Violation]:
     workloads = gpu_workloads_in(resource.name, ctx)
-    if not workloads:
+    if not workloads or _declaration_judged(resource, workloads, ctx) is not resource:
         return
     value = resource.labels.get(ENFORCE_LABEL)
     if value in ("baseline", "restricted"):
@@ -216,6 +217,18 @@ def namespace_pod_security_missing(resource: Resource, ctx: Context) -> Iterator
             ("metadata", "labels", ENFORCE_LABEL),
             f"Namespace {resource.name} enforces {value!r}, not baseline or restricted",
         )
+
+
+def _declaration_judged(namespace: Resource, workloads: list[Workload], ctx: Context) -> Resource:
+    """The one declaration of a namespace the repository declares several times (one per blueprint
+    or overlay) that speaks for it: the first in the folder of one of its GPU workloads, else the
+    first. One namespace, one finding."""
+    declared = [item for item in ctx.inventory.list("Namespace") if item.name == namespace.name]
+    if len(declared) < 2:
+        return namespace
+    folders = {PurePosixPath(workload.resource.file).parent for workload in workloads}
+    beside = [item for item in declared if PurePosixPath(item.file).parent in folders]
+    return (beside or declared)[0]
 
 
 CLUSTER_ADMIN = "cluster-admin"
