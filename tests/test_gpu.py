@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -308,3 +309,36 @@ def test_volcanos_gpu_resources(
     assert catalog.uses_gpus(template) is uses
     assert catalog.container_gpu_count(template.containers[0]) == counted
     assert bool(catalog.fraction_containers(template)) is (uses and counted == 0)
+
+
+@pytest.mark.parametrize(
+    ("image", "command", "fires"),
+    [
+        ("vllm/vllm-openai:v0.9.0", None, True),  # the image's entrypoint serves
+        ("vllm/vllm-openai:v0.9.0", ["vllm", "serve", "x/y"], True),
+        ("lmsysorg/sglang:v0.4.9", ["python3", "-m", "sglang.launch_server", "--model-path", "x/y"], True),
+        # SGLang's prefill/decode router and vLLM's benchmark client run on a CPU.
+        (
+            "lmsysorg/sglang:v0.4.9",
+            ["python3", "-m", "sglang_router.launch_router", "--worker-urls", "h"],
+            False,
+        ),
+        ("vllm/vllm-openai:v0.9.0", ["vllm", "bench", "serve", "--base-url", "http://a:8000"], False),
+        # A CUDA base image runs the program it was built for: a GPU program.
+        ("nvidia/cuda:12.4.1-devel-ubuntu22.04", ["python", "train.py"], True),
+    ],
+)
+def test_gp105_judges_a_serving_image_by_the_program_its_command_runs(
+    image: str, command: list[str] | None, fires: bool
+) -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.loading.inputs import load_text
+
+    container = {"name": "c", "image": image, **({"command": command} if command else {})}
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - "
+        + json.dumps(container)
+        + "\n"
+    )
+    report = evaluate(load_text(text, "pod.yaml").resources, default_policy())
+    assert any(f.rule_id == "GP105" for f in report.findings) is fires

@@ -196,7 +196,7 @@ def command_text(container: Container) -> str:
     return " ".join(words).lower()
 
 
-def _first(parts: Sequence[str], text: str) -> str | None:
+def first_part(parts: Sequence[str], text: str) -> str | None:
     for part in parts:
         if part in text:
             return part
@@ -210,16 +210,16 @@ def _agent_evidence(workload: Workload) -> str | None:
             # containers do the work of GKE's installers (their main container is a pause image).
             continue
         image = container.image.lower()
-        part = _first(AGENT_IMAGE_PARTS, image)
+        part = first_part(AGENT_IMAGE_PARTS, image)
         if part is not None:
             return f"runs the GPU stack's image {container.image[:120]!r}"
     for template in workload.templates:
         account = template.spec.get("serviceAccountName")
-        if isinstance(account, str) and _first(AGENT_IMAGE_PARTS, account.lower()) is not None:
+        if isinstance(account, str) and first_part(AGENT_IMAGE_PARTS, account.lower()) is not None:
             return f"runs as the GPU stack's service account {account[:120]}"
     if workload.kind != "DaemonSet":
         return None
-    part = _first((*AGENT_IMAGE_PARTS, *AGENT_DAEMONSET_NAME_PARTS), workload.name.lower())
+    part = first_part((*AGENT_IMAGE_PARTS, *AGENT_DAEMONSET_NAME_PARTS), workload.name.lower())
     if part is not None:
         return f"a DaemonSet named for the GPU stack ({workload.name[:120]})"
     if (workload.namespace or "") in AGENT_NAMESPACES:
@@ -272,14 +272,14 @@ def _dev_evidence(template: PodTemplate) -> str | None:
         text = command_text(container)
         if text and _only_sleeps(text):
             return f"container {container.name!r} only sleeps ({text[:60]!r})"
-        if text and _first(SERVER_COMMAND_PARTS, text) is not None:
+        if text and first_part(SERVER_COMMAND_PARTS, text) is not None:
             # A serving command outweighs what the image's name hints at (`…/ml-bench-team/vllm-openai`
             # running `vllm serve` serves).
             continue
-        part = _first(DEV_COMMAND_PARTS, text) if text else None
+        part = first_part(DEV_COMMAND_PARTS, text) if text else None
         if part is not None:
             return f"container {container.name!r} runs {part!r}"
-        part = _first(DEV_IMAGE_PARTS, container.image.lower())
+        part = first_part(DEV_IMAGE_PARTS, container.image.lower())
         if part is not None:
             return f"container {container.name!r} runs the image {container.image[:120]!r}"
     return None
@@ -298,11 +298,11 @@ def _server_evidence(
             return f"Service {service} selects its pods"
     for container in template.main_containers():
         text = command_text(container)
-        part = _first(SERVER_COMMAND_PARTS, text) if text else None
+        part = first_part(SERVER_COMMAND_PARTS, text) if text else None
         if part is not None:
             return f"container {container.name!r} runs {part!r}"
         if not container.spec.get("command"):
-            part = _first(SERVER_IMAGE_PARTS, container.image.lower())
+            part = first_part(SERVER_IMAGE_PARTS, container.image.lower())
             if part is not None:
                 return f"container {container.name!r} runs the serving image {container.image[:120]!r}"
     return None

@@ -26,7 +26,15 @@ from gpupolicy.kube.pod_spec import (
     as_mapping,
 )
 from gpupolicy.kube.quantities import format_quantity, is_positive_integer, quantity_or_none, quantity_problem
-from gpupolicy.kube.roles import NOT_AGENT, RESOURCED, injected
+from gpupolicy.kube.roles import (
+    NOT_AGENT,
+    RESOURCED,
+    SERVER_COMMAND_PARTS,
+    SERVER_IMAGE_PARTS,
+    command_text,
+    first_part,
+    injected,
+)
 from gpupolicy.policy.node_pools import largest_node, node_pools
 
 SCHEDULING_GPUS = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"
@@ -157,7 +165,8 @@ def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
     name="gpu-image-without-gpu-request",
     severity="warning",
     summary="Reports a container whose image the policy knows to need a GPU (vLLM, Triton, NIM, TGI, CUDA) "
-    "while its pod requests no GPU.",
+    "while its pod requests no GPU. A serving image whose command runs another of its programs (SGLang's "
+    "router, vLLM's benchmark client) is judged by that command, not by the image.",
     rationale="Without a GPU request the pod lands on any node: it crash-loops on a CPU node, or on a GPU "
     "node it uses a GPU the scheduler believes free, colliding with the pod that was given it.",
     remediation="Request the GPUs the server needs in resources.limits (or a DRA claim), or use a CPU image.",
@@ -172,12 +181,22 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
         if ctx.template_uses_gpus(template, workload):
             continue
         for container in template.main_containers():
+            if _runs_another_program(container):
+                continue
             if container.image and any(pattern.search(container.image) for pattern in patterns):
                 yield Violation(
                     container.field("image"),
                     f"{container.label} runs {container.image}, a GPU image, but the pod requests no GPU",
                     container=container.name,
                 )
+
+
+def _runs_another_program(container: Container) -> bool:
+    """A serving image (its entrypoint serves) whose `command` runs something other than a server:
+    `python -m sglang_router.launch_router` in SGLang's image routes requests on a CPU."""
+    if not container.spec.get("command") or first_part(SERVER_IMAGE_PARTS, container.image.lower()) is None:
+        return False
+    return first_part(SERVER_COMMAND_PARTS, command_text(container)) is None
 
 
 def _gpu_containers(workload: Workload, ctx: Context) -> tuple[tuple[PodTemplate, Container], ...]:
