@@ -87,6 +87,24 @@ def test_did_you_mean_for_misspelt_known_keys() -> None:
     assert labels.lookup("nvidia.com/gpu") is None
     assert labels.suggest("nvidia.com/gpu") is None
     assert labels.suggest("nvidia.com/gpu.product.name") is None
+    # A misspelling is a typo or two away, not a long shared prefix away: a provider's own key
+    # (Azure's proximity placement group) is not its agent pool's.
+    assert labels.suggest("nvida.com/gpu.product") == "nvidia.com/gpu.product"
+    assert labels.suggest("kubernetes.azure.com/ppg") is None
+    assert labels.suggest("cloud.google.com/gke-tpu-topolgy") == "cloud.google.com/gke-tpu-topology"
+
+
+def test_providers_network_topology_labels_are_known() -> None:
+    """GKE's RDMA machines' blocks (Kueue's topology levels, llm-d's wide-EP guides) and EKS's network
+    nodes are documented keys: no 'not in the label registry; did you mean …gke-tpu-topology?'."""
+    labels = registry()
+    for key in (
+        "cloud.google.com/gce-topology-block",
+        "cloud.google.com/gce-topology-subblock",
+        "cloud.google.com/gce-topology-host",
+        "topology.k8s.aws/network-node-layer-3",
+    ):
+        assert labels.lookup(key) is not None, key
 
 
 def test_gpu_and_preference_marks() -> None:

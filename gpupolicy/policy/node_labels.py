@@ -78,7 +78,12 @@ class LabelRegistry:
         beside `nvidia.com/gpu.mode`), is another key, not a misspelling of it."""
         matches = difflib.get_close_matches(key, list(self._exact), n=3, cutoff=0.8)
         return next(
-            (match for match in matches if not _extends(match, key) and not _extends(key, match)), None
+            (
+                match
+                for match in matches
+                if not _extends(match, key) and not _extends(key, match) and _a_typo_apart(key, match)
+            ),
+            None,
         )
 
     def gpu_keys(self) -> frozenset[str]:
@@ -87,6 +92,31 @@ class LabelRegistry:
     def is_gpu_label(self, key: str) -> bool:
         info = self.lookup(key)
         return info is not None and info.gpu
+
+
+# How many single-character edits (insert, delete, replace, swap of neighbours) a misspelling is
+# from its key: a long shared prefix makes difflib's ratio high for keys that are another key
+# (`cloud.google.com/gce-topology-block` is not `…/gke-tpu-topology`).
+TYPO_EDITS = 2
+
+
+def _a_typo_apart(typed: str, key: str) -> bool:
+    """Whether `typed` is at most TYPO_EDITS edits from `key` (optimal string alignment distance,
+    over the two names only when they differ by at most that many characters: linear in the
+    registry key's length)."""
+    if abs(len(typed) - len(key)) > TYPO_EDITS:
+        return False
+    before: list[int] = []
+    previous = list(range(len(key) + 1))
+    for i, typed_char in enumerate(typed, 1):
+        current = [i] + [0] * len(key)
+        for j, key_char in enumerate(key, 1):
+            cost = 0 if typed_char == key_char else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and typed_char == key[j - 2] and typed[i - 2] == key_char:
+                current[j] = min(current[j], before[j - 2] + 1)
+        before, previous = previous, current
+    return previous[-1] <= TYPO_EDITS
 
 
 @immutable
