@@ -211,3 +211,35 @@ def test_a_long_fields_path_is_shortened_between_its_segments(lint_text: LintTex
         f for f in of(lint_text(KTHENA_TEMPLATE), "GP004") if f.path[-1] == "modelserving.volcano.sh/name"
     ]
     assert finding.message.startswith("spec.….matchLabels.modelserving.volcano.sh/name holds the placeholder")
+
+
+ARGO_RESOURCE_TEMPLATE = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: mpi-, namespace: ai-lab}
+spec:
+  entrypoint: run
+  templates:
+    - name: run
+      resource:
+        action: create
+        manifest: |
+          apiVersion: batch.volcano.sh/v1alpha1
+          kind: Job
+          metadata: {name: mpi}
+          spec:
+            tasks:
+              - name: mpimaster
+                template:
+                  spec:
+                    containers:
+                      - name: mpimaster
+                        image: volcanosh/example-mpi:0.0.3
+                        command: [/bin/sh, -c, "MPI_HOST=$(cat /etc/volcano/mpiworker.host); mpiexec --host ${MPI_HOST} hello"]
+"""
+
+
+def test_an_argo_resource_templates_manifest_is_an_objects_text(lint_text: LintText) -> None:
+    """Volcano's Argo MPI example: `${MPI_HOST}` in the embedded Job is its container's shell
+    variable, set the line before, not a deploy-time placeholder of the Workflow."""
+    assert [f for f in lint_text(ARGO_RESOURCE_TEMPLATE).findings if f.rule_id == "GP004"] == []
