@@ -10,6 +10,7 @@ import pytest
 
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.loading.inputs import (
+    LIBRARY_CHART,
     RENDERER_ERROR_CHARS,
     display_path,
     is_manifest_name,
@@ -797,3 +798,46 @@ def test_a_jinja_template_is_gp004_and_a_jinja_text_in_a_value_is_not() -> None:
     )
     loaded = load_text(chat, "chat.yaml")
     assert loaded.problems == [] and [r.name for r in loaded.resources] == ["chat"]
+
+
+@pytest.mark.skipif(
+    HELM is None, reason="helm is not installed (charts/install-helm.sh puts it at .tools/helm)"
+)
+def test_a_chart_that_renders_nothing_says_so_and_names_its_values_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ai-on-eks' inference-charts leave `inference.framework` empty and ship one values file per
+    model: with the defaults nothing renders, which must not read as a clean pass."""
+    assert HELM is not None
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    chart = tmp_path / "inference"
+    write(chart / "Chart.yaml", "apiVersion: v2\nname: inference\nversion: 0.1.0\n")
+    write(chart / "values.yaml", "framework:\n")
+    write(chart / "values-vllm.yaml", "framework: vllm\n")
+    write(
+        chart / "templates" / "server.yaml",
+        '{{- if eq .Values.framework "vllm" }}\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n{{- end }}\n',
+    )
+    loaded = load_paths(["inference"])
+    assert (loaded.resources, loaded.skipped) == ([], [])
+    ((rule_id, severity, message),) = [(p.rule_id, p.severity, p.message) for p in loaded.problems]
+    assert (rule_id, severity) == ("GP004", "info")
+    assert message.endswith(
+        "renders no object: nothing of the chart was linted; name the values files that choose what to "
+        "deploy (values-vllm.yaml) in the policy's helm.valuesFiles"
+    )
+
+
+def test_a_library_chart_is_skipped_saying_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Helm refuses to render a library chart ('library charts are not installable'): its templates
+    are the charts' that include them, not a failure to report."""
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path / "common" / "Chart.yaml",
+        "apiVersion: v2\nname: common\nversion: 1.0.0\ntype: library  # helpers\n",
+    )
+    write(tmp_path / "common" / "templates" / "_names.tpl", '{{- define "common.name" }}x{{- end }}\n')
+    loaded = load_paths(["common"])
+    assert (loaded.resources, loaded.problems) == ([], [])
+    assert [(item.file, item.reason) for item in loaded.skipped] == [("common", LIBRARY_CHART)]

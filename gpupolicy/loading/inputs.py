@@ -405,6 +405,25 @@ def is_chart(folder: Path) -> bool:
     return (folder / CHART_FILE).is_file() and (folder / "templates").is_dir()
 
 
+LIBRARY_CHART = (
+    "a Helm library chart (type: library): templates other charts include, nothing of its own to render"
+)
+CHART_FILE_READ = 1 << 20
+_LIBRARY_TYPES = frozenset({"type: library", "type: 'library'", 'type: "library"'})
+
+
+def is_library_chart(folder: Path) -> bool:
+    """A chart whose Chart.yaml says `type: library` (a top-level line): Helm refuses to render it
+    ("library charts are not installable"); the charts that depend on it render its templates.
+    https://helm.sh/docs/topics/library_charts/"""
+    try:
+        with (folder / CHART_FILE).open("rb") as chart:
+            text = chart.read(CHART_FILE_READ).decode("utf-8", "replace")  # a Chart.yaml is a few lines
+    except OSError:
+        return False
+    return any(line.split("#", 1)[0].rstrip() in _LIBRARY_TYPES for line in text.splitlines())
+
+
 @immutable
 class Part:
     """Which objects of a rendered chart or overlay an input stands for, by the file they are traced
@@ -606,6 +625,8 @@ def load_chart(
     `# Source:` comments."""
     session = session or RenderSession()
     shown = display_path(folder)
+    if is_library_chart(folder):
+        return LoadedText(skipped=[Skipped(shown, None, LIBRARY_CHART)])
     values = chart_values_files(folder, session.helm_values)
     options = [item for path in values for item in ("--values", str(path))]
     if session.helm_namespace is not None:  # a DNS label (the policy's schema): never an option
@@ -616,9 +637,32 @@ def load_chart(
     if isinstance(output, LoadProblem):
         return LoadedText(problems=[_with_chart_settings(output)])
     loaded = load_text(output, shown, rendered_from="helm", limits=limits)
+    if not loaded.resources and not loaded.problems:
+        loaded.skipped = []
+        loaded.problems.append(_rendered_nothing(folder, values, command, shown))
     trace(loaded, helm_origins(loaded, output, folder), rendered_by=shown, display=display_path)
     loaded.directives = helm_directives(loaded.directives, output, folder, display_path)
     return _keep(loaded, part)
+
+
+def _rendered_nothing(chart: Path, used: Sequence[Path], command: str, shown: str) -> LoadProblem:
+    """An info GP004 for a chart that renders no object with the values it was given (a chart whose
+    defaults choose nothing, and whose values files beside it each choose a framework): nothing of
+    it was linted, which a pass must not hide."""
+    others = sorted(
+        path.name
+        for path in chart.resolve().glob("values*.y*ml")
+        if path.name not in ("values.yaml", "values.yml")
+        and path.resolve() not in {item.resolve() for item in used}
+    )
+    hint = ""
+    if others:
+        named = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        hint = (
+            f"; name the values files that choose what to deploy ({named}) in the policy's helm.valuesFiles"
+        )
+    message = f"{command} renders no object: nothing of the chart was linted{hint}"
+    return LoadProblem("GP004", message, shown, severity="info")
 
 
 # A template's `fail` or `required` (Helm's "execution error at"), or a value it reads below one the
