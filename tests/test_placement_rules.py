@@ -432,3 +432,16 @@ def test_pdb_against_unlistable_workloads_is_unknown_not_pass() -> None:
     assert found == {"GP502": Severity.INFO, "GP503": Severity.INFO}
     blocked = admit(PDB.format(budget="maxUnavailable: 0"), Unavailable([], kinds))
     assert [f.severity for f in blocked.findings if f.rule_id == "GP502"] == [Severity.ERROR]
+
+
+def test_a_cpu_workload_pinned_to_a_host_is_not_gp209s(lint_text: LintText) -> None:
+    """Volcano's nginx scheduling demo pins a CPU pod to a hostname: no GPU capacity is lost when
+    that node drains. A GPU workload's pods are judged, CPU frontends of it included."""
+    cpu = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: nginx}\nspec:\n"
+        "  nodeSelector: {kubernetes.io/hostname: node-1}\n"
+        "  containers: [{name: nginx, image: 'nginx:1.27'}]\n"
+    )
+    assert not [f for f in lint_text(cpu).findings if f.rule_id == "GP209"]
+    gpu = cpu.replace("image: 'nginx:1.27'", "image: 'nginx:1.27', resources: {limits: {nvidia.com/gpu: 1}}")
+    assert [f.rule_id for f in lint_text(gpu).findings if f.rule_id == "GP209"] == ["GP209"]

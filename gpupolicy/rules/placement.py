@@ -462,7 +462,8 @@ def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> t
     roles=NOT_AGENT,
     name="preference-as-requirement",
     severity="warning",
-    summary="Reports a node label the registry marks as a preference used in a nodeSelector or required node affinity.",
+    summary="Reports a node label the registry marks as a preference used in a nodeSelector or required node "
+    "affinity of a workload that uses GPUs (its CPU frontends included: they go down with the node too).",
     rationale="A preference made a hard constraint (a hostname, an instance type) leaves the pod Pending when "
     "that node is drained or the type is out of capacity, although any GPU node of the right product would do.",
     remediation="Move the label to preferredDuringSchedulingIgnoredDuringExecution, or mark it a requirement in the registry.",
@@ -470,6 +471,8 @@ def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> t
     settings=(Setting("nodeLabels", "`use: preference` marks preferences."),),
 )
 def preference_as_requirement(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not ctx.uses_gpus(workload):
+        return  # where a CPU workload runs is no GPU capacity to lose
     registry = ctx.policy.label_registry
     for template in workload.templates:
         for use in node_label_uses(template):
