@@ -342,3 +342,25 @@ def test_gp105_judges_a_serving_image_by_the_program_its_command_runs(
     )
     report = evaluate(load_text(text, "pod.yaml").resources, default_policy())
     assert any(f.rule_id == "GP105" for f in report.findings) is fires
+
+
+@pytest.mark.parametrize(
+    ("limits", "fires"),
+    [
+        ("{nvidia.com/gpu: 1}", True),  # two whole GPUs, one idle
+        # HAMi: a slice of a card each (nvidia.com/gpu counts vGPUs; gpumem sizes the slice).
+        ("{nvidia.com/gpu: 1, nvidia.com/gpumem: 3000}", False),
+        ("{metax-tech.com/sgpu: 1, metax-tech.com/vcore: 30, metax-tech.com/vmemory: 4}", False),
+    ],
+)
+def test_gp111_leaves_containers_that_each_ask_for_a_slice(limits: str, fires: bool) -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.loading.inputs import load_text
+
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        f"    - {{name: a, image: 'x:1', resources: {{limits: {limits}}}}}\n"
+        f"    - {{name: b, image: 'x:1', resources: {{limits: {limits}}}}}\n"
+    )
+    report = evaluate(load_text(text, "pod.yaml").resources, default_policy())
+    assert any(f.rule_id == "GP111" for f in report.findings) is fires

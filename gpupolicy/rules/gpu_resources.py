@@ -433,7 +433,9 @@ def gpu_vendor_mix(workload: Workload, ctx: Context) -> Iterator[Violation]:
     id="GP111",
     name="gpu-multi-container",
     severity="warning",
-    summary="Reports a pod in which more than one container requests GPUs.",
+    summary="Reports a pod in which more than one container requests whole GPUs. Containers that each ask a "
+    "sharing scheduler for a slice (HAMi's or Volcano's GPU memory or cores beside the count, MetaX's vcore) "
+    "share cards, and are not judged.",
     rationale="Each container gets its own devices and cannot see the other's; sidecars that ask for a GPU "
     "usually meant to share the server's and instead hold a whole second GPU idle.",
     remediation="Give GPUs to one container of the pod, or split the containers into pods of their own.",
@@ -441,7 +443,11 @@ def gpu_vendor_mix(workload: Workload, ctx: Context) -> Iterator[Violation]:
 )
 def gpu_multi_container(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
-        holders = [c for c in ctx.gpu.gpu_containers(template) if c.role in ("container", "sidecar")]
+        holders = [
+            c
+            for c in ctx.gpu.gpu_containers(template)
+            if c.role in ("container", "sidecar") and not _asks_for_a_slice(c, ctx)
+        ]
         if len(holders) > 1:
             names = ", ".join(repr(c.name) for c in holders)
             for container in holders[1:]:
@@ -450,6 +456,15 @@ def gpu_multi_container(workload: Workload, ctx: Context) -> Iterator[Violation]
                     f"{len(holders)} containers of {template.describe()} request GPUs ({names})",
                     container=container.name,
                 )
+
+
+def _asks_for_a_slice(container: Container, ctx: Context) -> bool:
+    """A GPU count with the vendor's memory or cores beside it: a sharing scheduler's slice of a card
+    (HAMi: `nvidia.com/gpu: 1` with `nvidia.com/gpumem`; each card is split up to its
+    deviceSplitCount), not a whole GPU of its own."""
+    demands = ctx.gpu.container_demands(container)
+    vendors = {d.resource.vendor for d in demands if d.resource.counts_gpus}
+    return any(d.resource.kind is GpuKind.ATTRIBUTE and d.resource.vendor in vendors for d in demands)
 
 
 @rule(
