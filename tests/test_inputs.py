@@ -358,6 +358,22 @@ def test_helm_template_outside_a_chart_still_says_helm(
     assert "envsubst" not in message
 
 
+def test_an_operators_go_template_outside_a_chart_is_not_called_helm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVIDIA's NIM operator renders its manifests/ itself (`{{ .Name }}`, `{{ .Namespace }}`): still
+    not a manifest, but no Helm command renders it."""
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path / "manifests" / "deployment.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Name }}\n  namespace: {{ .Namespace }}\n",
+    )
+    ((_, line, message),) = gp004(["manifests/deployment.yaml"])
+    assert line == 4
+    assert message.startswith("file holds Go template actions ({{ ... }}) and names none of Helm's")
+    assert "helm" not in message.replace("Helm's", "")
+
+
 def test_argo_and_flagger_placeholders_are_not_helm() -> None:
     text = (
         "apiVersion: argoproj.io/v1alpha1\nkind: AnalysisTemplate\nmetadata: {name: p95}\n"

@@ -199,8 +199,22 @@ def _helm_problem(
     helm = find_helm_action(text)
     if helm is None or _actions_of_the_objects_own(text, file, limits):
         return None
+    if hint_path is not None and not _in_a_chart(hint_path) and not helm_names_in(text, dot=False):
+        # `{{ .Name }}`, `{{ .Namespace }}` outside a chart: an operator's own Go templates
+        # (NVIDIA's NIM operator renders its manifests/ itself), not Helm's.
+        return LoadProblem(
+            "GP004",
+            "file holds Go template actions ({{ ... }}) and names none of Helm's values or functions: the "
+            "program that fills them in renders it; lint what it renders",
+            file,
+            *helm,
+        )
     hint = render_hint(hint_path, helm=True) if hint_path else "render it with helm template first"
     return LoadProblem("GP004", f"file holds Helm template actions ({{{{ ... }}}}); {hint}", file, *helm)
+
+
+def _in_a_chart(path: Path) -> bool:
+    return any((folder / "Chart.yaml").is_file() for folder in path.resolve().parents)
 
 
 def _actions_of_the_objects_own(text: str, file: str, limits: LoadLimits) -> bool:
