@@ -54,6 +54,24 @@ def test_vllm_serve_positional_in_a_shell_string() -> None:
     assert models_of(c)[0].path == ("spec", "containers", 0, "args", 0)
 
 
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        # The image's entrypoint is `vllm serve`: its first argument is the model.
+        ({"image": "vllm/vllm-openai:v0.10.0", "args": ["Qwen/Qwen3-8B", "--revision", "abc1"]},
+         [("Qwen/Qwen3-8B", "abc1", "vllm")]),
+        ({"image": "vllm/vllm-openai:v0.10.0", "args": ["--port", "8000"]}, []),
+        # A command of its own replaces the entrypoint: the first argument is the command's.
+        ({"image": "vllm/vllm-openai:v0.10.0", "command": ["python3", "app.py"], "args": ["Qwen/Qwen3-8B"]}, []),
+        ({"image": "python:3.12", "args": ["Qwen/Qwen3-8B"]}, []),
+    ],
+)  # fmt: skip
+def test_the_vllm_images_first_argument_is_the_model(
+    spec: dict[str, Any], expected: list[tuple[str, str | None, str]]
+) -> None:
+    assert summary(models_of(container_of(spec))) == expected
+
+
 def test_kubernetes_variable_expansion() -> None:
     c = container_of(
         {

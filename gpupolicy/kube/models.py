@@ -4,7 +4,8 @@ Sources, in the order they are read:
 
 - the workload annotation `gpupolicy.io/model: org/name@revision` (DESIGN.md vocabulary);
 - vLLM: `vllm serve MODEL`, `--model MODEL` / `--model=MODEL` (also `python -m
-  vllm.entrypoints.openai.api_server`), with `--revision`
+  vllm.entrypoints.openai.api_server`), or the first argument of the vllm-openai image run without a
+  command (its entrypoint is `vllm serve`), with `--revision`
   (https://docs.vllm.ai/en/latest/configuration/engine_args.html);
 - SGLang: `--model-path`, with `--revision`;
 - Hugging Face TGI: `--model-id` or env `MODEL_ID`, with `--revision` or env `REVISION`
@@ -57,6 +58,9 @@ MODEL_ENV = {"MODEL_ID": "tgi", "NIM_MODEL_NAME": "nim"}
 # Gradio app's MODEL_ID beside INFERENCE_SERVER_URL) serves none.
 SERVER_SIGNS = {"tgi": ("text-generation", "tgi"), "nim": ("nvcr.io/nim/", "nim")}
 REVISION_ENV = frozenset({"REVISION"})
+# vLLM's OpenAI-compatible server image, whose ENTRYPOINT is `vllm serve`
+# (https://docs.vllm.ai/en/latest/deployment/docker.html: `docker run … vllm/vllm-openai <model> <args>`).
+VLLM_IMAGE = "vllm-openai"
 NIM_IMAGE = re.compile(r"^nvcr\.io/nim/")
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -155,6 +159,11 @@ def models_of(container: Container) -> list[ModelRef]:
             model, model_path = words[position + 2]
             if not model.startswith("-"):
                 found.append(ModelRef(model, revision, "vllm", model_path))
+    if not found and not container.spec.get("command") and VLLM_IMAGE in container.image.lower() and words:
+        # vLLM's image runs `vllm serve` (its ENTRYPOINT): a first argument that is no flag is the model.
+        model, model_path = words[0]
+        if not model.startswith("-") and model != "serve":
+            found.append(ModelRef(model, revision, "vllm", model_path))
     if not found:
         for name, server in MODEL_ENV.items():
             if name in env and _runs(server, container):
