@@ -26,3 +26,31 @@ def test_an_empty_quantity_is_named_not_the_schemas_one_of(lint_text: LintText) 
     assert finding.line == 7
     given = PERSISTENT_VOLUME.replace("    storage:\n", "    storage: 1200Gi\n")
     assert not [f for f in lint_text(given).findings if f.rule_id == "GP005"]
+
+
+NAMED_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {{name: {pod}}}
+spec:
+  containers: [{{name: {container}, image: 'cuda:12'}}]
+"""
+
+
+def test_names_the_api_server_refuses_are_gp005(lint_text: LintText) -> None:
+    """HAMi's Iluvatar examples name a Pod and its container BI-V100-poddemo: kubectl apply fails."""
+    found = [
+        (f.path, f.message.split(" is not")[0])
+        for f in lint_text(NAMED_POD.format(pod="BI-V100-poddemo", container="BI-V100")).findings
+        if f.rule_id == "GP005"
+    ]
+    assert found == [
+        (("metadata", "name"), "name 'BI-V100-poddemo'"),
+        (("spec", "containers", 0, "name"), "container name 'BI-V100'"),
+    ]
+    for pod, container in (("bi-v100.poddemo", "bi-v100"), ("${POD_NAME}", "main")):  # valid; GP004's
+        assert not [
+            f
+            for f in lint_text(NAMED_POD.format(pod=pod, container=container)).findings
+            if f.rule_id == "GP005"
+        ]

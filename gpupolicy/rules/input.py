@@ -499,7 +499,9 @@ def _type(value: object) -> str:
     severity="error",
     scope=Scope.OBJECT,
     summary="Validates built-in kinds against the Kubernetes OpenAPI schema of the policy's Kubernetes "
-    "version (strict: unknown fields are errors), and reports each violation at its field.",
+    "version (strict: unknown fields are errors), and reports each violation at its field; and the names the "
+    "API server validates beyond the schema: a workload's name (a lowercase DNS subdomain) and its containers' "
+    "(DNS labels).",
     rationale="A misspelt field is dropped by the API server with at most a warning: `resouces:` hides a GPU "
     "limit, `tolerations` under the wrong parent loses the toleration, and the pod schedules somewhere else.",
     remediation="Correct the field name or type to what the Kubernetes API defines.",
@@ -514,6 +516,51 @@ def schema_violation(resource: Resource, ctx: Context) -> Iterator[Violation]:
         if _placeholder_at(resource.obj, error.path):
             continue  # `port: ${PORT:-9002}` is not a wrong type but a template: GP004 says so
         yield Violation(error.path, f"{error.message} (Kubernetes {version} schema)")
+    if resource.kind in NAMED_WORKLOAD_KINDS and has_schema(resource.api_version, resource.kind, version):
+        yield from _invalid_names(resource, ctx)
+
+
+# Built-in kinds whose names the API server validates as DNS subdomains (apimachinery's
+# NameIsDNSSubdomain: pkg/apis/core/validation ValidatePodName, apps and batch validation), and
+# whose pods' containers it validates as DNS labels (validateContainers: IsDNS1123Label).
+NAMED_WORKLOAD_KINDS = frozenset(
+    {"Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+)
+_DNS_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_PLACEHOLDER_CHARS = frozenset("${}<>_")  # GP004's to judge (`$NAME`, `{{ .Name }}`, `__NAME__`)
+
+
+def _invalid_names(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    name = as_mapping(resource.obj.get("metadata")).get("name")
+    if isinstance(name, str) and name and not _is_dns_subdomain(name) and _PLACEHOLDER_CHARS.isdisjoint(name):
+        yield Violation(
+            ("metadata", "name"),
+            f"name {excerpt(name)!r} is not a lowercase DNS subdomain (a-z, 0-9, '-' and '.'; at most 253): "
+            "the API server refuses the object",
+        )
+    workload = ctx.workload_of(resource)
+    for _, container in workload.containers() if workload is not None else ():
+        named = container.spec.get("name")
+        if (
+            isinstance(named, str)
+            and named
+            and not _is_dns_label(named)
+            and _PLACEHOLDER_CHARS.isdisjoint(named)
+        ):
+            yield Violation(
+                container.field("name"),
+                f"container name {excerpt(named)!r} is not a DNS label (a-z, 0-9 and '-'; at most 63): the "
+                "API server refuses the pod",
+                container=named,
+            )
+
+
+def _is_dns_label(text: str) -> bool:
+    return 0 < len(text) <= 63 and _DNS_LABEL_CHARS.issuperset(text) and text[0] != "-" and text[-1] != "-"
+
+
+def _is_dns_subdomain(text: str) -> bool:
+    return len(text) <= 253 and all(_is_dns_label(part) for part in text.split("."))
 
 
 def _placeholder_at(obj: object, path: JsonPath) -> bool:
