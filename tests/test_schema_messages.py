@@ -54,3 +54,15 @@ def test_names_the_api_server_refuses_are_gp005(lint_text: LintText) -> None:
             for f in lint_text(NAMED_POD.format(pod=pod, container=container)).findings
             if f.rule_id == "GP005"
         ]
+
+
+def test_an_empty_string_field_and_a_braced_placeholder_are_named(lint_text: LintText) -> None:
+    """ai-on-eks' EFS chart leaves `volumeHandle:` for Terraform to fill; KServe's TorchServe sample
+    writes `volumeID: {volume-id}`, which YAML reads as a mapping."""
+    base = PERSISTENT_VOLUME.replace("    storage:\n", "    storage: 5Gi\n")
+    empty = base.replace("volumeHandle: lustre-0}", "volumeHandle: }")
+    braced = base.replace("volumeHandle: lustre-0}", "volumeHandle: {volume-id}}")
+    (found,) = [f.message for f in lint_text(empty).findings if f.rule_id == "GP005"]
+    assert found.startswith("'volumeHandle' is empty (null) in 'csi': give it a value")
+    (found,) = [f.message for f in lint_text(braced).findings if f.rule_id == "GP005"]
+    assert found.startswith("'volumeHandle' is {volume-id}, which YAML reads as a mapping in 'csi'")

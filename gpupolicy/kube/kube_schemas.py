@@ -226,12 +226,34 @@ def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
             for key in unexpected:
                 yield SchemaError((*path, str(key)), f"unknown field {key!r}{_near(path)}")
             continue
-        if error.instance is None and type(kind).__name__ == "OneOfMultipleValid":
-            # `storage:` left empty: null passes every nullable branch of a quantity or an
-            # int-or-string, which jsonschema words as the schema's own riddle.
+        if error.instance is None and type(kind).__name__ in ("OneOfMultipleValid", "Type"):
+            # `storage:` or `volumeHandle:` left empty (a chart value still to supply): null passes
+            # every nullable branch of a quantity, which jsonschema words as the schema's own riddle,
+            # and fails a string as "null is not of type".
             yield SchemaError(path, _empty_value(path))
             continue
+        placeholder = _braced_word(error.instance)
+        if placeholder is not None and type(kind).__name__ == "Type":
+            yield SchemaError(path, _braced_value(path, placeholder))
+            continue
         yield SchemaError(path, error.message)
+
+
+def _braced_word(value: Any) -> str | None:
+    """`{volume-id}` as YAML reads it — a one-key flow mapping without a value — as written."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, item),) = value.items()
+        if item is None and isinstance(key, str) and len(key) <= 80:
+            return f"{{{key}}}"
+    return None
+
+
+def _braced_value(path: JsonPath, placeholder: str) -> str:
+    field = f"{path[-1]!r}" if path and isinstance(path[-1], str) else "a value"
+    return (
+        f"{field} is {placeholder}, which YAML reads as a mapping{_near(path[:-1] if path else path)}: "
+        "a placeholder to fill in (or quote it)"
+    )
 
 
 def _empty_value(path: JsonPath) -> str:
