@@ -9,6 +9,7 @@ import pytest
 from gpupolicy.kube.pod_spec import Workload, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.loading.inputs import load_text
+from tests.conftest import LintText
 
 C = "containers: [{name: main, image: nvcr.io/nvidia/pytorch:24.10-py3}]"
 
@@ -596,3 +597,35 @@ def test_dynamo_graph_deployment_v1alpha1_services_get_the_operators_resources()
     frontend = found.templates[0].containers[0]
     assert frontend.written is None and frontend.limits == {}
     assert main.name == frontend.name == "main"  # the operator's name for it
+
+
+KNATIVE_SERVICE = """\
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata: {name: vllm, namespace: serving}
+spec:
+  template:
+    spec:
+      containers:
+        - name: kfserving-container
+          image: vllm/vllm-openai:v0.10.0
+          args: [--model, EleutherAI/pythia-70m]
+          ports: [{containerPort: 8080}]
+          resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def test_a_knative_service_carries_a_pod_template_a_core_service_none() -> None:
+    """A kind skipped by name is skipped in its own API group only: Knative's Service is
+    podspecable (its CRD's duck.knative.dev/podspecable label)."""
+    (knative,) = load_text(KNATIVE_SERVICE, "ksvc.yaml").resources
+    workload = workload_of(knative)
+    assert workload is not None and [t.path for t in workload.templates] == [("spec", "template", "spec")]
+    core = KNATIVE_SERVICE.replace("serving.knative.dev/v1", "v1")
+    assert workload_of(load_text(core, "svc.yaml").resources[0]) is None
+
+
+def test_a_knative_services_rules_count_its_default_readiness_probe(lint_text: LintText) -> None:
+    fired = {f.rule_id for f in lint_text(KNATIVE_SERVICE).findings}
+    assert {"GP901", "GP704", "GP106"} <= fired  # a GPU server
+    assert "GP401" not in fired  # Knative adds a TCP readiness probe when none is written

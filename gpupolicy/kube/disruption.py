@@ -119,13 +119,15 @@ def pdb_selector(pdb: Resource) -> Any:
 # NVIDIA's NIM operator (github.com/NVIDIA/k8s-nim-operator, manifests/deployment.yaml and
 # NIMService.GetSelectorLabels: the Deployment it makes selects and labels its pods `app: <name>`;
 # only on its own platform, see `_controller_labels`), NVIDIA Dynamo's operator (every pod of a
-# graph's components is labelled with its graph: consts.KubeLabelDynamoGraphDeploymentName).
+# graph's components is labelled with its graph: consts.KubeLabelDynamoGraphDeploymentName), Knative
+# (a Service's pods carry serving.knative.dev/service: https://knative.dev/docs/serving/).
 CONTROLLER_LABELS: dict[str, tuple[str, ...]] = {
     "InferenceService": ("serving.kserve.io/inferenceservice",),
     "LeaderWorkerSet": ("leaderworkerset.sigs.k8s.io/name",),
     "Job": ("job-name", "batch.kubernetes.io/job-name"),
     "NIMService": ("app",),
     "DynamoGraphDeployment": ("nvidia.com/dynamo-graph-deployment-name",),
+    "Service": ("serving.knative.dev/service",),  # a Knative Service: only it carries pod templates
 }
 
 

@@ -768,7 +768,12 @@ EXTRACTORS: dict[str, Extractor] = {
 # The kinds whose objects run pods of their own: what cross-object rules count as workloads.
 RUNNING_KINDS = tuple(kind for kind in EXTRACTORS if kind not in CONFIG_KINDS)
 
-# Kinds that never carry pods, skipped by the walker for speed and to avoid false matches.
+# Kinds that never carry pods, skipped by the walker for speed and to avoid false matches: the
+# built-in ones in their own API groups only (Knative's serving.knative.dev Service carries a pod
+# spec: its CRD is labelled duck.knative.dev/podspecable), the custom ones by name.
+NON_WORKLOAD_CUSTOM_KINDS = frozenset(
+    {"AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "MetricTemplate", "WorkloadPriorityClass"}
+)
 NON_WORKLOAD_KINDS = frozenset(
     {
         "ConfigMap", "Secret", "Service", "Namespace", "PodDisruptionBudget", "PriorityClass",
@@ -858,6 +863,12 @@ def release_views(resource: Resource) -> None:
     resource._templates = None
 
 
+def _built_in_group(api_version: str) -> bool:
+    """Whether an apiVersion is of a Kubernetes API group (`v1`, `apps/v1`, `rbac.authorization.k8s.io/v1`)."""
+    group = api_version.rpartition("/")[0]
+    return "." not in group or group.endswith(".k8s.io")
+
+
 def extract_templates(resource: Resource) -> Iterator[PodTemplate]:
     obj = resource.obj
     if not isinstance(obj, dict):
@@ -867,7 +878,9 @@ def extract_templates(resource: Resource) -> Iterator[PodTemplate]:
     found = list(extractor(obj)) if extractor is not None else []
     if found:
         yield from found
-    elif kind not in NON_WORKLOAD_KINDS:
+    elif kind not in NON_WORKLOAD_KINDS or (
+        kind not in NON_WORKLOAD_CUSTOM_KINDS and not _built_in_group(resource.api_version)
+    ):
         # Unknown kinds, and known kind names of other API groups (Volcano's batch.volcano.sh Job
         # keeps its pods under spec.tasks[].template; KAITO's Workspace under a top-level
         # `inference.template`): walk for containers, never skip silently.

@@ -102,6 +102,10 @@ CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
     # A partial spec (CONFIG_KINDS): the well-known template merged under it, or the service
     # merged over it, may give what it leaves out, resources included.
     "LLMInferenceServiceConfig": frozenset({"probes", "ports", "shm", "resources"}),
+    # Knative's serving.knative.dev Service (the only Service with a pod template): "Knative will define
+    # a default Readiness probe for the primary user container when no probe is defined", a TCP socket
+    # on its traffic port (knative/docs serving/services/configure-probing.md); liveness is the user's.
+    "Service": frozenset({"readiness"}),
     # KServe's serving runtimes, completed by the InferenceServices that name them (pod_spec.RUNTIME_KINDS).
     "ServingRuntime": frozenset({"probes", "ports", "shm", "resources"}),
     "ClusterServingRuntime": frozenset({"probes", "ports", "shm", "resources"}),
@@ -109,7 +113,7 @@ CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
 
 
 def injected(kind: str, what: str) -> bool:
-    """Whether the controller of `kind` adds `what` (probes, ports, shm, resources) to its pods."""
+    """Whether the controller of `kind` adds `what` (probes, readiness, ports, shm, resources) to its pods."""
     return what in CONTROLLER_INJECTS.get(kind, _INJECTS_NOTHING)
 
 

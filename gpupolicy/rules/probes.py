@@ -95,6 +95,8 @@ def _load_seconds(workload: Workload, ctx: Context) -> tuple[int, str]:
     settings=(Setting("probes.controllerManagedKinds", "Kinds whose controller injects probes."),),
 )
 def gpu_server_without_readiness_probe(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if injected(workload.kind, "readiness"):
+        return
     for _, container in _probed_servers(workload, ctx):
         if probe_of(container, "readinessProbe") is None:
             yield Violation(
