@@ -857,3 +857,16 @@ def test_a_library_chart_is_skipped_saying_why(tmp_path: Path, monkeypatch: pyte
     loaded = load_paths(["common"])
     assert (loaded.resources, loaded.problems) == ([], [])
     assert [(item.file, item.reason) for item in loaded.skipped] == [("common", LIBRARY_CHART)]
+
+
+def test_vendored_third_party_folders_are_not_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Go operator vendors k8s.io/apimachinery, whose test fixtures are Pods with untagged images;
+    npm's node_modules the same. Named on the command line, such a folder is linted."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "go.mod", "module example.com/operator\n")
+    write(tmp_path / "vendor" / "k8s.io" / "pod.yaml", namespace("vendored"))
+    write(tmp_path / "ui" / "node_modules" / "pkg" / "pod.yaml", namespace("npm"))
+    write(tmp_path / "deploy" / "ns.yaml", namespace("mine"))
+    write(tmp_path / "docs" / "vendor" / "ns.yaml", namespace("a-folder-named-vendor"))  # no go.mod beside it
+    assert sorted(names(["."])) == ["a-folder-named-vendor", "mine"]
+    assert names(["vendor"]) == ["vendored"]

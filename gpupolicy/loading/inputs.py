@@ -154,7 +154,7 @@ def iter_manifest_files(
             unreadable.append(LoadProblem("GP001", f"cannot read directory: {reason}", display_path(root)))
         return
     for entry in entries:
-        if entry.name.startswith(".") or is_excluded(entry, base, patterns):
+        if entry.name.startswith(".") or is_excluded(entry, base, patterns) or is_vendored(entry):
             continue
         if entry.is_dir() and not entry.is_symlink():
             yield from iter_manifest_files(entry, patterns, base=base, unreadable=unreadable)
@@ -167,6 +167,17 @@ def iter_manifest_files(
             # A `values-*.yaml` outside a chart is read too: Helm values hold no object and are
             # skipped and counted as such, where a name alone would have hidden rendered manifests.
             yield entry
+
+
+def is_vendored(entry: Path) -> bool:
+    """A folder of third-party code copied in by an ecosystem's convention, never the repository's
+    manifests (apimachinery's test fixtures in a Go operator's `vendor/`): npm's `node_modules`, and
+    Go's `vendor` beside a go.mod or holding its modules.txt. Named on the command line, it is linted."""
+    if entry.name == "node_modules":
+        return entry.is_dir()
+    if entry.name != "vendor" or not entry.is_dir():
+        return False
+    return (entry.parent / "go.mod").is_file() or (entry / "modules.txt").is_file()
 
 
 def _decode(data: bytes, file: str) -> tuple[str | None, LoadProblem | None]:
