@@ -429,6 +429,16 @@ SKIPPED_WHOLE = {
         '{\n  // the run\'s status\n  "status_metadata": {"kind_of_run": 1},\n  "name": "run"\n}\n',
         "does not parse",
     ),
+    # A tokenizer's vocabulary: object words among its keys, each a number (evidence is a shape).
+    "a tokenizer vocabulary": (
+        '{"the": 1, "kind": 11031, "metadata": 38993, "name": 3672, "apiVersion": 7, "spec": 99}\n',
+        "not a Kubernetes object",
+    ),
+    # Valid JSON with a key longer than the 1,024 characters YAML 1.1 allows an implicit key.
+    "a tokenizer YAML cannot read": (
+        '{"model": {"vocab": {"' + "x" * 1100 + '": 1, "kind": 2}}}\n',
+        "JSON that holds no Kubernetes object (YAML 1.1 cannot read it: line 1:",
+    ),
     "a GoReleaser config": (
         'project_name: gpupolicy\nbuilds:\n  - ldflags: ["-X main.version={{.Version}}"]\n'
         'archives:\n  - name_template: "{{ .ProjectName }}_{{ .Version }}_{{ .Os }}"\n',
@@ -446,10 +456,10 @@ def test_a_deep_file_naming_no_object_is_skipped_saying_why() -> None:
 @pytest.mark.parametrize("name", SKIPPED_WHOLE)
 def test_files_without_objects_are_skipped_whole_with_a_reason(name: str) -> None:
     text, reason = SKIPPED_WHOLE[name]
-    loaded = load_text(text, "other.yaml")
+    loaded = load_text(text, "other.json" if name.startswith("a tokenizer") else "other.yaml")
     assert (loaded.resources, loaded.problems) == ([], [])
     (skipped,) = loaded.skipped
-    assert (skipped.file, skipped.doc_index) == ("other.yaml", None)
+    assert (skipped.file.rpartition(".")[0], skipped.doc_index) == ("other", None)
     assert reason in skipped.reason
 
 

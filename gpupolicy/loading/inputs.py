@@ -47,7 +47,13 @@ from gpupolicy.loading.kustomizations import (
     remote_reference,
     resolved,
 )
-from gpupolicy.loading.object_evidence import GO, ObjectFilter, configuration_file, own_template_dialect
+from gpupolicy.loading.object_evidence import (
+    GO,
+    ObjectFilter,
+    configuration_file,
+    own_template_dialect,
+    tries_to_be_object,
+)
 from gpupolicy.loading.rendering import (
     OverlayFindings,
     helm_directives,
@@ -272,14 +278,34 @@ def _unreadable_other_format(text: str, file: str, limits: LoadLimits) -> Loaded
     a broken CI file): skipped and counted, with what stops it, like the other files of other
     formats, where a broken manifest (it names its apiVersion and kind) is GP001's. None for a
     file to read."""
-    if _OBJECT_KEY.search(text) is not None:
+    json_without_objects = _json_without_objects(text, file)
+    if _OBJECT_KEY.search(text) is not None and not json_without_objects:
         return None
     problems = parse_text(text, file, limits=limits).problems
     if not problems:
         return None
     first = problems[0]
     where = f"line {first.line}: " if first.line is not None else ""
-    return LoadedText(skipped=[Skipped(file, None, NOT_YAML_OR_JSON.format(where + first.message))])
+    reason = JSON_WITHOUT_OBJECTS if json_without_objects else NOT_YAML_OR_JSON
+    return LoadedText(skipped=[Skipped(file, None, reason.format(where + first.message))])
+
+
+JSON_WITHOUT_OBJECTS = "JSON that holds no Kubernetes object (YAML 1.1 cannot read it: {})"
+
+
+def _json_without_objects(text: str, file: str) -> bool:
+    """A `.json` file that JSON reads (a tokenizer: a key longer than the 1,024 characters YAML 1.1
+    allows an implicit key) and whose values have no object's shape (object_evidence)."""
+    if not file.endswith(".json"):
+        return False
+    import json  # here: only a .json file that YAML cannot read comes this far
+
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    items = value if isinstance(value, list) else [value]
+    return not any(tries_to_be_object(item) for item in items)
 
 
 def _jinja_problem(text: str, file: str, limits: LoadLimits) -> LoadProblem | None:

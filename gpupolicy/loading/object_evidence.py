@@ -92,10 +92,13 @@ def tries_to_be_object(value: Any) -> bool:
     """Whether a mapping document carries the evidence of an object (the module's list)."""
     if not isinstance(value, dict):
         return False
-    has_body = not OBJECT_BODY_KEYS.isdisjoint(value)
-    if has_body and ("apiVersion" in value or "kind" in value):
+    # Evidence by shape, not by words: a tokenizer's vocabulary holds "kind", "metadata" and
+    # "name" among 50,000 keys, each a number.
+    api_version, kind = isinstance(value.get("apiVersion"), str), isinstance(value.get("kind"), str)
+    has_body = any(isinstance(value.get(key), dict | list) for key in OBJECT_BODY_KEYS)
+    if has_body and (api_version or kind):
         return True
-    if "apiVersion" in value and "kind" in value:
+    if api_version and kind:
         return True
     metadata = value.get("metadata")
     return isinstance(metadata, dict) and not OBJECT_META_KEYS.isdisjoint(metadata)
