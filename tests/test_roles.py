@@ -358,3 +358,36 @@ def test_a_walked_kinds_templates_that_serve_are_those_with_evidence(lint_text: 
     )
     (finding,) = [f for f in lint_text(without_probe).findings if f.rule_id == "GP401"]
     assert finding.container == "leader"
+
+
+def test_an_ssh_port_is_no_evidence_of_serving(lint_text: LintText) -> None:
+    """CoreWeave's cuda-ssh box (`service ssh start -D`, port 22, a Service of port 22) and MPI
+    workers running sshd: remote access, not a server (no GP901, GP401)."""
+    box = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: sshd}
+spec:
+  selector: {matchLabels: {app: sshd}}
+  template:
+    metadata: {labels: {app: sshd}}
+    spec:
+      containers:
+        - name: sshd
+          image: ghcr.io/example/cuda-ssh:12.2
+          command: [/bin/bash, -c, "service ssh start -D"]
+          ports: [{containerPort: 22, name: ssh}]
+          resources: {limits: {nvidia.com/gpu: 1, memory: 8Gi}, requests: {cpu: 2, memory: 8Gi}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: sshd}
+spec:
+  selector: {app: sshd}
+  ports: [{name: ssh, port: 22}]
+"""
+    report = lint_text(box)
+    assert [role.decision.role for role in report.roles] == [Role.WORKLOAD]
+    assert not {"GP901", "GP401"} & {f.rule_id for f in report.findings}
+    served = lint_text(box.replace("containerPort: 22, name: ssh", "containerPort: 8000"))
+    assert [role.decision.role for role in served.roles] == [Role.SERVER]

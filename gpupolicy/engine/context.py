@@ -9,8 +9,8 @@ from typing import Any
 
 from gpupolicy.kube.gpu import claims_gpus_in_repository
 from gpupolicy.kube.inventory import Inventory, workload_namespace
-from gpupolicy.kube.pod_spec import PodTemplate, Workload, workload_of
-from gpupolicy.kube.roles import Role, RoleDecision, decide, service_selects
+from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
+from gpupolicy.kube.roles import Role, RoleDecision, decide, remote_access, service_selects
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
 
@@ -176,6 +176,12 @@ class Context:
             return None
         namespace = workload_namespace(workload)
         for service in self.inventory.list("Service", namespace):
-            if service_selects(service.obj, labels):
+            if service_selects(service.obj, labels) and not _remote_access_only(service.obj):
                 return service.name
         return None
+
+
+def _remote_access_only(service: Any) -> bool:
+    """A Service whose every port is SSH's (an interactive box's, MPI workers'): it serves nothing."""
+    ports = as_list(as_mapping(as_mapping(service).get("spec")).get("ports"))
+    return bool(ports) and all(remote_access(port) for port in ports)

@@ -293,7 +293,9 @@ def _server_evidence(
     workload: Workload, template: PodTemplate, service_of: ServiceLookup | None
 ) -> str | None:
     for container in template.main_containers():
-        ports = [p for p in as_list(container.spec.get("ports")) if isinstance(p, dict)]
+        ports = [
+            p for p in as_list(container.spec.get("ports")) if isinstance(p, dict) and not remote_access(p)
+        ]
         if ports:
             return f"container {container.name!r} declares port {ports[0].get('containerPort')!r}"
     if service_of is not None:
@@ -416,6 +418,18 @@ def serving_replicas(workload: Workload, template: PodTemplate) -> int | None:
     if workload.kind == "LeaderWorkerSet":
         return int_or_default(as_mapping(as_mapping(workload.resource.obj).get("spec")).get("replicas"), 1)
     return template.replicas
+
+
+# SSH's well-known port: an interactive GPU box (`service ssh start -D`) or the rendezvous of MPI
+# workers (`/usr/sbin/sshd -De`) listens on it, and neither serves requests.
+SSH_PORT = 22
+
+
+def remote_access(port: Any) -> bool:
+    """Whether a container or Service port is SSH's (its number or its name)."""
+    port = as_mapping(port)
+    number = port.get("containerPort", port.get("port"))
+    return bool(number == SSH_PORT or port.get("name") == "ssh")
 
 
 def service_selects(service: Any, labels: dict[str, Any]) -> bool:
