@@ -177,3 +177,37 @@ def test_progress_deadline_defaults_to_600() -> None:
     assert progress_deadline({}) == (DEFAULT_PROGRESS_DEADLINE_SECONDS, False)
     assert DEFAULT_PROGRESS_DEADLINE_SECONDS == 600
     assert progress_deadline({"progressDeadlineSeconds": 1800}) == (1800, True)
+
+
+OLLAMA = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ollama}
+spec:
+  selector: {matchLabels: {app: ollama}}
+  template:
+    metadata: {labels: {app: ollama}}
+    spec:
+      containers:
+        - name: ollama
+          image: ollama/ollama:0.32.4
+          ports: [{name: http, containerPort: 11434}]
+          resources: {requests: {cpu: "4", memory: 32Gi}, limits: {memory: 32Gi, nvidia.com/gpu: 2}}
+          livenessProbe: {httpGet: {path: /, port: http}, initialDelaySeconds: 60, periodSeconds: 10, failureThreshold: 6}
+          readinessProbe: {httpGet: {path: /, port: http}}
+"""
+
+
+def test_a_server_that_loads_models_on_request_has_no_load_before_liveness(lint_text: LintText) -> None:
+    """Ollama's `/` answers "Ollama is running" at once and loads a model when a request names it;
+    over two GPUs llama.cpp splits the layers in one process, without NCCL: no GP403, no GP113.
+    The same probes on vLLM are GP403's."""
+    fired = {f.rule_id for f in lint_text(OLLAMA).findings}
+    assert not {"GP403", "GP113"} & fired
+    vllm = OLLAMA.replace("ollama/ollama:0.32.4", "vllm/vllm-openai:v0.10.0")
+    assert {"GP403", "GP113"} <= {f.rule_id for f in lint_text(vllm).findings}
+
+
+def test_a_notebook_loads_no_model_at_start(lint_text: LintText) -> None:
+    notebook = OLLAMA.replace("ollama/ollama:0.32.4", "tensorflow/tensorflow:2.16.1-gpu-jupyter")
+    assert "GP403" not in {f.rule_id for f in lint_text(notebook).findings}

@@ -55,6 +55,8 @@ NOT_AGENT = frozenset(Role) - {Role.AGENT}
 SERVERS = frozenset({Role.SERVER})
 # Rules about a container's CPU and memory: not for tests and notebooks (a shrug), nor agents.
 RESOURCED = frozenset({Role.SERVER, Role.BATCH, Role.WORKLOAD})
+# Rules about a model's load time (GP403, GP404): a notebook or a test loads none at start.
+MODEL_LOADING = frozenset({Role.SERVER, Role.BATCH, Role.WORKLOAD})
 
 
 @immutable
@@ -162,6 +164,22 @@ SERVER_IMAGE_PARTS = (
     "text-embeddings-inference", "ollama/ollama", "llama.cpp:server", "torchserve", "kserve/",
     "seldonio/mlserver", "tensorflow/serving", "lmdeploy",
 )  # fmt: skip
+# Servers that load a model when a request first names it, not at start: their health endpoint
+# answers at once (Ollama's `/` says "Ollama is running"; its FAQ preloads a model "by sending the
+# Ollama server an empty request", github.com/ollama/ollama docs/faq.md).
+LAZY_LOADING_PARTS = ("ollama/ollama", "ollama serve")
+# Runtimes that split a model over one process's GPUs layer by layer, without NCCL or shared-memory
+# collectives (llama.cpp's split, which Ollama runs).
+SINGLE_PROCESS_SPLIT_PARTS = ("ollama/ollama", "ollama serve", "llama.cpp", "llama-server")
+
+
+def runs_one_of(container: Container, parts: Sequence[str]) -> bool:
+    """Whether the container's image or command line is one of `parts`."""
+    return first_part(parts, container.image.lower()) is not None or (
+        first_part(parts, command_text(container)) is not None
+    )
+
+
 # Commands and images of tests, benchmarks and notebooks.
 DEV_COMMAND_PARTS = (
     "sleep infinity", "sleep inf", "tail -f /dev/null", "sleep 365d", "sleep 100000", "sleep 1000000",

@@ -31,9 +31,11 @@ from gpupolicy.kube.roles import (
     RESOURCED,
     SERVER_COMMAND_PARTS,
     SERVER_IMAGE_PARTS,
+    SINGLE_PROCESS_SPLIT_PARTS,
     command_text,
     first_part,
     injected,
+    runs_one_of,
 )
 from gpupolicy.policy.node_pools import largest_node, node_pools
 
@@ -555,6 +557,8 @@ def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Vi
             # A TrainJob's trainer or a KServe model: its volumes live in the training or serving
             # runtime, linted there.
             continue
+        if runs_one_of(container, SINGLE_PROCESS_SPLIT_PARTS):
+            continue  # llama.cpp splits layers over one process's GPUs: no NCCL, no /dev/shm
         # Whole GPUs only: MIG slices or shared replicas in one container are not NCCL peers.
         count = sum(
             (d.amount or 0)

@@ -24,7 +24,15 @@ from gpupolicy.kube.probes import (
     probe_ports,
     progress_deadline,
 )
-from gpupolicy.kube.roles import NOT_AGENT, SERVERS, injected, serving_templates_of
+from gpupolicy.kube.roles import (
+    LAZY_LOADING_PARTS,
+    MODEL_LOADING,
+    NOT_AGENT,
+    SERVERS,
+    injected,
+    runs_one_of,
+    serving_templates_of,
+)
 
 PROBES_DOC = (
     "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
@@ -147,7 +155,7 @@ def _liveness_waits(liveness: ProbeBudget, needed: int) -> str:
 
 @rule(
     id="GP403",
-    roles=NOT_AGENT,
+    roles=MODEL_LOADING,
     name="liveness-during-model-load",
     severity="error",
     summary="Reports a GPU container with a liveness probe, no startup probe, and a liveness budget "
@@ -163,6 +171,8 @@ def _liveness_waits(liveness: ProbeBudget, needed: int) -> str:
 def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Violation]:
     needed, source = _load_seconds(workload, ctx)
     for _, container in _gpu_servers(workload, ctx):
+        if runs_one_of(container, LAZY_LOADING_PARTS):
+            continue  # its health endpoint answers before any model loads
         budget = container_probe_budget(container, "livenessProbe")
         if budget is None or probe_of(container, "startupProbe") is not None:
             continue
@@ -177,7 +187,7 @@ def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Vio
 
 @rule(
     id="GP404",
-    roles=NOT_AGENT,
+    roles=MODEL_LOADING,
     name="startup-budget-too-short",
     severity="error",
     summary="Reports a GPU container whose startup probe budget (initialDelaySeconds + failureThreshold × "
@@ -194,6 +204,8 @@ def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Vio
 def startup_budget_too_short(workload: Workload, ctx: Context) -> Iterator[Violation]:
     needed, source = _load_seconds(workload, ctx)
     for _, container in _gpu_servers(workload, ctx):
+        if runs_one_of(container, LAZY_LOADING_PARTS):
+            continue  # its health endpoint answers before any model loads
         budget = container_probe_budget(container, "startupProbe")
         if budget is None:
             continue
