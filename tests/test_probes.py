@@ -19,6 +19,7 @@ from gpupolicy.kube.probes import (
     resolve_port,
 )
 from gpupolicy.loading.documents import Resource
+from tests.conftest import LintText
 
 
 def container(spec: dict[str, Any]) -> Container:
