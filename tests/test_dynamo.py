@@ -71,3 +71,30 @@ spec:
 """
     assert by_rule(lint_text(DYNAMO_V1BETA1).findings, "GP501")
     assert not by_rule(lint_text(DYNAMO_V1BETA1 + pdb).findings, "GP501")
+
+
+MULTINODE = """\
+apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeployment
+metadata: {{name: big-model, namespace: llm}}
+spec:
+  services:
+    VllmWorker:
+      componentType: worker
+      replicas: {replicas}
+      multinode: {{nodeCount: 2}}
+      resources: {{limits: {{gpu: "8"}}}}
+      extraPodSpec:
+        mainContainer:
+          image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.1
+          command: [python3, -m, dynamo.vllm, --model, deepseek-ai/DeepSeek-R1]
+"""
+
+
+def test_a_multinode_component_serves_one_copy_per_replica(lint_text: LintText) -> None:
+    """`multinode.nodeCount: 2` spreads one model instance over two nodes (Dynamo's multinode
+    guide): one replica is one copy, not two to spread or keep up."""
+    single = {f.rule_id for f in lint_text(MULTINODE.format(replicas=1)).findings}
+    assert not {"GP208", "GP501"} & single
+    pair = [f for f in lint_text(MULTINODE.format(replicas=2)).findings if f.rule_id == "GP208"]
+    assert [f.message.split(" of ")[0] for f in pair] == ["2 replicas"]

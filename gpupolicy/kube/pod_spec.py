@@ -152,6 +152,7 @@ class PodTemplate:
         "node_selector",
         "path",
         "pod_labels",
+        "ranks",
         "replicas",
         "role",
         "security_context",
@@ -168,6 +169,7 @@ class PodTemplate:
         metadata_path: JsonPath | None = None,
         replicas: int | None = 1,
         containers: list[Container] | None = None,
+        ranks: int = 1,
     ) -> None:
         self.spec = spec
         self.path = path
@@ -175,6 +177,9 @@ class PodTemplate:
         self.metadata = metadata or {}
         self.metadata_path = metadata_path
         self.replicas = replicas
+        # The pods of one copy of what the template runs: the ranks of one multi-node engine (a
+        # Dynamo component's multinode.nodeCount, a worker-only LeaderWorkerSet's group size).
+        self.ranks = ranks
         self.containers = containers if containers is not None else list(_containers_of(spec, path))
         self.cache: dict[str, Any] = {}
         # Read once: every rule about placement, security or experiments asks for them.
@@ -222,7 +227,9 @@ def _containers_of(spec: dict[str, Any], path: JsonPath) -> Iterator[Container]:
                 yield Container(item, (*path, key, index), kind)
 
 
-def _template(obj: Any, path: JsonPath, *, role: str = "", replicas: int | None = 1) -> PodTemplate | None:
+def _template(
+    obj: Any, path: JsonPath, *, role: str = "", replicas: int | None = 1, ranks: int = 1
+) -> PodTemplate | None:
     """A PodTemplateSpec (`metadata` + `spec`) at `path`."""
     template = as_mapping(obj)
     spec = template.get("spec")
@@ -236,6 +243,7 @@ def _template(obj: Any, path: JsonPath, *, role: str = "", replicas: int | None 
         metadata=metadata,
         metadata_path=(*path, "metadata"),
         replicas=replicas,
+        ranks=ranks,
     )
 
 
@@ -303,7 +311,11 @@ def _leader_worker_set(obj: dict[str, Any]) -> Iterator[PodTemplate]:
         yield leader
     worker_count = groups * (size - 1) if leader else groups * size
     worker = _template(
-        lwt.get("workerTemplate"), (*base, "workerTemplate"), role="worker", replicas=worker_count
+        lwt.get("workerTemplate"),
+        (*base, "workerTemplate"),
+        role="worker",
+        replicas=worker_count,
+        ranks=max(size - 1, 1) if leader else size,
     )
     if worker:
         yield worker
@@ -581,7 +593,13 @@ def _dynamo_graph_deployment(obj: dict[str, Any]) -> Iterator[PodTemplate]:
         component = as_mapping(component)
         path = ("spec", "components", index, "podTemplate")
         role = _dynamo_role(component.get("type"), component.get("name"), f"components[{index}]")
-        found = _template(component.get("podTemplate"), path, role=role, replicas=_dynamo_pods(component))
+        found = _template(
+            component.get("podTemplate"),
+            path,
+            role=role,
+            replicas=_dynamo_pods(component),
+            ranks=_dynamo_nodes(component),
+        )
         if found:
             yield found
     for name, service in as_mapping(spec.get("services")).items():
@@ -598,8 +616,13 @@ def _dynamo_role(kind: Any, name: Any, fallback: str) -> str:
 
 def _dynamo_pods(component: dict[str, Any]) -> int | None:
     replicas = int_or_default(component.get("replicas"), 1)
-    nodes = int_or_default(as_mapping(component.get("multinode")).get("nodeCount"), 1) or 1
-    return None if replicas is None else replicas * nodes
+    return None if replicas is None else replicas * _dynamo_nodes(component)
+
+
+def _dynamo_nodes(component: dict[str, Any]) -> int:
+    """The pods of one replica: "Distributing a single model instance across multiple nodes"
+    (Dynamo's multinode deployment guide, multinode.nodeCount)."""
+    return max(int_or_default(as_mapping(component.get("multinode")).get("nodeCount"), 1) or 1, 1)
 
 
 def _dynamo_service(name: str, service: dict[str, Any]) -> PodTemplate | None:
@@ -631,6 +654,7 @@ def _dynamo_service(name: str, service: dict[str, Any]) -> PodTemplate | None:
         pod_path,
         role=_dynamo_role(service.get("componentType"), name, name),
         replicas=_dynamo_pods(service),
+        ranks=_dynamo_nodes(service),
         containers=containers,
         metadata=metadata,
         metadata_path=path,

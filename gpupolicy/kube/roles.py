@@ -39,7 +39,6 @@ from gpupolicy.kube.pod_spec import (
     Workload,
     as_list,
     as_mapping,
-    int_or_default,
 )
 
 
@@ -428,14 +427,13 @@ def serving_templates_of(workload: Workload) -> list[PodTemplate]:
 _EVIDENT_SERVERS = "evident-serving-templates"  # Workload.cache key of serving_templates_of
 
 
-def serving_replicas(workload: Workload, template: PodTemplate) -> int | None:
-    """How many copies of the server a serving template's pods make: a LeaderWorkerSet's groups
-    (`spec.replicas`), whichever template leads — without a leaderTemplate the workerTemplate is
-    the leader's too, and the pods of a group are ranks of one server
-    (https://lws.sigs.k8s.io/docs/reference/leaderworkerset.v1/); the template's pods otherwise."""
-    if workload.kind == "LeaderWorkerSet":
-        return int_or_default(as_mapping(as_mapping(workload.resource.obj).get("spec")).get("replicas"), 1)
-    return template.replicas
+def serving_replicas(template: PodTemplate) -> int | None:
+    """How many copies of the server a serving template's pods make: its pods over the pods of one
+    copy (`PodTemplate.ranks`: the ranks of one multi-node engine, a worker-only LeaderWorkerSet's
+    group, whose workerTemplate is the leader's too: https://lws.sigs.k8s.io/docs/reference/leaderworkerset.v1/)."""
+    if template.replicas is None:
+        return None
+    return template.replicas // max(template.ranks, 1)
 
 
 # SSH's well-known port: an interactive GPU box (`service ssh start -D`) or the rendezvous of MPI

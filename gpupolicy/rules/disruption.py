@@ -145,7 +145,7 @@ def _most_serving_pods(workload: Workload, ctx: Context) -> int | None:
     if hpa_for(workload, ctx.inventory) is not None:
         return max_pods(workload, ctx.inventory)
     # Per template: a prefill and a decode pool of one pod each are two single points, not a pair.
-    counts = [serving_replicas(workload, template) for template in serving_templates_of(workload)]
+    counts = [serving_replicas(template) for template in serving_templates_of(workload)]
     if any(count is None for count in counts):
         return None
     return max((count for count in counts if count is not None), default=0)

@@ -454,7 +454,7 @@ def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> t
             _, maximum = hpa_replicas(hpa)
             if maximum is not None:
                 return maximum, f"maxReplicas of {hpa.ref}"
-    return serving_replicas(workload, template) or 0, None
+    return serving_replicas(template) or 0, None
 
 
 @rule(
