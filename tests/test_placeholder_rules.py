@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from gpupolicy.core.findings import Finding, Severity
@@ -243,3 +244,30 @@ def test_an_argo_resource_templates_manifest_is_an_objects_text(lint_text: LintT
     """Volcano's Argo MPI example: `${MPI_HOST}` in the embedded Job is its container's shell
     variable, set the line before, not a deploy-time placeholder of the Workflow."""
     assert [f for f in lint_text(ARGO_RESOURCE_TEMPLATE).findings if f.rule_id == "GP004"] == []
+
+
+@pytest.mark.parametrize(
+    ("image", "placeholders", "gp702"),
+    [
+        ("YOUR_REGISTRY/mt-bench-eval:tag", ["YOUR_REGISTRY"], False),  # KAITO's MT-Bench job
+        ("ACCOUNT_ID.dkr.ecr.REGION.amazonaws.com/trainer:1.0", ["ACCOUNT_ID", "REGION"], False),
+        # What the placeholder leaves intact is still judged: the tag is latest.
+        ("registry.example.com/MY_IMAGE:latest", ["MY_IMAGE"], True),
+        ("nvcr.io/nvidia/pytorch:24.05-PY3", [], False),  # capitals in a tag are a tag's
+    ],
+)
+def test_all_capitals_parts_of_an_image_are_placeholders(
+    lint_text: LintText, image: str, placeholders: list[str], gp702: bool
+) -> None:
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+        f"  containers: [{{name: c, image: '{image}', resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]\n"
+    )
+    findings = lint_text(text).findings
+    gp004 = [f.message for f in findings if f.rule_id == "GP004"]
+    if placeholders:
+        (message,) = gp004
+        assert all(repr(name) in message for name in placeholders), message
+    else:
+        assert gp004 == []
+    assert any(f.rule_id == "GP702" for f in findings) is gp702

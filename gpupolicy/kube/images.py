@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 
 from gpupolicy.core.immutable import immutable
-from gpupolicy.kube.placeholders import scan
+from gpupolicy.kube.placeholders import scan, symbolic_name, symbolic_parts
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
@@ -80,17 +80,33 @@ def parse_image(image: str, *, placeholders: bool = False) -> ImageRef | None:
     found = scan(raw)
     if found.references or (found.spans and not placeholders):
         return None
+    spans = found.spans
+    if placeholders and not symbolic_name(raw):
+        # `YOUR_REGISTRY/app:latest`: what the all-capitals parts leave intact is still read.
+        extra = [
+            (start, end)
+            for start, end in symbolic_parts(raw)
+            if not any(start < other_end and other_start < end for other_start, other_end in spans)
+        ]
+        spans = tuple(sorted((*spans, *extra)))
     # Each placeholder is masked with a run of "a" of its length: the reference grammar then
     # reads around it, and every offset still points into `raw`.
     pieces, previous = [], 0
-    for start, end in found.spans:
+    for start, end in spans:
         pieces += [raw[previous:start], "a" * (end - start)]
         previous = end
     masked = "".join(pieces) + raw[previous:]
-    return _parse(raw, masked, found.spans)
+    # An all-capitals part ends at a `/`, `.` or `:`: unlike `app${TAG}`, it holds no tag or digest.
+    return _parse(raw, masked, spans, version_spans=found.spans)
 
 
-def _parse(raw: str, masked: str, spans: tuple[tuple[int, int], ...]) -> ImageRef | None:
+def _parse(
+    raw: str,
+    masked: str,
+    spans: tuple[tuple[int, int], ...],
+    *,
+    version_spans: tuple[tuple[int, int], ...] | None = None,
+) -> ImageRef | None:
     at = masked.find("@")
     name_end = at if at >= 0 else len(masked)
     slash = masked.find("/", 0, name_end)
@@ -125,7 +141,7 @@ def _parse(raw: str, masked: str, spans: tuple[tuple[int, int], ...]) -> ImageRe
         registry_explicit=explicit,
         placeholders=tuple(raw[start:end] for start, end in spans) if spans else (),
         registry_known=not spans or not _touched(spans, 0, first_end),
-        version_known=not spans or not _touched(spans, last_start, len(raw)),
+        version_known=not _touched(spans if version_spans is None else version_spans, last_start, len(raw)),
         digest_valid=digest is not None and _DIGEST.fullmatch(digest) is not None,
     )
 

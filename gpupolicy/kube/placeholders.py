@@ -192,6 +192,25 @@ def symbolic_name(text: str) -> bool:
     return 3 <= len(text) <= MAX_PLACEHOLDER and _UPPER_RUN.fullmatch(text) is not None and not text.isdigit()
 
 
+def symbolic_parts(image: str) -> list[tuple[int, int]]:
+    """Spans of the all-capitals names in an image's registry and repository (`YOUR_REGISTRY/app`,
+    `ACCOUNT_ID.dkr.ecr.REGION.amazonaws.com/trainer`, `registry.example.com/MY_IMAGE:latest`):
+    a registry's host and a repository are lower case in practice and by distribution's grammar
+    (a path component: `[a-z0-9]+`; `_` never in a host), so such a part is a name still to fill in.
+    The tag (after the repository's `:`) and the digest may hold capitals and are not read."""
+    at = image.find("@")
+    name = image[:at] if at >= 0 else image
+    colon = name.find(":", name.rfind("/") + 1)
+    end = colon if colon >= 0 else len(name)
+    spans, start = [], 0
+    for index in range(end + 1):
+        if index == end or name[index] in "/.:":
+            if symbolic_name(name[start:index]):
+                spans.append((start, index))
+            start = index + 1
+    return spans
+
+
 def excerpt(text: str, limit: int = EXCERPT) -> str:
     """`text` cut to `limit` characters for a message: its start and its end (where an image's
     tag is), with an ellipsis for the middle."""

@@ -18,6 +18,7 @@ from gpupolicy.kube.placeholders import (
     field_placeholder,
     scan,
     symbolic_name,
+    symbolic_parts,
     symbolic_quantity,
     whole,
 )
@@ -263,8 +264,14 @@ def _image_placeholder(
     found = scan(image) if scanned or "{" in image else NO_PLACEHOLDERS
     # An all-capitals name is a placeholder, except in the GPU stack's own pods, whose operator
     # fills such fields in itself (`image: FILLED_BY_THE_VALIDATOR`).
-    symbolic = symbolic_name(image) and not (workload is not None and ctx.role(workload).role is Role.AGENT)
-    texts = found.texts(image) if found.spans else [image] if symbolic else []
+    agent = workload is not None and ctx.role(workload).role is Role.AGENT
+    symbolic = symbolic_name(image) and not agent
+    if found.spans:
+        texts = found.texts(image)
+    elif symbolic:
+        texts = [image]
+    else:  # `YOUR_REGISTRY/mt-bench-eval:tag`: a name to fill in where the image's host or repository goes
+        texts = [] if agent else [image[start:end] for start, end in symbolic_parts(image)]
     texts = [text for text in texts if _deploy_time(text, own) is not None]
     if not texts:
         return None
