@@ -364,3 +364,19 @@ def test_gp111_leaves_containers_that_each_ask_for_a_slice(limits: str, fires: b
     )
     report = evaluate(load_text(text, "pod.yaml").resources, default_policy())
     assert any(f.rule_id == "GP111" for f in report.findings) is fires
+
+
+def test_gp104_says_the_zero_hides_no_gpu_and_is_quiet_where_they_are_hidden() -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.loading.inputs import load_text
+
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        "    - {name: c, image: 'ollama/ollama:0.32.4', resources: {limits: {nvidia.com/gpu: 0}}ENV}\n"
+    )
+    report = evaluate(load_text(text.replace("ENV", ""), "pod.yaml").resources, default_policy())
+    (message,) = [f.message for f in report.findings if f.rule_id == "GP104"]
+    assert "the zero hides none" in message
+    hidden = text.replace("ENV", ", env: [{name: NVIDIA_VISIBLE_DEVICES, value: void}]")
+    report = evaluate(load_text(hidden, "pod.yaml").resources, default_policy())
+    assert not [f for f in report.findings if f.rule_id == "GP104"]

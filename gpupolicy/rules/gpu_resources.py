@@ -144,7 +144,8 @@ def gpu_quantity_invalid(workload: Workload, ctx: Context) -> Iterator[Violation
     summary="Reports `nvidia.com/gpu: 0` (or any GPU resource set to zero).",
     rationale="A zero count asks for no device, but NVIDIA's CUDA images set NVIDIA_VISIBLE_DEVICES=all, so on "
     "a node whose default runtime is nvidia the container may see every GPU of the node, unaccounted for.",
-    remediation="Remove the GPU resource from a container that needs no GPU.",
+    remediation="Set NVIDIA_VISIBLE_DEVICES=void in a container that needs no GPU (removing the zero alone "
+    "hides nothing), or request the GPUs it needs.",
     references=(
         "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html",
         SCHEDULING_GPUS,
@@ -154,11 +155,26 @@ def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for _, demand in _demands(workload, ctx):
         if demand.resource.counts_gpus and demand.amount == 0:
             container = demand.container
+            if _hides_gpus(container):
+                continue  # NVIDIA_VISIBLE_DEVICES=void: the toolkit mounts no GPU, whatever the image says
             yield Violation(
                 container.resource_path(demand.section, demand.resource.name),
-                f"{container.label} sets {demand.resource.name} to 0",
+                f"{container.label} sets {demand.resource.name} to 0: it is given no GPU, and the zero hides "
+                "none (a CUDA image's NVIDIA_VISIBLE_DEVICES=all still shows every GPU of an nvidia-runtime node)",
                 container=container.name,
             )
+
+
+# What NVIDIA_VISIBLE_DEVICES says when the container toolkit is to mount no GPU at all.
+_NO_DEVICES = frozenset({"void", "none", ""})
+
+
+def _hides_gpus(container: Container) -> bool:
+    for _, item in container.env_items():
+        if item.get("name") == "NVIDIA_VISIBLE_DEVICES":
+            value = item.get("value")
+            return isinstance(value, str) and value.strip().lower() in _NO_DEVICES
+    return False
 
 
 @rule(
