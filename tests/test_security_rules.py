@@ -503,3 +503,41 @@ def test_a_namespace_declared_by_two_blueprints_is_judged_once_beside_its_gpu_wo
     assert [(f.file, f.rule_id) for f in report.findings if f.rule_id == "GP615"] == [
         ("gpu/ns.yaml", "GP615")
     ]
+
+
+def test_gp616_and_gp615_name_each_workload_once_and_say_how_many_more(lint_text: LintText) -> None:
+    """An Argo Workflow's templates run as one account (CoreWeave's finetuner): one name, not one
+    per template; past three names, how many more."""
+    role = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: wf, namespace: ml}
+rules: [{apiGroups: [""], resources: [pods], verbs: ["*"]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: wf, namespace: ml}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: wf}
+subjects: [{kind: ServiceAccount, name: runner, namespace: ml}]
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: finetune, namespace: ml}
+spec:
+  serviceAccountName: runner
+  entrypoint: a
+  templates:
+    - {name: a, container: {image: 'x:1'}}
+    - {name: b, container: {image: 'x:1'}}
+    - {name: c, container: {image: 'x:1'}}
+"""
+    (message,) = [f.message for f in lint_text(role).findings if f.rule_id == "GP616"]
+    assert message.count("Workflow/finetune") == 1, message
+    namespace = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml}\n---\n"
+    pods = "".join(
+        f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: ml}}\nspec:\n"
+        f"  containers: [{{name: c, image: 'x:1', resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]\n"
+        for i in range(5)
+    )
+    (message,) = [f.message for f in lint_text(namespace + pods).findings if f.rule_id == "GP615"]
+    assert "(Pod/p0, Pod/p1, Pod/p2 and 2 more)" in message

@@ -206,7 +206,7 @@ def namespace_pod_security_missing(resource: Resource, ctx: Context) -> Iterator
     value = resource.labels.get(ENFORCE_LABEL)
     if value in ("baseline", "restricted"):
         return
-    names = ", ".join(sorted({f"{w.kind}/{w.name}" for w in workloads})[:3])
+    names = listed(sorted({f"{w.kind}/{w.name}" for w in workloads}), ", ")
     if value is None:
         where = ("metadata", "labels") if resource.labels else ("metadata",)
         yield Violation(
@@ -268,7 +268,14 @@ def bound_workloads(binding: Resource, ctx: Context) -> list[str]:
             found += [
                 f"{w} (group {name})" for (ns, _), ws in users.items() if not scope or ns == scope for w in ws
             ]
-    return found
+    # A workflow's templates, or one installer copied twice, run as the same account: each once.
+    return list(dict.fromkeys(found))
+
+
+def listed(names: list[str], separator: str = "; ", shown: int = 3) -> str:
+    """The first `shown` names, and how many more there are."""
+    more = len(names) - shown
+    return separator.join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _bindings_of(role: Resource, ctx: Context) -> list[Resource]:
@@ -307,12 +314,16 @@ def rbac_overbroad(resource: Resource, ctx: Context) -> Iterator[Violation]:
         ):
             yield Violation(
                 ("roleRef", "name"),
-                f"{resource.kind} {resource.name} grants cluster-admin to {'; '.join(users[:3])}",
+                f"{resource.kind} {resource.name} grants cluster-admin to {listed(users)}",
             )
         return
     if resource.name == CLUSTER_ADMIN:
         return
-    users = [user for binding in _bindings_of(resource, ctx) for user in bound_workloads(binding, ctx)]
+    users = list(
+        dict.fromkeys(
+            user for binding in _bindings_of(resource, ctx) for user in bound_workloads(binding, ctx)
+        )
+    )
     if not users:
         return
     for index, item in enumerate(as_list(obj.get("rules"))):
@@ -321,5 +332,5 @@ def rbac_overbroad(resource: Resource, ctx: Context) -> Iterator[Violation]:
             if "*" in values:
                 yield Violation(
                     ("rules", index, field, values.index("*")),
-                    f"{resource.kind} {resource.name} grants {field} '*' to {'; '.join(users[:3])}",
+                    f"{resource.kind} {resource.name} grants {field} '*' to {listed(users)}",
                 )
