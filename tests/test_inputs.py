@@ -302,6 +302,14 @@ def test_a_chart_reading_values_it_does_not_give_says_how_to_give_them(
 def test_a_renderers_error_is_its_error_paragraph_on_one_line() -> None:
     helm = "Error: execution error at (c/t.yaml:1:4): \nfirst\nsecond\n\nUse --debug flag to render out invalid YAML\n"
     assert renderer_error(helm) == "Error: execution error at (c/t.yaml:1:4): first second"
+    # NVIDIA's DRA driver chart opens its `fail` text with blank lines.
+    blank_first = (
+        "Error: execution error at (c/v.yaml:42:4): \n\nthe namespace must not be default\n\nUse --debug\n"
+    )
+    assert (
+        renderer_error(blank_first)
+        == "Error: execution error at (c/v.yaml:42:4): the namespace must not be default"
+    )
     kustomize = "some warning\nerror: accumulating resources: missing.yaml: no such file\n"
     assert renderer_error(kustomize) == "error: accumulating resources: missing.yaml: no such file"
     assert renderer_error("panic\nlast words\n") == "last words"

@@ -826,9 +826,13 @@ def _error_paragraph(lines: list[str]) -> str:
     start = next((index for index, line in enumerate(lines) if line.lower().startswith("error:")), None)
     if start is None:
         return lines[-1] if lines else ""
-    paragraph = lines[start:]
-    end = paragraph.index("") if "" in paragraph else len(paragraph)
-    return " ".join(paragraph[:end])
+    first, rest = lines[start], lines[start + 1 :]
+    # A chart's `fail` text may open with blank lines ("execution error at (…): \n\nThe driver …"):
+    # its paragraph is the first one after them.
+    while rest and not rest[0]:
+        rest = rest[1:]
+    end = rest.index("") if "" in rest else len(rest)
+    return " ".join([first, *rest[:end]])
 
 
 @immutable
