@@ -136,3 +136,19 @@ def test_a_newline_inside_the_name_is_no_reference(image: str) -> None:
 def test_tags_are_the_grammar_in_ascii(tag: str, valid: bool) -> None:
     """The grammar's `\\w` is Go's, ASCII only (Python's also takes "¹" and "é")."""
     assert tag_valid(tag) is valid
+
+
+@pytest.mark.parametrize(
+    ("image", "floating"),
+    [
+        ("ghcr.io/open-webui/pipelines:main", True),  # every push to main retags it
+        ("example.com/app:Master", True),
+        ("gcr.io/xl-ml-test/tensorflow:nightly", False),  # a release channel, chosen as one
+        ("nginx:stable", False),
+        ("vllm/vllm-openai:v0.10.0", False),
+        ("vllm/vllm-openai", True),
+    ],
+)
+def test_a_branchs_tag_floats_as_latest(image: str, floating: bool) -> None:
+    ref = parse_image(image)
+    assert ref is not None and ref.floating is floating

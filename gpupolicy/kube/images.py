@@ -21,6 +21,10 @@ DOCKER_HUB = "docker.io"
 DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 OFFICIAL_NAMESPACE = "library"
 LATEST = "latest"
+# Tags that name a branch, moved by every push to it as `latest` is (a CI's
+# `type=ref,event=branch` tag: `:main`). A release channel (`:nightly`, `:stable`) is chosen as one:
+# a nightly test runs the nightly build on purpose.
+MOVING_TAGS = frozenset({LATEST, "main", "master", "develop", "dev", "head"})
 
 # Matched whole (`fullmatch`): `$` also matches before a final newline, so `^…$` took "ab\n" as a
 # repository. The grammar's `\w` is Go's, ASCII only: Python's `\w` also takes "¹" and "é".
@@ -64,8 +68,9 @@ class ImageRef:
 
     @property
     def floating(self) -> bool:
-        """Resolved by a moving tag: `:latest`, or no tag and no digest."""
-        return not self.pinned and self.effective_tag == LATEST
+        """Resolved by a moving tag: `:latest` or a branch's (`:main`), or no tag and no digest."""
+        tag = self.effective_tag
+        return not self.pinned and tag is not None and tag.lower() in MOVING_TAGS
 
 
 def parse_image(image: str, *, placeholders: bool = False) -> ImageRef | None:

@@ -16,7 +16,7 @@ from gpupolicy.core.findings import Severity
 from gpupolicy.core.vocabulary import MODEL_ANNOTATION
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
-from gpupolicy.kube.images import ImageRef, parse_image, registry_allowed
+from gpupolicy.kube.images import LATEST, ImageRef, parse_image, registry_allowed
 from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, workload_models
 from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import Container, Workload
@@ -88,7 +88,9 @@ def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
     id="GP702",
     name="image-latest-or-untagged",
     severity="error",
-    summary="Reports an image tagged `:latest`, or with neither tag nor digest (which means latest).",
+    summary="Reports an image tagged `:latest`, or with neither tag nor digest (which means latest), or tagged "
+    "with a branch's name (`:main`, `:master`, `:develop`), which every push to the branch moves as it "
+    "moves latest.",
     rationale="`latest` is whatever was pushed last: the pull policy defaults to Always, nodes run different "
     "versions, and neither a rollback nor an experiment repeat can name what ran.",
     remediation="Use an immutable version tag, and better a digest.",
@@ -97,7 +99,12 @@ def image_not_pinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
 def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for container, ref in _images(workload):
         if ref.floating and ref.version_known:
-            what = "is tagged latest" if ref.tag else "has no tag (it means latest)"
+            if not ref.tag:
+                what = "has no tag (it means latest)"
+            elif ref.tag.lower() == LATEST:
+                what = "is tagged latest"
+            else:
+                what = f"is tagged {excerpt(ref.tag, 40)}, a branch's tag that every push moves, as latest"
             yield Violation(
                 container.field("image"),
                 f"{container.label} image {excerpt(ref.raw)} {what}",
