@@ -391,3 +391,33 @@ spec:
     assert not {"GP901", "GP401"} & {f.rule_id for f in report.findings}
     served = lint_text(box.replace("containerPort: 22, name: ssh", "containerPort: 8000"))
     assert [role.decision.role for role in served.roles] == [Role.SERVER]
+
+
+def test_a_daemonset_at_node_critical_priority_is_a_node_agent(lint_text: LintText) -> None:
+    """OCI's GPU node labeler, rendered into its release's namespace: system-node-critical is the
+    cluster's own class for node agents. A DaemonSet that asks for GPUs at it is judged as the GPU
+    workload it is."""
+    labeler = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: labeler, namespace: monitoring}
+spec:
+  selector: {matchLabels: {app: labeler}}
+  template:
+    metadata: {labels: {app: labeler}}
+    spec:
+      priorityClassName: system-node-critical
+      hostPID: true
+      containers:
+        - name: label
+          image: example.com/labeler:1.0
+          command: [nsenter, --target, "1", --, nvidia-smi]
+          securityContext: {privileged: true}
+"""
+    report = lint_text(labeler)
+    assert [role.decision.role for role in report.roles] == [Role.AGENT]
+    assert not {"GP601", "GP605"} & {f.rule_id for f in report.findings}
+    gpu = labeler.replace("securityContext: {privileged: true}", "resources: {limits: {nvidia.com/gpu: 1}}")
+    gpu_report = lint_text(gpu)
+    assert [role.decision.role for role in gpu_report.roles] != [Role.AGENT]
+    assert "GP605" in {f.rule_id for f in gpu_report.findings}  # hostPID

@@ -148,6 +148,9 @@ AGENT_HOST_PATHS = ("/var/lib/kubelet", "/run/nvidia", "/dev", "/opt/cni", "/etc
 # Where the cluster's own add-ons run (kube-proxy, CNI and CSI agents, the cloud's node tuning):
 # https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces
 SYSTEM_NAMESPACE = "kube-system"
+# The built-in class of the pods a node cannot do without (CNI, CSI and device agents), wherever a
+# chart renders them: https://kubernetes.io/docs/tasks/administer-cluster/guaranteed-scheduling-critical-addon-pods/
+NODE_CRITICAL = "system-node-critical"
 
 # Commands that serve requests (the first words of command + args, or inside a shell script).
 SERVER_COMMAND_PARTS = (
@@ -248,11 +251,23 @@ def _agent_evidence(workload: Workload) -> str | None:
     if workload.namespace == SYSTEM_NAMESPACE:
         return f"a DaemonSet in {SYSTEM_NAMESPACE}, where the cluster's own node agents run"
     for template in workload.templates:
+        # A GPU consumer at that class is a workload misusing it (GP303), not an agent.
+        if template.spec.get("priorityClassName") == NODE_CRITICAL and not _asks_for_gpus(template):
+            return f"a DaemonSet at priority {NODE_CRITICAL}, the cluster's class for its node agents"
+    for template in workload.templates:
         for _, volume in template.volumes():
             path = as_mapping(volume.get("hostPath")).get("path")
             if isinstance(path, str) and any(path.startswith(p) for p in AGENT_HOST_PATHS):
                 return f"a DaemonSet that mounts the node's {path[:120]}"
     return None
+
+
+def _asks_for_gpus(template: PodTemplate) -> bool:
+    return any(
+        "gpu" in str(name).lower()
+        for container in template.containers
+        for name in (*container.limits, *container.requests)
+    )
 
 
 SHELL_WRAPPERS = ("/bin/bash -c ", "/bin/sh -c ", "bash -c ", "sh -c ", "/bin/bash -lc ", "bash -lc ")
