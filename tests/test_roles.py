@@ -421,3 +421,21 @@ spec:
     gpu_report = lint_text(gpu)
     assert [role.decision.role for role in gpu_report.roles] != [Role.AGENT]
     assert "GP605" in {f.rule_id for f in gpu_report.findings}  # hostPID
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "registry.k8s.io/pause",
+        "registry.k8s.io/pause:3.10",
+        "mirror.example.com/k8s/pause@sha256:" + "a" * 64,
+    ],
+)
+def test_the_pause_image_is_a_placeholder_pod_whatever_its_tag(lint_text: LintText, image: str) -> None:
+    """aws-do-eks pre-pulls images with pods whose main container is an untagged pause image."""
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: prepull}\nspec:\n"
+        "  selector: {matchLabels: {app: p}}\n  template:\n    metadata: {labels: {app: p}}\n    spec:\n"
+        f"      containers: [{{name: pause, image: '{image}', resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]\n"
+    )
+    assert [role.decision.role for role in lint_text(text).roles] == [Role.DEV]

@@ -192,9 +192,21 @@ DEV_COMMAND_PARTS = (
 )  # fmt: skip
 DEV_IMAGE_PARTS = (
     "cuda-sample", "vectoradd", "jupyter", "notebook", "gpu-burn", "nccl-tests", "genai-perf",
-    "locustio", "grafana/k6", "dcgmproftester", "perftest", "e2e-test-images/", "-bench", "/pause:",
+    "locustio", "grafana/k6", "dcgmproftester", "perftest", "e2e-test-images/", "-bench",
     "inference-sim", "simulator", "mocker",
 )  # fmt: skip
+
+# Images known by their repository's last name, whatever the registry, tag or digest: the pause
+# container holds a pod's resources and runs nothing (registry.k8s.io/pause, a mirror's copy).
+DEV_REPOSITORIES = frozenset({"pause"})
+
+
+def _repository_name(image: str) -> str:
+    """The last component of an image's repository: `pause` of `registry.k8s.io/pause:3.10`."""
+    name = image.lower().split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.split(":", 1)[0]
+
 
 # How much of a command line is read: a shell script of a few KB says what it runs early.
 COMMAND_TEXT_LIMIT = 8192
@@ -315,6 +327,8 @@ def _dev_evidence(template: PodTemplate) -> str | None:
         part = first_part(DEV_COMMAND_PARTS, text) if text else None
         if part is not None:
             return f"container {container.name!r} runs {part!r}"
+        if _repository_name(container.image) in DEV_REPOSITORIES:
+            return f"container {container.name!r} runs the image {container.image[:120]!r}"
         part = first_part(DEV_IMAGE_PARTS, container.image.lower())
         if part is not None:
             return f"container {container.name!r} runs the image {container.image[:120]!r}"
