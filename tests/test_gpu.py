@@ -380,3 +380,32 @@ def test_gp104_says_the_zero_hides_no_gpu_and_is_quiet_where_they_are_hidden() -
     hidden = text.replace("ENV", ", env: [{name: NVIDIA_VISIBLE_DEVICES, value: void}]")
     report = evaluate(load_text(hidden, "pod.yaml").resources, default_policy())
     assert not [f for f in report.findings if f.rule_id == "GP104"]
+
+
+@pytest.mark.parametrize(
+    "limits", [{"k8s.amazonaws.com/vgpu": 1}, {"aliyun.com/gpu-mem": 4}, {"tencent.com/vcuda-core": 50}]
+)
+def test_other_gpu_sharing_plugins_resources_make_gpu_pods(
+    catalog: GpuCatalog, limits: dict[str, int]
+) -> None:
+    """AWS's virtual GPU plugin, Alibaba's gpushare and Tencent's GPU manager: a share of a GPU,
+    no whole GPU counted (GP105 said such a Triton pod requested no GPU)."""
+    template = pod({"containers": [{"name": "triton", "resources": {"limits": limits}}]})
+    assert catalog.uses_gpus(template)
+    assert catalog.container_gpu_count(template.containers[0]) == 0
+
+
+def test_gp105_does_not_say_no_gpu_beside_an_unknown_gpu_resource() -> None:
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.loading.inputs import load_text
+
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        "    - {name: t, image: 'nvcr.io/nvidia/tritonserver:24.05-py3', resources: {limits: {LIMIT}}}\n"
+    )
+    unknown = evaluate(
+        load_text(text.replace("LIMIT", "example.com/gpu-slice: 1"), "p.yaml").resources, default_policy()
+    )
+    assert not [f for f in unknown.findings if f.rule_id == "GP105"]
+    cpu = evaluate(load_text(text.replace("LIMIT", "cpu: 1"), "p.yaml").resources, default_policy())
+    assert [f.rule_id for f in cpu.findings if f.rule_id == "GP105"] == ["GP105"]

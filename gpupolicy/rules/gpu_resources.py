@@ -196,7 +196,7 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
         return
     patterns = ctx.gpu.serving_images  # RE2 (the image comes from the object), checked when the policy loaded
     for template in workload.templates:
-        if ctx.template_uses_gpus(template, workload):
+        if ctx.template_uses_gpus(template, workload) or _names_a_gpu_resource(template):
             continue
         for container in template.main_containers():
             if _runs_another_program(container):
@@ -207,6 +207,16 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
                     f"{container.label} runs {container.image}, a GPU image, but the pod requests no GPU",
                     container=container.name,
                 )
+
+
+def _names_a_gpu_resource(template: PodTemplate) -> bool:
+    """An extended resource the policy does not know whose name says it is a GPU or a share of one
+    (another sharing plugin's `…/gpu-slice`, `…/vcuda-core`): "requests no GPU" would be false."""
+    return any(
+        "/" in str(name) and any(word in str(name).rsplit("/", 1)[1].lower() for word in ("gpu", "vcuda"))
+        for container in template.containers
+        for name in (*container.limits, *container.requests)
+    )
 
 
 def _runs_another_program(container: Container) -> bool:
