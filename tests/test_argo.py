@@ -150,3 +150,27 @@ def test_a_charts_workflow_is_still_helms_to_render(lint_text: LintText) -> None
         "kind: Workflow", "kind: Deployment"
     )
     assert of(lint_text(deployment).findings, "GP004")  # `{{$}}` elsewhere is Helm's
+
+
+def test_a_script_templates_source_is_its_program(lint_text: LintText) -> None:
+    """CoreWeave's GPU smoke workflow runs `nvidia-smi` as a script's source: a test, as the same
+    program in a Job's args is (no GP107 sizing advice for it)."""
+    workflow = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: gpu-smoke, namespace: ci}
+spec:
+  entrypoint: gpu-echo
+  templates:
+    - name: gpu-echo
+      script:
+        image: nvidia/cuda:12.4.1-base-ubuntu22.04
+        command: [bash]
+        source: |
+          nvidia-smi
+          echo "GPU visible"
+        resources: {requests: {memory: 128Mi, cpu: 500m}, limits: {nvidia.com/gpu: 1}}
+"""
+    report = lint_text(workflow)
+    assert [role.decision.evidence for role in report.roles] == ["container 'main' runs 'nvidia-smi'"]
+    assert "GP107" not in {f.rule_id for f in report.findings}

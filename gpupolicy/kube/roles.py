@@ -218,11 +218,14 @@ ServiceLookup = Callable[[Workload, PodTemplate], str | None]
 
 
 def command_text(container: Container) -> str:
-    """command + args of a container as one lower-case line, bounded."""
+    """command + args of a container as one lower-case line, bounded; an Argo script template's
+    `source` is its program too (run by its command, `python` or `bash`)."""
     words: list[str] = []
     size = 0
-    for key in ("command", "args"):
-        for word in as_list(container.spec.get(key)):
+    source = container.spec.get("source")
+    for key in ("command", "args", "source"):
+        listed = [source] if key == "source" and isinstance(source, str) else as_list(container.spec.get(key))
+        for word in listed:
             if not isinstance(word, str):
                 continue
             words.append(word)
