@@ -49,3 +49,32 @@ def test_the_message_names_the_replacement_and_the_release(lint_text: LintText) 
     assert "not served since Kubernetes 1.25" in finding.message and "use autoscaling/v2" in finding.message
     assert finding.path == ("apiVersion",) and finding.line == 1
     assert minor("1.34") == (1, 34) and minor("v1.9.3") == (1, 9)
+
+
+DRA_ALPHA = """\
+apiVersion: {api_version}
+kind: ResourceClaimTemplate
+metadata: {{name: gpu-template, namespace: demo}}
+spec:
+  spec:
+    devices:
+      requests: [{{name: gpu, deviceClassName: gpu.nvidia.com}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kubernetes", "message"),
+    [
+        # NVIDIA's DRA driver demos: the alpha claim APIs went without a deprecation period.
+        ("resource.k8s.io/v1alpha2", "1.34", "is not served by Kubernetes 1.34 (last served in 1.30): use resource.k8s.io/v1"),
+        ("resource.k8s.io/v1alpha3", "1.34", "is not served by Kubernetes 1.34 (last served in 1.33): use resource.k8s.io/v1"),
+        ("resource.k8s.io/v1alpha3", "1.33", None),  # still served there
+        ("resource.k8s.io/v1", "1.34", None),
+    ],
+)  # fmt: skip
+def test_alpha_versions_the_releases_schemas_no_longer_serve_are_gp006(
+    lint_text: LintText, api_version: str, kubernetes: str, message: str | None
+) -> None:
+    report = lint_text(DRA_ALPHA.format(api_version=api_version), {"kubernetesVersion": kubernetes})
+    found = [f.message for f in report.findings if f.rule_id == "GP006"]
+    assert found == ([f"{api_version} ResourceClaimTemplate {message}"] if message else [])

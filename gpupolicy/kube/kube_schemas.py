@@ -302,3 +302,58 @@ def _near(path: JsonPath) -> str:
         if len(path) > 1
         else ""
     )
+
+
+# API versions a group's kinds are served under, newest first: what replaces a removed one.
+_VERSION_ORDER = (
+    "v2",
+    "v1",
+    "v2beta2",
+    "v2beta1",
+    "v1beta3",
+    "v1beta2",
+    "v1beta1",
+    "v1alpha3",
+    "v1alpha2",
+    "v1alpha1",
+)
+
+
+@immutable
+class SchemaRemoval:
+    """An apiVersion of a built-in kind the bundled schemas of an earlier release have and the
+    policy's release has not (DRA's resource.k8s.io/v1alpha2, gone from 1.31): the last release
+    that served it, and the version of the kind the policy's release serves."""
+
+    last_served: str
+    replacement: str | None
+
+
+def removed_by_schemas(api_version: str, kind: str, version: str) -> SchemaRemoval | None:
+    """How the bundled schemas say `api_version` `kind` left Kubernetes before `version`, if it did;
+    None when `version` serves it, or no bundled release did (a custom resource)."""
+    try:
+        resolved = resolve_version(version)
+    except ValueError:
+        return None
+    if _schema_file(resolved, api_version, kind) is not None:
+        return None
+    earlier = [v for v in available_versions() if _minor(v) < _minor(resolved)]
+    served = [v for v in earlier if _schema_file(v, api_version, kind) is not None]
+    if not served:
+        return None
+    group = api_version.rpartition("/")[0]
+    prefix = f"{group}/" if group else ""
+    replacement = next(
+        (
+            f"{prefix}{name}"
+            for name in _VERSION_ORDER
+            if _schema_file(resolved, f"{prefix}{name}", kind) is not None
+        ),
+        None,
+    )
+    return SchemaRemoval(served[-1], replacement)
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))

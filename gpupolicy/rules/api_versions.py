@@ -12,6 +12,7 @@ from gpupolicy.core.findings import Severity
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, rule
 from gpupolicy.kube.api_removals import minor, removal_of
+from gpupolicy.kube.kube_schemas import removed_by_schemas
 from gpupolicy.loading.documents import Resource
 
 GUIDE = "https://kubernetes.io/docs/reference/using-api/deprecation-guide/"
@@ -24,7 +25,9 @@ GUIDE = "https://kubernetes.io/docs/reference/using-api/deprecation-guide/"
     scope=Scope.OBJECT,
     summary="Reports an apiVersion that the policy's `kubernetesVersion` no longer serves (error, with the "
     "replacement), or that it still serves beside its replacement but a later release removes (warning, with "
-    "that release), as the Kubernetes Deprecated API Migration Guide lists them.",
+    "that release), as the Kubernetes Deprecated API Migration Guide lists them; and an alpha or beta version of "
+    "a built-in kind that an earlier release served and the policy's no longer does (DRA's resource.k8s.io/v1alpha2), "
+    "as the bundled schemas of the releases tell.",
     rationale="The API server refuses an object of an API version it no longer serves: kubectl apply and Argo CD "
     "fail on the whole sync, and an HPA or PDB that never gets created leaves its GPU workload unscaled or "
     "unprotected, often noticed only at the next cluster upgrade.",
@@ -35,6 +38,7 @@ GUIDE = "https://kubernetes.io/docs/reference/using-api/deprecation-guide/"
 def deprecated_api_version(resource: Resource, ctx: Context) -> Iterator[Violation]:
     removal = removal_of(resource.api_version, resource.kind)
     if removal is None:
+        yield from _removed_by_schemas(resource, ctx)
         return
     version = minor(ctx.policy.kubernetes_version)
     status = removal.status(version)
@@ -54,3 +58,26 @@ def deprecated_api_version(resource: Resource, ctx: Context) -> Iterator[Violati
             f"{what} is deprecated and no longer served from Kubernetes {removed_in}: {use}",
             severity=Severity.WARNING,
         )
+
+
+def _removed_by_schemas(resource: Resource, ctx: Context) -> Iterator[Violation]:
+    """An alpha or beta version the guide does not list (alpha APIs go without a deprecation
+    period: DRA's resource.k8s.io/v1alpha2 in 1.31, its v1alpha3 claims in 1.34), told by the
+    bundled schemas of the releases: an earlier one served it, the policy's does not."""
+    api_version, kind = resource.api_version, resource.kind
+    if not _built_in(api_version) or not kind:
+        return
+    found = removed_by_schemas(api_version, kind, ctx.policy.kubernetes_version)
+    if found is None:
+        return
+    use = f"use {found.replacement}" if found.replacement else "it has no replacement"
+    yield Violation(
+        ("apiVersion",),
+        f"{api_version} {kind} is not served by Kubernetes {ctx.policy.kubernetes_version} (last served in "
+        f"{found.last_served}): {use}",
+    )
+
+
+def _built_in(api_version: str) -> bool:
+    group = api_version.rpartition("/")[0]
+    return "." not in group or group.endswith(".k8s.io")
