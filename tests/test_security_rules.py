@@ -541,3 +541,18 @@ spec:
     )
     (message,) = [f.message for f in lint_text(namespace + pods).findings if f.rule_id == "GP615"]
     assert "(Pod/p0, Pod/p1, Pod/p2 and 2 more)" in message
+
+
+def test_one_literal_credential_in_several_variables_is_one_finding(lint_text: LintText) -> None:
+    """The four proxy variables usually carry the same URL: one credential, one finding."""
+    url = "http://user:s3cret@proxy.example.com:3128"
+    env = ", ".join(
+        f"{{name: {name}, value: '{url}'}}" for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY")
+    )
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+        f"  containers: [{{name: main, image: 'x:1', env: [{env}]}}]\n"
+    )
+    (message,) = [f.message for f in lint_text(text).findings if f.rule_id == "GP612"]
+    assert message.startswith("container 'main' env HTTP_PROXY holds a literal")
+    assert message.endswith("(so do http_proxy, HTTPS_PROXY)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
+from gpupolicy.core.findings import JsonPath
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Violation, rule
 from gpupolicy.engine.unknowns import NETWORK_POLICIES, said_unknown, unknown_fact
@@ -49,6 +50,10 @@ from gpupolicy.loading.documents import Resource
 )
 def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for _template, container in workload.containers():
+        # One literal carried by several variables (HTTP_PROXY, http_proxy, HTTPS_PROXY…) is one
+        # credential: reported once, at its first variable, naming the others.
+        carried: dict[str, list[str]] = {}
+        literals: list[tuple[JsonPath, str, str, str]] = []
         for path, item in container.env_items():
             value = item.get("value")
             if not isinstance(value, str):
@@ -56,11 +61,11 @@ def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violatio
             name = str(item.get("name", ""))
             hit = detect(name, value)
             if hit is not None:
-                yield Violation(
-                    (*path, "value"),
-                    f"{container.label} env {item.get('name')} holds a literal {hit.describe()}",
-                    container=container.name,
-                )
+                if value in carried:
+                    carried[value].append(name)
+                    continue
+                carried[value] = [name]
+                literals.append(((*path, "value"), value, name, hit.describe()))
             elif (placeholder := placeholder_credential(name, value)) is not None:
                 yield Violation(
                     (*path, "value"),
@@ -69,6 +74,14 @@ def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violatio
                     "the manifest (and in every rendered copy of it)",
                     container=container.name,
                 )
+        for where, value, name, described in literals:
+            also = carried[value][1:]
+            beside = f" (so do {listed([excerpt(other, 40) for other in also], ', ')})" if also else ""
+            yield Violation(
+                where,
+                f"{container.label} env {excerpt(name)} holds a literal {described}{beside}",
+                container=container.name,
+            )
         for key in ("command", "args"):
             words = [str(word) for word in as_list(container.spec.get(key))]
             for index, hit in detect_in_arguments(words):
