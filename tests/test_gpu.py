@@ -409,3 +409,31 @@ def test_gp105_does_not_say_no_gpu_beside_an_unknown_gpu_resource() -> None:
     assert not [f for f in unknown.findings if f.rule_id == "GP105"]
     cpu = evaluate(load_text(text.replace("LIMIT", "cpu: 1"), "p.yaml").resources, default_policy())
     assert [f.rule_id for f in cpu.findings if f.rule_id == "GP105"] == ["GP105"]
+
+
+def test_a_gpu_only_in_an_init_container_is_gp112s_alone() -> None:
+    """aws-do-eks' Stable Diffusion downloads its model in an init container that asks for the GPU:
+    GP112 says so; GP106 does not also ask to size it, and the server is not called a GPU container."""
+    from gpupolicy.engine.evaluation import evaluate
+    from gpupolicy.loading.inputs import load_text
+
+    text = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: sd}
+spec:
+  selector: {matchLabels: {app: sd}}
+  template:
+    metadata: {labels: {app: sd}}
+    spec:
+      initContainers:
+        - {name: download, image: 'x:1', resources: {limits: {nvidia.com/gpu: 1}}}
+      containers:
+        - {name: server, image: 'x:1', ports: [{containerPort: 8080}], resources: {}}
+"""
+    findings = evaluate(load_text(text, "sd.yaml").resources, default_policy()).findings
+    assert [(f.rule_id, f.container) for f in findings if f.rule_id in ("GP106", "GP107", "GP112")] == [
+        ("GP112", "download")
+    ]
+    for finding in findings:
+        assert "GPU container 'server'" not in finding.message, finding.message

@@ -109,7 +109,7 @@ def gpu_server_without_readiness_probe(workload: Workload, ctx: Context) -> Iter
         if probe_of(container, "readinessProbe") is None:
             yield Violation(
                 container.path,
-                f"GPU {container.label} of serving {workload.kind} has no readinessProbe",
+                f"{container.label} of serving GPU {workload.kind} has no readinessProbe",
                 container=container.name,
             )
 
