@@ -174,3 +174,25 @@ spec:
     report = lint_text(workflow)
     assert [role.decision.evidence for role in report.roles] == ["container 'main' runs 'nvidia-smi'"]
     assert "GP107" not in {f.rule_id for f in report.findings}
+
+
+def test_a_credential_passed_as_a_workflow_parameter_is_gp612s(lint_text: LintText) -> None:
+    """CoreWeave's finetuner passes WANDB_API_KEY as `{{inputs.parameters.wandb_key}}`: the value a
+    Workflow is submitted with is kept in its object (Argo's secrets walkthrough uses a Secret)."""
+    workflow = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: finetune, namespace: ml}
+spec:
+  entrypoint: train
+  templates:
+    - name: train
+      inputs: {parameters: [{name: wandb_key}, {name: run_name}]}
+      container:
+        image: 'x:1'
+        env:
+          - {name: WANDB_API_KEY, value: "{{inputs.parameters.wandb_key}}"}
+          - {name: RUN_NAME, value: "{{inputs.parameters.run_name}}"}
+"""
+    (message,) = [f.message for f in lint_text(workflow).findings if f.rule_id == "GP612"]
+    assert "env WANDB_API_KEY (API key) is the workflow parameter '{{inputs.parameters.wandb_key}}'" in message

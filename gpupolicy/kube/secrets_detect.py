@@ -29,7 +29,9 @@ from gpupolicy.kube.placeholders import whole
 @immutable
 class Credential:
     kind: str  # what it looks like: "Hugging Face token", "password"…
-    evidence: str  # "value" (its shape), "name" (a credential-named variable) or "placeholder"
+    # "value" (its shape), "name" (a credential-named variable), "placeholder", or "parameter" (an
+    # Argo workflow's parameter, whose value the Workflow object holds)
+    evidence: str
 
     def describe(self) -> str:
         return self.kind if self.evidence == "value" else f"{self.kind} (by its name)"
@@ -166,7 +168,15 @@ def placeholder_credential(name: str, value: str) -> Credential | None:
         or _FILL_IN_SUFFIX.search(text)
     ):
         return Credential(kind, "placeholder")
+    if _WORKFLOW_PARAMETER.fullmatch(text):
+        return Credential(kind, "parameter")
     return None
+
+
+# `{{inputs.parameters.wandb_key}}`, `{{workflow.parameters.hf_token}}`: Argo fills a step's text from
+# the parameters the Workflow was submitted with, which its object keeps (`argo get`); Argo's secrets
+# walkthrough takes credentials from a Secret instead. A literal pattern of one line: linear.
+_WORKFLOW_PARAMETER = re.compile(r"\{\{\s*(?:inputs|workflow)\.parameters\.[A-Za-z0-9_.-]{1,128}\s*\}\}")
 
 
 # Text that every VALUE_PATTERNS match contains (one entry per pattern, in order): a value with

@@ -67,11 +67,17 @@ def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violatio
                 carried[value] = [name]
                 literals.append(((*path, "value"), value, name, hit.describe()))
             elif (placeholder := placeholder_credential(name, value)) is not None:
+                how = (
+                    "the workflow parameter {!r}: a credential passed as a parameter is kept in the Workflow "
+                    "object, readable by whoever can get it"
+                    if placeholder.evidence == "parameter"
+                    else "the placeholder {!r}: a credential filled in at deploy time is still a credential in "
+                    "the manifest (and in every rendered copy of it)"
+                )
                 yield Violation(
                     (*path, "value"),
-                    f"{container.label} env {excerpt(name)} ({placeholder.kind}) is the placeholder "
-                    f"{excerpt(value.strip())!r}: a credential filled in at deploy time is still a credential in "
-                    "the manifest (and in every rendered copy of it)",
+                    f"{container.label} env {excerpt(name)} ({placeholder.kind}) is "
+                    + how.format(excerpt(value.strip())),
                     container=container.name,
                 )
         for where, value, name, described in literals:
