@@ -341,6 +341,10 @@ NEAR_OBJECTS = {
     "apiVersion without kind": ("apiVersion: apps/v1\nmetadata: {name: llm}\n", "no kind"),
     "apiVersion and spec": ("apiVersion: apps/v1\nspec: {replicas: 2}\n", "no kind"),
     "apiVersion and kind alone": ("apiVersion: v1\nkind: Namespace\n", "no metadata"),
+    "a mis-cased apiVersion": (
+        "apiversion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n",
+        "no apiVersion ('apiversion': keys are case-sensitive)",
+    ),
     # A kind named for configuration with an object's body is an object that lacks its metadata.
     "a Config kind with a spec": (
         "apiVersion: networking.example.com/v1\nkind: RouterConfig\nspec: {replicas: 2}\n",
@@ -407,6 +411,12 @@ SKIPPED_WHOLE = {
         "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: prefix-cache-scorer\n"
         "schedulingProfiles:\n- name: default\n  plugins: [{pluginRef: prefix-cache-scorer}]\n",
         "a llm-d.ai EndpointPickerConfig configuration file (no metadata)",
+    ),
+    # operator-sdk writes its scorecard configuration with a lowercase `apiversion` key.
+    "an operator-sdk scorecard config": (
+        "kind: Configuration\napiversion: scorecard.operatorframework.io/v1alpha3\nmetadata: {name: config}\n"
+        "stages: [{parallel: true, tests: [{image: 'quay.io/operator-framework/scorecard-test:v1.32.0'}]}]\n",
+        "scorecard.operatorframework.io Configuration configuration file",
     ),
     "an istioctl input": (
         "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  profile: default\n",

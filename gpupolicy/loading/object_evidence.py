@@ -51,6 +51,9 @@ CONFIGURATION_GROUPS = frozenset(
         # controller-runtime's ControllerManagerConfig, which kubebuilder's operators read from a file
         # (https://pkg.go.dev/sigs.k8s.io/controller-runtime/pkg/config/v1alpha1)
         "controller-runtime.sigs.k8s.io",
+        # operator-sdk's scorecard configuration (bundle/tests/scorecard/config.yaml), which the SDK
+        # writes with a lowercase `apiversion` key
+        "scorecard.operatorframework.io",
     }
 )  # fmt: skip
 # Istio's IstioOperator is a custom resource with metadata when an operator reconciles it, and
@@ -108,7 +111,7 @@ def configuration_file(value: Any) -> str | None:
     """What a configuration file of a Kubernetes program is (`kind.x-k8s.io Cluster`), or None."""
     if not isinstance(value, dict):
         return None
-    api_version, kind = value.get("apiVersion"), value.get("kind")
+    api_version, kind = value.get("apiVersion", value.get("apiversion")), value.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None
     if (api_version, kind) == KUBECONFIG:

@@ -113,6 +113,14 @@ FREE_TEXT_KEYS = frozenset(
 MAX_FIELDS = 20_000  # string fields read per object (a bound on hostile input)
 
 
+def _miscased_keys(obj: dict[str, Any], missing: list[str]) -> list[str]:
+    """The object's keys that spell a missing one in another case (`apiversion`, `Kind`)."""
+    wanted = {name.split(" ")[0].lower(): name for name in missing}
+    return [
+        key for key in obj if isinstance(key, str) and key.lower() in wanted and key not in wanted.values()
+    ][:3]
+
+
 def _symbolic_quantities(container: Container) -> Iterator[Violation]:
     """`nvidia.com/gpu: PLACEHOLDER_NUM_GPU_PER_NODE`: an all-capitals name where a quantity must
     stand (digits and a unit) can only be a name for a value still to be filled in, as an
@@ -413,6 +421,11 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
         path = ("metadata",) if len(missing) == 1 else ()
     if missing:
         listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} or {missing[-1]}"
+        miscased = _miscased_keys(resource.obj, missing)
+        if miscased:
+            path = (miscased[0],) if len(miscased) == 1 and not path else path
+            written = ", ".join(repr(key) for key in miscased)
+            listed += f" ({written}: keys are case-sensitive)"
         yield Violation(path, f"object has no {listed}")
     if not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version):
         yield from _metadata_outside_metadata(resource)
