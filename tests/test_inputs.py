@@ -785,6 +785,19 @@ def test_a_file_reached_again_through_a_symlink_is_read_once(tmp_path: Path) -> 
     assert [problem.rule_id for problem in load_paths([str(tmp_path)]).problems] == ["GP001"]
 
 
+def test_a_broken_symlink_is_named_where_it_is_and_said_broken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DRA driver's nvkind scripts link to a file kind's folder no longer has: the finding names
+    the link, which is in the repository, not its target, which is not."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "slice.yaml").symlink_to(Path("..") / "kind" / "slice.yaml")
+    ((file, message),) = [(p.file, p.message) for p in load_paths(["."]).problems]
+    assert file == "scripts/slice.yaml"
+    assert message == "cannot read file: a broken symlink (to ../kind/slice.yaml, which does not exist)"
+
+
 def test_a_manifest_beside_an_overlay_that_does_not_list_it_is_linted(tmp_path: Path) -> None:
     """A kubebuilder project's config/samples/kustomization.yaml lists a few samples; the others,
     in folders below it, were never read (NVIDIA's NIM operator: 5 objects of 92 linted). The

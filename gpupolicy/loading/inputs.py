@@ -97,7 +97,9 @@ def display_path(path: Path, *, here: Path | None = None) -> str:
     """Paths relative to the current directory where possible (what people click on). `here`: the
     current directory resolved (`resolved_cwd`), for a caller that names many paths."""
     try:
-        return str(path.resolve().relative_to(here or Path.cwd().resolve()))
+        # A link that leads nowhere is named as it is found: its target is no file of the repository.
+        shown = path.parent.resolve() / path.name if path.is_symlink() and not path.exists() else path.resolve()
+        return str(shown.relative_to(here or Path.cwd().resolve()))
     except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
         return str(path)
 
@@ -931,7 +933,10 @@ def _read(path: Path, file: str) -> tuple[str | None, LoadProblem | None]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        return None, LoadProblem("GP001", f"cannot read file: {exc.strerror}", file)
+        reason = exc.strerror
+        if path.is_symlink() and not path.exists():
+            reason = f"a broken symlink (to {str(path.readlink())[:200]}, which does not exist)"
+        return None, LoadProblem("GP001", f"cannot read file: {reason}", file)
     return _decode(data, file)
 
 
