@@ -86,7 +86,7 @@ def parse_image(image: str, *, placeholders: bool = False) -> ImageRef | None:
     if found.references or (found.spans and not placeholders):
         return None
     spans = found.spans
-    if placeholders and not symbolic_name(raw):
+    if placeholders and not raw.islower() and not symbolic_name(raw):
         # `YOUR_REGISTRY/app:latest`: what the all-capitals parts leave intact is still read.
         extra = [
             (start, end)

@@ -329,6 +329,8 @@ class SchemaRemoval:
     replacement: str | None
 
 
+# Asked of every built-in object (GP006), with the same few apiVersions and kinds: bounded in bytes.
+@bounded_memo(max_bytes=1 << 16)
 def removed_by_schemas(api_version: str, kind: str, version: str) -> SchemaRemoval | None:
     """How the bundled schemas say `api_version` `kind` left Kubernetes before `version`, if it did;
     None when `version` serves it, or no bundled release did (a custom resource)."""

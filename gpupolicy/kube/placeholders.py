@@ -202,6 +202,8 @@ def symbolic_parts(image: str) -> list[tuple[int, int]]:
     name = image[:at] if at >= 0 else image
     colon = name.find(":", name.rfind("/") + 1)
     end = colon if colon >= 0 else len(name)
+    if name[:end].islower() or not any(char.isupper() for char in name[:end]):
+        return []  # no capital: no such part (one pass in C for most images)
     spans, start = [], 0
     for index in range(end + 1):
         if index == end or name[index] in "/.:":

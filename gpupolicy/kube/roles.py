@@ -26,6 +26,7 @@ Every test here is a substring or token comparison over bounded text: linear in 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -173,13 +174,26 @@ LAZY_LOADING_PARTS = ("ollama/ollama", "ollama serve")
 # Runtimes that split a model over one process's GPUs layer by layer, without NCCL or shared-memory
 # collectives (llama.cpp's split, which Ollama runs).
 SINGLE_PROCESS_SPLIT_PARTS = ("ollama/ollama", "ollama serve", "llama.cpp", "llama-server")
+# Every part a runtime is told by, searched at once (a literal alternation: linear in the text);
+# each container's matches are kept on its view.
+_RUNTIME_PARTS = re.compile(
+    "|".join(re.escape(part) for part in {*LAZY_LOADING_PARTS, *SINGLE_PROCESS_SPLIT_PARTS})
+)
+_RUNTIME = "runtime-parts"  # Container.cache key of runs_one_of
 
 
 def runs_one_of(container: Container, parts: Sequence[str]) -> bool:
-    """Whether the container's image or command line is one of `parts`."""
-    return first_part(parts, container.image.lower()) is not None or (
-        first_part(parts, command_text(container)) is not None
-    )
+    """Whether the container's image or command line is one of `parts` (of the runtimes above)."""
+    found: frozenset[str] | None = container.cache.get(_RUNTIME)
+    if found is None:
+        image = container.image.lower()
+        text = (
+            f"{image}\n{command_text(container)}"
+            if container.spec.get("command") or container.spec.get("args")
+            else image
+        )
+        found = container.cache[_RUNTIME] = frozenset(_RUNTIME_PARTS.findall(text))
+    return not found.isdisjoint(parts)
 
 
 # Commands and images of tests, benchmarks and notebooks.
@@ -219,7 +233,18 @@ ServiceLookup = Callable[[Workload, PodTemplate], str | None]
 
 def command_text(container: Container) -> str:
     """command + args of a container as one lower-case line, bounded; an Argo script template's
-    `source` is its program too (run by its command, `python` or `bash`)."""
+    `source` is its program too (run by its command, `python` or `bash`). Made once per container
+    view: the role, GP105, GP113 and the probe rules read it."""
+    found: str | None = container.cache.get(_COMMAND_TEXT)
+    if found is None:
+        found = container.cache[_COMMAND_TEXT] = _command_text(container)
+    return found
+
+
+_COMMAND_TEXT = "command-text"  # Container.cache key of command_text
+
+
+def _command_text(container: Container) -> str:
     words: list[str] = []
     size = 0
     source = container.spec.get("source")

@@ -98,7 +98,9 @@ def display_path(path: Path, *, here: Path | None = None) -> str:
     current directory resolved (`resolved_cwd`), for a caller that names many paths."""
     try:
         # A link that leads nowhere is named as it is found: its target is no file of the repository.
-        shown = path.parent.resolve() / path.name if path.is_symlink() and not path.exists() else path.resolve()
+        shown = (
+            path.parent.resolve() / path.name if path.is_symlink() and not path.exists() else path.resolve()
+        )
         return str(shown.relative_to(here or Path.cwd().resolve()))
     except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop (RuntimeError in 3.11)
         return str(path)

@@ -230,7 +230,10 @@ def _runs_another_program(container: Container) -> bool:
 def _sized_gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
     """The GPU containers whose CPU and memory GP106 and GP107 judge: an init or ephemeral one that
     holds GPUs is GP112's, whose remedy (drop the GPU) leaves nothing to size."""
-    return (item for item in _gpu_containers(workload, ctx) if item[1].role not in ("init", "ephemeral"))
+    found = _gpu_containers(workload, ctx)
+    if all(container.role == "container" for _, container in found):
+        return iter(found)
+    return (item for item in found if item[1].role not in ("init", "ephemeral"))
 
 
 def _gpu_containers(workload: Workload, ctx: Context) -> tuple[tuple[PodTemplate, Container], ...]:
@@ -477,11 +480,9 @@ def gpu_vendor_mix(workload: Workload, ctx: Context) -> Iterator[Violation]:
 )
 def gpu_multi_container(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
-        holders = [
-            c
-            for c in ctx.gpu.gpu_containers(template)
-            if c.role in ("container", "sidecar") and not _asks_for_a_slice(c, ctx)
-        ]
+        holders = [c for c in ctx.gpu.gpu_containers(template) if c.role in ("container", "sidecar")]
+        if len(holders) > 1:
+            holders = [c for c in holders if not _asks_for_a_slice(c, ctx)]
         if len(holders) > 1:
             names = ", ".join(repr(c.name) for c in holders)
             for container in holders[1:]:
@@ -589,15 +590,19 @@ def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Vi
             # A TrainJob's trainer or a KServe model: its volumes live in the training or serving
             # runtime, linted there.
             continue
-        if runs_one_of(container, SINGLE_PROCESS_SPLIT_PARTS):
-            continue  # llama.cpp splits layers over one process's GPUs: no NCCL, no /dev/shm
         # Whole GPUs only: MIG slices or shared replicas in one container are not NCCL peers.
         count = sum(
             (d.amount or 0)
             for d in ctx.gpu.container_demands(container)
             if d.resource.kind is GpuKind.DEVICE and (d.amount or 0) > 0
         )
-        if container.role == "container" and count >= minimum and not _has_memory_shm(template, container):
+        if (
+            container.role == "container"
+            and count >= minimum
+            and not _has_memory_shm(template, container)
+            # llama.cpp splits layers over one process's GPUs: no NCCL, no /dev/shm
+            and not runs_one_of(container, SINGLE_PROCESS_SPLIT_PARTS)
+        ):
             yield Violation(
                 container.field("volumeMounts")
                 if "volumeMounts" in container.spec

@@ -278,8 +278,10 @@ def _image_placeholder(
         texts = found.texts(image)
     elif symbolic:
         texts = [image]
+    elif agent or image.islower():
+        texts = []
     else:  # `YOUR_REGISTRY/mt-bench-eval:tag`: a name to fill in where the image's host or repository goes
-        texts = [] if agent else [image[start:end] for start, end in symbolic_parts(image)]
+        texts = [image[start:end] for start, end in symbolic_parts(image)]
     texts = [text for text in texts if _deploy_time(text, own) is not None]
     if not texts:
         return None

@@ -171,12 +171,11 @@ def _liveness_waits(liveness: ProbeBudget, needed: int) -> str:
 def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Violation]:
     needed, source = _load_seconds(workload, ctx)
     for _, container in _gpu_servers(workload, ctx):
-        if runs_one_of(container, LAZY_LOADING_PARTS):
-            continue  # its health endpoint answers before any model loads
         budget = container_probe_budget(container, "livenessProbe")
         if budget is None or probe_of(container, "startupProbe") is not None:
             continue
-        if budget.seconds < needed:
+        # Asked last: a server that loads on request has its health endpoint answer before any load.
+        if budget.seconds < needed and not runs_one_of(container, LAZY_LOADING_PARTS):
             yield Violation(
                 container.field("livenessProbe"),
                 f"liveness probe of {container.label} kills it after {budget.describe()} < model load {needed} s "
@@ -204,12 +203,10 @@ def liveness_during_model_load(workload: Workload, ctx: Context) -> Iterator[Vio
 def startup_budget_too_short(workload: Workload, ctx: Context) -> Iterator[Violation]:
     needed, source = _load_seconds(workload, ctx)
     for _, container in _gpu_servers(workload, ctx):
-        if runs_one_of(container, LAZY_LOADING_PARTS):
-            continue  # its health endpoint answers before any model loads
         budget = container_probe_budget(container, "startupProbe")
         if budget is None:
             continue
-        if budget.seconds < needed:
+        if budget.seconds < needed and not runs_one_of(container, LAZY_LOADING_PARTS):
             yield Violation(
                 container.field("startupProbe"),
                 f"startup probe of {container.label} allows {budget.describe()} < model load {needed} s ({source})",
