@@ -195,4 +195,6 @@ spec:
           - {name: RUN_NAME, value: "{{inputs.parameters.run_name}}"}
 """
     (message,) = [f.message for f in lint_text(workflow).findings if f.rule_id == "GP612"]
-    assert "env WANDB_API_KEY (API key) is the workflow parameter '{{inputs.parameters.wandb_key}}'" in message
+    assert (
+        "env WANDB_API_KEY (API key) is the workflow parameter '{{inputs.parameters.wandb_key}}'" in message
+    )

@@ -19,7 +19,7 @@ import yaml
 from gpupolicy.cli.main import build_parser
 from gpupolicy.core import vocabulary
 from gpupolicy.formats import load_formatters
-from gpupolicy.kube.pod_spec import EXTRACTORS
+from gpupolicy.kube.pod_spec import EXTRACTORS, WALKED_CUSTOM_RESOURCES
 from gpupolicy.webhook import kinds
 from gpupolicy.webhook.cluster_inventory import KINDS
 from gpupolicy.webhook.settings import Mode
@@ -144,7 +144,7 @@ def test_chart_webhook_rules_send_exactly_the_workloads_and_the_admitted_kinds()
         for group in rule["apiGroups"]
         for resource in rule["resources"]
     }
-    workloads = {(KIND_GROUPS[kind], plural(kind)) for kind in EXTRACTORS}
+    workloads = {(KIND_GROUPS[kind], plural(kind)) for kind in EXTRACTORS} | WALKED_CUSTOM_RESOURCES
     admitted = {(entry.group, entry.plural) for entry in vocabulary.CLUSTER_KINDS if entry.admitted}
     assert sent == workloads | admitted
 

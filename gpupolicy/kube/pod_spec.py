@@ -795,6 +795,9 @@ RUNNING_KINDS = tuple(kind for kind in EXTRACTORS if kind not in CONFIG_KINDS)
 # Kinds that never carry pods, skipped by the walker for speed and to avoid false matches: the
 # built-in ones in their own API groups only (Knative's serving.knative.dev Service carries a pod
 # spec: its CRD is labelled duck.knative.dev/podspecable), the custom ones by name.
+# Custom kinds under a built-in kind's name that carry a pod template, walked for it (the chart's
+# webhook rules send them as they send the extracted kinds): (API group, plural resource).
+WALKED_CUSTOM_RESOURCES = frozenset({("serving.knative.dev", "services")})
 NON_WORKLOAD_CUSTOM_KINDS = frozenset(
     {"AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "MetricTemplate", "WorkloadPriorityClass"}
 )

@@ -832,8 +832,8 @@ def _error_paragraph(lines: list[str]) -> str:
         return lines[-1] if lines else ""
     first, rest = lines[start], lines[start + 1 :]
     # A chart's `fail` text may open with blank lines ("execution error at (…): \n\nThe driver …"):
-    # its paragraph is the first one after them.
-    while rest and not rest[0]:
+    # when the Error line stops at its colon, its paragraph is the first one after them.
+    while rest and not rest[0] and first.endswith(":"):
         rest = rest[1:]
     end = rest.index("") if "" in rest else len(rest)
     return " ".join([first, *rest[:end]])
