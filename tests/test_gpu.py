@@ -8,9 +8,17 @@ from typing import Any
 
 import pytest
 
+from gpupolicy.engine.evaluation import evaluate
+from gpupolicy.engine.report import Report
 from gpupolicy.kube.gpu import GpuCatalog, GpuKind, dra_gpu_claims
 from gpupolicy.kube.pod_spec import Container, PodTemplate
+from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import default_policy
+
+
+def lint(text: str) -> Report:
+    """The default policy's report on the objects of `text`."""
+    return evaluate(load_text(text, "test.yaml").resources, default_policy())
 
 
 @pytest.fixture(scope="module")
@@ -237,11 +245,7 @@ def test_a_claim_of_a_repository_template_of_a_gpu_class_makes_a_gpu_workload_fo
     """Whatever the claim is called, the device class of the ResourceClaimTemplate it names
     decides whether the pod has GPUs: the probe, disruption, spread and rollback rules see the
     GPU server GP105 already saw."""
-    from gpupolicy.engine.evaluation import evaluate
-    from gpupolicy.loading.inputs import load_text
-
-    resources = load_text(DRA_SERVER.format(device_class=device_class), "decode.yaml").resources
-    report = evaluate(resources, default_policy())
+    report = lint(DRA_SERVER.format(device_class=device_class))
     fired = {finding.rule_id for finding in report.findings}
     assert fired & {"GP401", "GP501", "GP208", "GP901"} == gpu_rules
 
@@ -284,11 +288,8 @@ spec:
 def test_the_gpu_containers_of_a_dra_pod_are_those_the_claim_goes_to(
     annotations: str, claims: str, judged: set[str]
 ) -> None:
-    from gpupolicy.engine.evaluation import evaluate
-    from gpupolicy.loading.inputs import load_text
-
     text = DRA_JOB_WITH_SIDECAR.format(annotations=annotations, claims=claims)
-    report = evaluate(load_text(text, "job.yaml").resources, default_policy())
+    report = lint(text)
     assert {f.container for f in report.findings if f.rule_id == "GP106"} == judged
 
 
@@ -331,16 +332,13 @@ def test_volcanos_gpu_resources(
 def test_gp105_judges_a_serving_image_by_the_program_its_command_runs(
     image: str, command: list[str] | None, fires: bool
 ) -> None:
-    from gpupolicy.engine.evaluation import evaluate
-    from gpupolicy.loading.inputs import load_text
-
     container = {"name": "c", "image": image, **({"command": command} if command else {})}
     text = (
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - "
         + json.dumps(container)
         + "\n"
     )
-    report = evaluate(load_text(text, "pod.yaml").resources, default_policy())
+    report = lint(text)
     assert any(f.rule_id == "GP105" for f in report.findings) is fires
 
 
@@ -354,31 +352,25 @@ def test_gp105_judges_a_serving_image_by_the_program_its_command_runs(
     ],
 )
 def test_gp111_leaves_containers_that_each_ask_for_a_slice(limits: str, fires: bool) -> None:
-    from gpupolicy.engine.evaluation import evaluate
-    from gpupolicy.loading.inputs import load_text
-
     text = (
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
         f"    - {{name: a, image: 'x:1', resources: {{limits: {limits}}}}}\n"
         f"    - {{name: b, image: 'x:1', resources: {{limits: {limits}}}}}\n"
     )
-    report = evaluate(load_text(text, "pod.yaml").resources, default_policy())
+    report = lint(text)
     assert any(f.rule_id == "GP111" for f in report.findings) is fires
 
 
 def test_gp104_says_the_zero_hides_no_gpu_and_is_quiet_where_they_are_hidden() -> None:
-    from gpupolicy.engine.evaluation import evaluate
-    from gpupolicy.loading.inputs import load_text
-
     text = (
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
         "    - {name: c, image: 'ollama/ollama:0.32.4', resources: {limits: {nvidia.com/gpu: 0}}ENV}\n"
     )
-    report = evaluate(load_text(text.replace("ENV", ""), "pod.yaml").resources, default_policy())
+    report = lint(text.replace("ENV", ""))
     (message,) = [f.message for f in report.findings if f.rule_id == "GP104"]
     assert "the zero hides none" in message
     hidden = text.replace("ENV", ", env: [{name: NVIDIA_VISIBLE_DEVICES, value: void}]")
-    report = evaluate(load_text(hidden, "pod.yaml").resources, default_policy())
+    report = lint(hidden)
     assert not [f for f in report.findings if f.rule_id == "GP104"]
 
 
@@ -396,27 +388,19 @@ def test_other_gpu_sharing_plugins_resources_make_gpu_pods(
 
 
 def test_gp105_does_not_say_no_gpu_beside_an_unknown_gpu_resource() -> None:
-    from gpupolicy.engine.evaluation import evaluate
-    from gpupolicy.loading.inputs import load_text
-
     text = (
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
         "    - {name: t, image: 'nvcr.io/nvidia/tritonserver:24.05-py3', resources: {limits: {LIMIT}}}\n"
     )
-    unknown = evaluate(
-        load_text(text.replace("LIMIT", "example.com/gpu-slice: 1"), "p.yaml").resources, default_policy()
-    )
+    unknown = lint(text.replace("LIMIT", "example.com/gpu-slice: 1"))
     assert not [f for f in unknown.findings if f.rule_id == "GP105"]
-    cpu = evaluate(load_text(text.replace("LIMIT", "cpu: 1"), "p.yaml").resources, default_policy())
+    cpu = lint(text.replace("LIMIT", "cpu: 1"))
     assert [f.rule_id for f in cpu.findings if f.rule_id == "GP105"] == ["GP105"]
 
 
 def test_a_gpu_only_in_an_init_container_is_gp112s_alone() -> None:
     """aws-do-eks' Stable Diffusion downloads its model in an init container that asks for the GPU:
     GP112 says so; GP106 does not also ask to size it, and the server is not called a GPU container."""
-    from gpupolicy.engine.evaluation import evaluate
-    from gpupolicy.loading.inputs import load_text
-
     text = """\
 apiVersion: apps/v1
 kind: Deployment
@@ -431,7 +415,7 @@ spec:
       containers:
         - {name: server, image: 'x:1', ports: [{containerPort: 8080}], resources: {}}
 """
-    findings = evaluate(load_text(text, "sd.yaml").resources, default_policy()).findings
+    findings = lint(text).findings
     assert [(f.rule_id, f.container) for f in findings if f.rule_id in ("GP106", "GP107", "GP112")] == [
         ("GP112", "download")
     ]
