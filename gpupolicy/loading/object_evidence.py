@@ -98,10 +98,9 @@ def tries_to_be_object(value: Any) -> bool:
     # Evidence by shape, not by words: a tokenizer's vocabulary holds "kind", "metadata" and
     # "name" among 50,000 keys, each a number.
     api_version, kind = isinstance(value.get("apiVersion"), str), isinstance(value.get("kind"), str)
-    has_body = any(isinstance(value.get(key), dict | list) for key in OBJECT_BODY_KEYS)
-    if has_body and (api_version or kind):
+    if api_version and kind:  # most documents: asked first, without the body's keys
         return True
-    if api_version and kind:
+    if (api_version or kind) and any(isinstance(value.get(key), dict | list) for key in OBJECT_BODY_KEYS):
         return True
     metadata = value.get("metadata")
     return isinstance(metadata, dict) and not OBJECT_META_KEYS.isdisjoint(metadata)

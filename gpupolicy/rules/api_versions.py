@@ -36,9 +36,11 @@ GUIDE = "https://kubernetes.io/docs/reference/using-api/deprecation-guide/"
     settings=(Setting("kubernetesVersion", "The cluster's Kubernetes minor version."),),
 )
 def deprecated_api_version(resource: Resource, ctx: Context) -> Iterator[Violation]:
-    removal = removal_of(resource.api_version, resource.kind)
+    api_version, kind = resource.api_version, resource.kind
+    removal = removal_of(api_version, kind)
     if removal is None:
-        yield from _removed_by_schemas(resource, ctx)
+        if api_version not in _SERVED_GA and kind and _built_in(api_version):
+            yield from _removed_by_schemas(api_version, kind, ctx)
         return
     version = minor(ctx.policy.kubernetes_version)
     status = removal.status(version)
@@ -60,13 +62,10 @@ def deprecated_api_version(resource: Resource, ctx: Context) -> Iterator[Violati
         )
 
 
-def _removed_by_schemas(resource: Resource, ctx: Context) -> Iterator[Violation]:
+def _removed_by_schemas(api_version: str, kind: str, ctx: Context) -> Iterator[Violation]:
     """An alpha or beta version the guide does not list (alpha APIs go without a deprecation
     period: DRA's resource.k8s.io/v1alpha2 in 1.31, its v1alpha3 claims in 1.34), told by the
     bundled schemas of the releases: an earlier one served it, the policy's does not."""
-    api_version, kind = resource.api_version, resource.kind
-    if not _built_in(api_version) or not kind:
-        return
     found = removed_by_schemas(api_version, kind, ctx.policy.kubernetes_version)
     if found is None:
         return
@@ -76,6 +75,13 @@ def _removed_by_schemas(resource: Resource, ctx: Context) -> Iterator[Violation]
         f"{api_version} {kind} is not served by Kubernetes {ctx.policy.kubernetes_version} (last served in "
         f"{found.last_served}): {use}",
     )
+
+
+# GA versions no release since the oldest bundled one has stopped serving: most objects are of them.
+_SERVED_GA = frozenset(
+    {"v1", "apps/v1", "batch/v1", "policy/v1", "networking.k8s.io/v1", "rbac.authorization.k8s.io/v1",
+     "scheduling.k8s.io/v1", "autoscaling/v2", "autoscaling/v1", "storage.k8s.io/v1", "node.k8s.io/v1"}
+)  # fmt: skip
 
 
 def _built_in(api_version: str) -> bool:

@@ -227,13 +227,9 @@ def _runs_another_program(container: Container) -> bool:
     return first_part(SERVER_COMMAND_PARTS, command_text(container)) is None
 
 
-def _sized_gpu_containers(workload: Workload, ctx: Context) -> Iterator[tuple[PodTemplate, Container]]:
-    """The GPU containers whose CPU and memory GP106 and GP107 judge: an init or ephemeral one that
-    holds GPUs is GP112's, whose remedy (drop the GPU) leaves nothing to size."""
-    found = _gpu_containers(workload, ctx)
-    if all(container.role == "container" for _, container in found):
-        return iter(found)
-    return (item for item in found if item[1].role not in ("init", "ephemeral"))
+# An init or ephemeral container that holds GPUs is GP112's, whose remedy (drop the GPU) leaves
+# nothing for GP106 and GP107 to size.
+UNSIZED_ROLES = ("init", "ephemeral")
 
 
 def _gpu_containers(workload: Workload, ctx: Context) -> tuple[tuple[PodTemplate, Container], ...]:
@@ -308,7 +304,9 @@ def _has(container: Container, resource: str, *, sections: tuple[str, ...]) -> b
 def gpu_container_without_cpu_memory_requests(workload: Workload, ctx: Context) -> Iterator[Violation]:
     if injected(workload.kind, "resources"):
         return  # the controller fills them in (KServe defaults them from its configuration)
-    for _, container in _sized_gpu_containers(workload, ctx):
+    for _, container in _gpu_containers(workload, ctx):
+        if container.role in UNSIZED_ROLES:
+            continue
         missing = [
             name for name in ("cpu", "memory") if not _has(container, name, sections=("requests", "limits"))
         ]
@@ -337,7 +335,9 @@ def gpu_container_without_cpu_memory_requests(workload: Workload, ctx: Context) 
     references=("https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/",),
 )
 def gpu_container_without_memory_limit(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    for _, container in _sized_gpu_containers(workload, ctx):
+    for _, container in _gpu_containers(workload, ctx):
+        if container.role in UNSIZED_ROLES:
+            continue
         # No memory request either: GP106 reports the container's missing memory settings once.
         if not _has(container, "memory", sections=("limits",)) and _has(
             container, "memory", sections=("requests",)

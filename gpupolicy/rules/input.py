@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from gpupolicy.core.bounded_cache import bounded_memo
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.core.json_text import json_bytes
 from gpupolicy.engine.context import Context
@@ -538,7 +539,8 @@ def schema_violation(resource: Resource, ctx: Context) -> Iterator[Violation]:
         if _placeholder_at(resource.obj, error.path):
             continue  # `port: ${PORT:-9002}` is not a wrong type but a template: GP004 says so
         yield Violation(error.path, f"{error.message} (Kubernetes {version} schema)")
-    if resource.kind in NAMED_WORKLOAD_KINDS and has_schema(resource.api_version, resource.kind, version):
+    kind = resource.kind
+    if kind in NAMED_WORKLOAD_KINDS and has_schema(resource.api_version, kind, version):
         yield from _invalid_names(resource, ctx)
 
 
@@ -577,10 +579,13 @@ def _invalid_names(resource: Resource, ctx: Context) -> Iterator[Violation]:
             )
 
 
+# Names repeat across a repository's objects (`vllm`, `main`): each checked once, bounded in bytes.
+@bounded_memo(max_bytes=1 << 16)
 def _is_dns_label(text: str) -> bool:
     return 0 < len(text) <= 63 and _DNS_LABEL_CHARS.issuperset(text) and text[0] != "-" and text[-1] != "-"
 
 
+@bounded_memo(max_bytes=1 << 16)
 def _is_dns_subdomain(text: str) -> bool:
     return len(text) <= 253 and all(_is_dns_label(part) for part in text.split("."))
 
