@@ -105,3 +105,10 @@ CLUSTER_KINDS: tuple[ClusterKind, ...] = (
 CLUSTER_KIND_BY_NAME = {entry.kind: entry for entry in CLUSTER_KINDS}
 CACHED_KINDS = tuple(entry for entry in CLUSTER_KINDS if entry.cached)
 CROSS_OBJECT_KINDS = frozenset(entry.kind for entry in CLUSTER_KINDS if entry.admitted)
+
+
+def built_in_api_group(api_version: str) -> bool:
+    """Whether an apiVersion is of a Kubernetes API group (`v1`, `apps/v1`,
+    `rbac.authorization.k8s.io/v1`), not a custom resource's (`serving.knative.dev/v1`)."""
+    group = api_version.rpartition("/")[0]
+    return "." not in group or group.endswith(".k8s.io")

@@ -380,3 +380,25 @@ def claims_gpus_in_repository(
         not gpu_classes.isdisjoint(repository_claim_classes(entry, namespace, inventory) or ())
         for entry in as_list(template.spec.get("resourceClaims"))
     )
+
+
+# Values of NVIDIA_VISIBLE_DEVICES that give the container no GPU at all (the toolkit then behaves
+# like runc, or mounts only driver libraries): they narrow access, as the GPU operator's own driver
+# pods use them. https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NO_GPU_VALUES = frozenset({"void", "none", ""})
+
+
+def hides_every_gpu(value: object) -> bool:
+    """Whether an NVIDIA_VISIBLE_DEVICES value gives the container no GPU."""
+    return isinstance(value, str) and value.strip().lower() in NO_GPU_VALUES
+
+
+def names_gpu_resource(template: PodTemplate) -> bool:
+    """Whether a container asks for an extended resource whose name says it is a GPU or a share of
+    one, known to the policy or not (another sharing plugin's `…/gpu-slice`, `…/vcuda-core`)."""
+    return any(
+        "/" in str(name) and any(word in str(name).rsplit("/", 1)[1].lower() for word in ("gpu", "vcuda"))
+        for container in template.containers
+        for name in (*container.limits, *container.requests)
+    )

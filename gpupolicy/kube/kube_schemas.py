@@ -21,6 +21,7 @@ import jsonschema_rs
 from gpupolicy.core.bounded_cache import bounded_memo
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.core.immutable import immutable
+from gpupolicy.core.vocabulary import built_in_api_group
 
 _REF_PREFIX = "/api/_definitions.json#/$defs/"
 _REF = re.compile(r'"\$ref": "(?:/api/_definitions\.json)?#/\$defs/([^"]+)"')
@@ -147,7 +148,7 @@ def schema_name(api_version: str, kind: str) -> str | None:
         return None
     if group and not _GROUP.fullmatch(group):
         return None
-    if group and "." in group and not group.endswith(".k8s.io"):
+    if not built_in_api_group(api_version):
         return None  # a CRD group: no bundled schema, and a same-named built-in kind must not match
     prefix = group.split(".", 1)[0] if group else ""
     return f"{kind.lower()}-{prefix + '-' if prefix else ''}{version}.json"

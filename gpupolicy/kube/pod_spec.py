@@ -12,6 +12,7 @@ from typing import Any
 
 from gpupolicy.core.findings import JsonPath, ObjectRef
 from gpupolicy.core.immutable import immutable
+from gpupolicy.core.vocabulary import built_in_api_group
 from gpupolicy.loading.documents import Resource
 from gpupolicy.loading.object_evidence import ARGO_WORKFLOW_KINDS
 
@@ -890,12 +891,6 @@ def release_views(resource: Resource) -> None:
     resource._templates = None
 
 
-def _built_in_group(api_version: str) -> bool:
-    """Whether an apiVersion is of a Kubernetes API group (`v1`, `apps/v1`, `rbac.authorization.k8s.io/v1`)."""
-    group = api_version.rpartition("/")[0]
-    return "." not in group or group.endswith(".k8s.io")
-
-
 def extract_templates(resource: Resource) -> Iterator[PodTemplate]:
     obj = resource.obj
     if not isinstance(obj, dict):
@@ -906,7 +901,7 @@ def extract_templates(resource: Resource) -> Iterator[PodTemplate]:
     if found:
         yield from found
     elif kind not in NON_WORKLOAD_KINDS or (
-        kind not in NON_WORKLOAD_CUSTOM_KINDS and not _built_in_group(resource.api_version)
+        kind not in NON_WORKLOAD_CUSTOM_KINDS and not built_in_api_group(resource.api_version)
     ):
         # Unknown kinds, and known kind names of other API groups (Volcano's batch.volcano.sh Job
         # keeps its pods under spec.tasks[].template; KAITO's Workspace under a top-level

@@ -33,6 +33,7 @@ from typing import Any
 from gpupolicy.core.identity_enum import IdentityEnum
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
+from gpupolicy.kube.gpu import names_gpu_resource
 from gpupolicy.kube.pod_spec import (
     CONFIG_KINDS,
     Container,
@@ -292,7 +293,7 @@ def _agent_evidence(workload: Workload) -> str | None:
         return f"a DaemonSet in {SYSTEM_NAMESPACE}, where the cluster's own node agents run"
     for template in workload.templates:
         # A GPU consumer at that class is a workload misusing it (GP303), not an agent.
-        if template.spec.get("priorityClassName") == NODE_CRITICAL and not _asks_for_gpus(template):
+        if template.spec.get("priorityClassName") == NODE_CRITICAL and not names_gpu_resource(template):
             return f"a DaemonSet at priority {NODE_CRITICAL}, the cluster's class for its node agents"
     for template in workload.templates:
         for _, volume in template.volumes():
@@ -300,14 +301,6 @@ def _agent_evidence(workload: Workload) -> str | None:
             if isinstance(path, str) and any(path.startswith(p) for p in AGENT_HOST_PATHS):
                 return f"a DaemonSet that mounts the node's {path[:120]}"
     return None
-
-
-def _asks_for_gpus(template: PodTemplate) -> bool:
-    return any(
-        "gpu" in str(name).lower()
-        for container in template.containers
-        for name in (*container.limits, *container.requests)
-    )
 
 
 SHELL_WRAPPERS = ("/bin/bash -c ", "/bin/sh -c ", "bash -c ", "sh -c ", "/bin/bash -lc ", "bash -lc ")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpupolicy.core.findings import Severity
+from gpupolicy.core.vocabulary import built_in_api_group
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, rule
 from gpupolicy.kube.api_removals import minor, removal_of
@@ -39,7 +40,7 @@ def deprecated_api_version(resource: Resource, ctx: Context) -> Iterator[Violati
     api_version, kind = resource.api_version, resource.kind
     removal = removal_of(api_version, kind)
     if removal is None:
-        if api_version not in _SERVED_GA and kind and _built_in(api_version):
+        if api_version not in _SERVED_GA and kind and built_in_api_group(api_version):
             yield from _removed_by_schemas(api_version, kind, ctx)
         return
     version = minor(ctx.policy.kubernetes_version)
@@ -82,8 +83,3 @@ _SERVED_GA = frozenset(
     {"v1", "apps/v1", "batch/v1", "policy/v1", "networking.k8s.io/v1", "rbac.authorization.k8s.io/v1",
      "scheduling.k8s.io/v1", "autoscaling/v2", "autoscaling/v1", "storage.k8s.io/v1", "node.k8s.io/v1"}
 )  # fmt: skip
-
-
-def _built_in(api_version: str) -> bool:
-    group = api_version.rpartition("/")[0]
-    return "." not in group or group.endswith(".k8s.io")

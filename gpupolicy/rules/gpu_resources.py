@@ -14,7 +14,7 @@ from typing import Any
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NODE_POOLS, said_unknown, unknown_fact
-from gpupolicy.kube.gpu import GpuDemand, GpuKind
+from gpupolicy.kube.gpu import VISIBLE_DEVICES, GpuDemand, GpuKind, hides_every_gpu, names_gpu_resource
 from gpupolicy.kube.placeholders import quantity_placeholder
 from gpupolicy.kube.pod_spec import (
     CONFIG_KINDS,
@@ -165,15 +165,10 @@ def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
             )
 
 
-# What NVIDIA_VISIBLE_DEVICES says when the container toolkit is to mount no GPU at all.
-_NO_DEVICES = frozenset({"void", "none", ""})
-
-
 def _hides_gpus(container: Container) -> bool:
     for _, item in container.env_items():
-        if item.get("name") == "NVIDIA_VISIBLE_DEVICES":
-            value = item.get("value")
-            return isinstance(value, str) and value.strip().lower() in _NO_DEVICES
+        if item.get("name") == VISIBLE_DEVICES:
+            return hides_every_gpu(item.get("value"))
     return False
 
 
@@ -196,7 +191,7 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
         return
     patterns = ctx.gpu.serving_images  # RE2 (the image comes from the object), checked when the policy loaded
     for template in workload.templates:
-        if ctx.template_uses_gpus(template, workload) or _names_a_gpu_resource(template):
+        if ctx.template_uses_gpus(template, workload) or names_gpu_resource(template):
             continue
         for container in template.main_containers():
             if _runs_another_program(container):
@@ -207,16 +202,6 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
                     f"{container.label} runs {container.image}, a GPU image, but the pod requests no GPU",
                     container=container.name,
                 )
-
-
-def _names_a_gpu_resource(template: PodTemplate) -> bool:
-    """An extended resource the policy does not know whose name says it is a GPU or a share of one
-    (another sharing plugin's `…/gpu-slice`, `…/vcuda-core`): "requests no GPU" would be false."""
-    return any(
-        "/" in str(name) and any(word in str(name).rsplit("/", 1)[1].lower() for word in ("gpu", "vcuda"))
-        for container in template.containers
-        for name in (*container.limits, *container.requests)
-    )
 
 
 def _runs_another_program(container: Container) -> bool:

@@ -22,7 +22,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.kube import pod_security as pss
 from gpupolicy.kube import pod_security_levels as levels
-from gpupolicy.kube.gpu import repository_claim_classes
+from gpupolicy.kube.gpu import VISIBLE_DEVICES, hides_every_gpu, repository_claim_classes
 from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT
 from gpupolicy.kube.scheduling import node_selector, required_terms
@@ -429,10 +429,7 @@ def _mounted_by(container: Container) -> set[str]:
 # among them: it says which driver libraries come with the GPUs the container has (compute,
 # utility, video for a decoder, …), and gives it no device.
 # https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html
-NVIDIA_ENV = ("NVIDIA_VISIBLE_DEVICES",)
-# Values that give the container no GPU at all (the toolkit then behaves like runc, or mounts
-# only driver libraries): they narrow access, as the GPU operator's own driver pods use them.
-NO_GPU_VALUES = frozenset({"void", "none", ""})
+NVIDIA_ENV = (VISIBLE_DEVICES,)
 
 
 @rule(
@@ -457,9 +454,7 @@ def nvidia_visible_devices_env(workload: Workload, ctx: Context) -> Iterator[Vio
     for _template, container in workload.containers():
         for path, item in container.env_items():
             name, value = item.get("name"), item.get("value")
-            narrows = (
-                name == NVIDIA_ENV[0] and isinstance(value, str) and value.strip().lower() in NO_GPU_VALUES
-            )
+            narrows = name == VISIBLE_DEVICES and hides_every_gpu(value)
             if name in NVIDIA_ENV and not narrows:
                 shown = f"={value}" if value is not None else " (from valueFrom)"
                 yield Violation(
