@@ -833,3 +833,65 @@ def test_a_scoped_constraint_takes_the_action_of_the_points_gpupolicy_stands_for
     _, report = lint_json(tmp_path, ".", monkeypatch=monkeypatch, capsys=capsys)
     found = {(f["rule"], f["severity"]) for f in report["findings"] if not f["rule"].startswith("GP")}
     assert found == {("GK-scoped", severity)}
+
+
+# GKE's sample policy (kubernetes-engine-samples, autoscaling/custom-compute-classes/vap): it reads
+# `object.spec.tolerations` without has(), which never fails in the API server, where the
+# DefaultTolerationSeconds admission plugin gives every pod two tolerations before validation.
+TOLERATIONS_POLICY = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: restrict-toleration}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["pods"]
+  matchConditions:
+  - name: match-tolerations
+    expression: "object.spec.tolerations.exists(t, has(t.key) && t.key == 'cloud.google.com/compute-class')"
+  validations:
+  - expression: "object.metadata.namespace == 'ccc'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: restrict-toleration-binding}
+spec:
+  policyName: restrict-toleration
+  validationActions: ["Deny"]
+"""
+
+
+def test_a_definition_of_the_tree_that_fails_on_an_object_is_one_info_finding_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "vap.yaml", TOLERATIONS_POLICY)
+    write(tmp_path / "app.yaml", DEPLOYMENT)
+    write(tmp_path / "other.yaml", DEPLOYMENT.replace("name: llm", "name: llm-2", 1))
+    monkeypatch.chdir(tmp_path)
+    code = main(["lint", ".", "-f", "json"])
+    captured = capsys.readouterr()
+    assert "internal error" not in captured.err
+    report = json.loads(captured.out)
+    (finding,) = [item for item in report["findings"] if item["rule"] == "VAP-restrict-toleration-binding"]
+    assert finding["severity"] == "info" and finding["file"] == "app.yaml"
+    assert finding["message"].startswith(
+        "unknown: ValidatingAdmissionPolicy binding VAP-restrict-toleration-binding (vap.yaml:"
+    )
+    assert "matchConditions[0]: no such key: tolerations" in finding["message"]
+    assert "KeyError" not in finding["message"]
+    assert code == (1 if any(item["severity"] == "error" for item in report["findings"]) else 0)
+
+
+def test_a_rule_of_the_policy_paths_that_fails_on_an_object_is_still_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "rules" / "vap.yaml", TOLERATIONS_POLICY)
+    write(tmp_path / ".gpupolicy.yaml", "customRules:\n  paths: [rules]\n")
+    write(tmp_path / "apps" / "app.yaml", DEPLOYMENT)
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "apps"]) == 3
+    assert "no such key: tolerations" in capsys.readouterr().err

@@ -68,7 +68,11 @@ class Activation:
     def evaluate(self, expression: CelExpression) -> Any:
         try:
             return expression.program.execute(self.context)
-        except (RuntimeError, TypeError, ValueError, KeyError) as exc:
+        except KeyError as exc:  # in CEL's words: a field the object does not have
+            raise CelEvaluationError(
+                f"{expression.what}: no such key: {exc.args[0] if exc.args else ''}"
+            ) from None
+        except (RuntimeError, TypeError, ValueError) as exc:
             raise CelEvaluationError(f"{expression.what}: {type(exc).__name__}: {exc}") from None
 
 

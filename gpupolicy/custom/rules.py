@@ -181,7 +181,14 @@ def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> R
             review = Review(
                 subject, namespace, inventory if custom.reads_inventory else None, lookup=_lookup(ctx)
             )
-            for violation in run_within_budget(custom, review, parameters, budget):
+            try:
+                violations = run_within_budget(custom, review, parameters, budget)
+            except CustomRuleFailed as exc:
+                if not custom.in_tree:
+                    raise
+                yield _not_evaluated_on(custom, resource, exc)
+                return
+            for violation in violations:
                 yield Violation(
                     path=mapped(violation.path), message=violation.message, severity=violation.severity
                 )
@@ -201,6 +208,28 @@ def engine_rule(custom: CustomRule, policies: frozenset[int] | None = None) -> R
         ),
         check=check,
         source=origin.file,
+    )
+
+
+def _not_evaluated_on(custom: CustomRule, resource: Resource, failure: CustomRuleFailed) -> Violation:
+    """One info finding per rule of the linted tree that fails on an object it selects. The
+    repository's admission policies were written for the API server, which evaluates them on the
+    object as its admission plugins leave it (DefaultTolerationSeconds adds tolerations to every
+    pod, defaults fill fields in): a manifest in Git lacks what the policy may rely on, so the
+    outcome is unknown, not gpupolicy's internal error. A rule from customRules.paths, written for
+    gpupolicy, still fails loudly."""
+    metadata = custom.metadata
+    reason = str(failure.__cause__ or failure)
+    return Violation(
+        path=(),
+        message=(
+            f"unknown: {_LANGUAGES[metadata.language]} {metadata.id} ({metadata.origin.file}:{metadata.origin.line}) "
+            f"could not be evaluated on {resource.ref}: {reason}; the API server evaluates it on the object as "
+            "its admission plugins and defaults leave it, which the manifest does not show (said once: other "
+            "objects it fails on were not checked against it either)"
+        ),
+        unknown=True,
+        once=("custom-rule-not-evaluated", metadata.id),
     )
 
 
