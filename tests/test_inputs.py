@@ -891,3 +891,57 @@ def test_vendored_third_party_folders_are_not_walked(tmp_path: Path, monkeypatch
     write(tmp_path / "docs" / "vendor" / "ns.yaml", namespace("a-folder-named-vendor"))  # no go.mod beside it
     assert sorted(names(["."])) == ["a-folder-named-vendor", "mine"]
     assert names(["vendor"]) == ["vendored"]
+
+
+SORTED_BY_KUSTOMIZE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: zz
+spec:
+  selector:
+    matchLabels: {app: zz}
+  template:
+    metadata:
+      labels: {app: zz}
+    spec:
+      containers:
+      - name: a
+        image: nginx:latest
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  # the label below is no name
+  labels: {name: zz}
+  name: aa
+spec:
+  selector:
+    matchLabels: {app: aa}
+  template:
+    metadata:
+      labels: {app: aa}
+    spec:
+      containers:
+      - name: a
+        image: nginx:1.27.0  # gpupolicy: ignore GP702 -- pinned by the release process
+"""
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+@pytest.mark.parametrize("prefix", ["", "namePrefix: prod-\nnameSuffix: -v2\n"])
+def test_an_object_kustomize_sorts_is_placed_on_its_own_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str
+) -> None:
+    """kustomize emits aa before zz (it sorts by kind, then name): each finding, and the comment
+    that suppresses one, belong to the document that wrote the object, not to the n-th of its kind."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "app" / "d.yaml", SORTED_BY_KUSTOMIZE)
+    write(tmp_path / "app" / "kustomization.yaml", "resources:\n  - d.yaml\n" + prefix)
+    loaded = load_paths(["app"])
+    report = evaluate(
+        loaded.resources, default_policy(), problems=loaded.problems, directives=loaded.directives
+    )
+    (latest,) = [finding for finding in report.findings if finding.rule_id == "GP702"]
+    assert (latest.file, latest.line) == ("app/d.yaml", 14)
+    assert str(latest.object).endswith("zz" + ("-v2" if prefix else ""))

@@ -72,6 +72,28 @@ class SourceText:
                     self.kinds.setdefault(value.split("#", 1)[0].strip().strip("'\""), []).append(index)
         return self.kinds.get(kind, [])
 
+    def written_name(self, kind_line: int) -> str | None:
+        """The `metadata.name` written as a plain value in the document whose `kind:` is on
+        `kind_line` (None where a template action or nothing writes it)."""
+        start, stop = self.document_span(kind_line)
+        level = _indentation(self.lines[kind_line])
+        metadata = self.key_position("metadata", start, stop) if level is not None else None
+        if metadata is None or metadata[1] - 1 != level:
+            return None
+        child: int | None = None
+        for index in range(metadata[0] + 1, stop):
+            text = self.lines[index]
+            indent = _indentation(text)
+            if indent is None:
+                continue
+            if indent <= level:
+                return None
+            child = indent if child is None else child
+            key, sep, value = text.strip().partition(":")
+            if indent == child and sep and key.strip("'\"") == "name":
+                return value.split(" #", 1)[0].strip().strip("'\"") or None
+        return None
+
     def document_span(self, line: int) -> tuple[int, int]:
         """The lines [start, stop) of the document holding `line`."""
         index = bisect.bisect_right(self.starts, line) - 1
@@ -230,9 +252,30 @@ def trace(
         count = seen.get((path, resource.kind), 0)
         seen[(path, resource.kind)] = count + 1
         kinds = text.kind_lines(resource.kind) if resource.kind else []
-        anchor = kinds[count] if count < len(kinds) else (kinds[0] if kinds else None)
+        anchor = _anchor_by_name(text, kinds, resource.name)
+        if anchor is None:
+            anchor = kinds[count] if count < len(kinds) else (kinds[0] if kinds else None)
         traced[id(resource)] = TracedResource(resource, Origin(display(path), text, anchor), rendered_by)
     loaded.resources = [traced.get(id(resource), resource) for resource in loaded.resources]
+
+
+def _anchor_by_name(text: SourceText, kinds: Sequence[int], name: str) -> int | None:
+    """The `kind:` line of the source document that wrote the object named `name`: kustomize
+    sorts what it builds (by kind, then name), so the n-th Deployment built from a file need not
+    be the file's n-th. The name written there, or the one document whose name the built one
+    holds (a `namePrefix` or `nameSuffix` added to it); None when neither says (Helm's names are
+    written by template actions: the order of the file is kept there)."""
+    if not name or len(kinds) < 2:
+        return None
+    written = [(line, text.written_name(line)) for line in kinds]
+    exact = [line for line, found in written if found == name]
+    if len(exact) == 1:
+        return exact[0]
+    # With a prefix and a suffix, the longest written name the built one holds (`llm-2`, not `llm`).
+    within = sorted(((len(found), line) for line, found in written if found and found in name), reverse=True)
+    if within and (len(within) == 1 or within[0][0] > within[1][0]):
+        return within[0][1]
+    return None
 
 
 # -- Helm ------------------------------------------------------------------------------------------
