@@ -945,3 +945,77 @@ def test_an_object_kustomize_sorts_is_placed_on_its_own_document(
     (latest,) = [finding for finding in report.findings if finding.rule_id == "GP702"]
     assert (latest.file, latest.line) == ("app/d.yaml", 14)
     assert str(latest.object).endswith("zz" + ("-v2" if prefix else ""))
+
+
+PLAIN_GPU_SERVER = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nim-llm, namespace: ai}
+spec:
+  selector: {matchLabels: {app: nim}}
+  template:
+    metadata: {labels: {app: nim}}
+    spec:
+      containers:
+        - name: nim
+          image: nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3
+          resources:
+            requests: {nvidia.com/gpu: 2}
+            limits: {nvidia.com/gpu: 1}
+"""
+
+
+def test_manifests_below_a_chart_that_helm_does_not_read_are_linted_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GKE's nemo-rl sample keeps NIM Deployments applied with kubectl in its chart's folder; Helm
+    renders only templates/: they were neither linted nor counted, even named on the command line.
+    A file a template reads (`files/`, with Helm actions) and a values file are not objects."""
+    monkeypatch.chdir(tmp_path)
+    chart = helm_chart(tmp_path)
+    write(chart / "examples" / "nim.yaml", PLAIN_GPU_SERVER)
+    write(chart / "examples" / "values-gpu.yaml", "replicaCount: 3\n")
+    write(chart / "nim-local.yaml", PLAIN_GPU_SERVER)
+    write(chart / "files" / "config.yaml", "kind: ConfigMap\nmetadata: {name: '{{ .Release.Name }}'}\n")
+    walked = [path.relative_to(tmp_path).as_posix() for path in iter_manifest_files(tmp_path / "charts")]
+    assert walked == [
+        "charts/llm",
+        "charts/llm/examples/nim.yaml",
+        "charts/llm/examples/values-gpu.yaml",
+        "charts/llm/files/config.yaml",
+        "charts/llm/nim-local.yaml",
+    ]
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    monkeypatch.setenv("PATH", str(empty_bin))  # the chart itself: one GP004 without helm
+    loaded = load_paths(["charts"])
+    assert sorted({resource.file for resource in loaded.resources}) == [
+        "charts/llm/examples/nim.yaml",
+        "charts/llm/nim-local.yaml",
+    ]
+    assert [problem.file for problem in loaded.problems] == ["charts/llm"]
+    reasons = {item.file: item.reason for item in loaded.skipped}
+    assert reasons["charts/llm/files/config.yaml"].startswith("a file of a chart outside its templates/")
+    named = load_paths(["charts/llm/examples/nim.yaml"])  # the file, not its chart
+    assert [resource.file for resource in named.resources] == ["charts/llm/examples/nim.yaml"]
+    assert not named.problems
+
+
+def test_helm_actions_beside_a_chart_file_without_templates_say_helm_will_not_render_them(
+    tmp_path: Path,
+) -> None:
+    """NeMo's launcher keeps Helm templates beside a Chart.yaml and copies them into templates/
+    when it runs: `helm template` of the folder renders nothing, so the hint does not say to run
+    it. A template whose action is a parenthesised `.Files` pipeline is Helm's, not a syntax error."""
+    folder = tmp_path / "k8s_templates" / "training"
+    write(folder / "Chart.yaml", "apiVersion: v2\nname: training\nversion: 0.1.0\n")
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: training-config\ndata:\n  config.yaml: |-\n"
+        '  {{ (.Files.Glob "config/*hydra.yaml").AsConfig | indent 4 }}\n'
+    )
+    write(folder / "training-config.yaml", text)
+    loaded = load_paths([str(folder / "training-config.yaml")])
+    (problem,) = loaded.problems
+    assert (problem.rule_id, problem.line, problem.column) == ("GP004", 7, 3)
+    assert "Helm renders only the templates/ of the chart" in problem.message
+    assert "helm template RELEASE" not in problem.message

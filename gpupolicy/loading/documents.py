@@ -685,7 +685,7 @@ def _merge_into(target: dict[Any, Any], merged: Any) -> None:
 # Helm actions start with a dot, a variable or a template keyword; Argo (`{{args.x}}`,
 # `{{inputs.parameters.y}}`) and Flagger (`{{ namespace }}`) placeholders are theirs to fill.
 _HELM_ACTION = re.compile(
-    r"\{\{-?\s*(?:\.|\$|/\*|(?:include|template|if|else|end|range|with|define|block|toYaml|tpl|"
+    r"\{\{-?\s*(?:\.|\$|/\*|\(+\s*[.$]|(?:include|template|if|else|end|range|with|define|block|toYaml|tpl|"
     r"printf|default|quote|required|lookup|nindent|indent|fail)\b)"
 )
 _ENV_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")

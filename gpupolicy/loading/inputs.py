@@ -150,6 +150,7 @@ def iter_manifest_files(
     base = root if base is None else base
     if is_chart(root):
         yield root  # rendered as one unit (helm template)
+        yield from _files_helm_does_not_read(root, patterns, base, unreadable)
         return
     if any((root / name).is_file() for name in KUSTOMIZATION_FILES):
         # Rendered as one unit (kubectl kustomize); the walk goes on below it, and the caller
@@ -176,6 +177,48 @@ def iter_manifest_files(
         ):
             # A `values-*.yaml` outside a chart is read too: Helm values hold no object and are
             # skipped and counted as such, where a name alone would have hidden rendered manifests.
+            yield entry
+
+
+# What Helm reads of a chart besides its own files (Chart.yaml, values files): the folders it
+# renders or installs (https://helm.sh/docs/topics/charts/#the-chart-file-structure) and the
+# chart-testing values of `ci/`. Anything else below a chart (an `examples/` of manifests applied
+# with kubectl) is not rendered by Helm: linted as it is written.
+CHART_FOLDERS = frozenset({"templates", "charts", "crds", "ci"})
+
+
+def read_by_helm(chart: Path, path: Path) -> bool:
+    """Whether Helm reads `path`, a file below the chart `chart`, as part of the chart."""
+    try:
+        parts = path.resolve().relative_to(chart.resolve()).parts
+    except ValueError:
+        return False
+    if len(parts) > 1:
+        return parts[0] in CHART_FOLDERS or is_values_file(parts[-1])
+    return parts[-1] in NOT_MANIFESTS or is_values_file(parts[-1])
+
+
+def is_values_file(name: str) -> bool:
+    """`values.yaml`, `values-gpu.yaml`, `values.prod.yml`: a chart's values, never objects."""
+    return name.startswith("values") and name.endswith(MANIFEST_SUFFIXES)
+
+
+def _files_helm_does_not_read(
+    chart: Path, patterns: list[str], base: Path, unreadable: list[LoadProblem] | None
+) -> Iterator[Path]:
+    """The manifests below a chart that Helm neither renders nor reads (its examples, plain files
+    applied beside it), walked as any folder is."""
+    try:
+        entries = sorted(chart.iterdir())
+    except OSError:
+        return  # the chart itself reports it cannot be read when rendered
+    for entry in entries:
+        if entry.name.startswith(".") or is_excluded(entry, base, patterns) or is_vendored(entry):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            if entry.name not in CHART_FOLDERS:
+                yield from iter_manifest_files(entry, patterns, base=base, unreadable=unreadable)
+        elif entry.suffix in MANIFEST_SUFFIXES and entry.is_file() and not read_by_helm(chart, entry):
             yield entry
 
 
@@ -206,7 +249,14 @@ def render_hint(path: Path, *, helm: bool = False) -> str:
     for folder in path.resolve().parents:
         if (folder / "Chart.yaml").is_file():
             chart = display_path(folder)
-            return f"render the chart first: helm template RELEASE {chart} | gpupolicy lint -"
+            if is_chart(folder) and read_by_helm(folder, path):
+                return f"render the chart first: helm template RELEASE {chart} | gpupolicy lint -"
+            # NeMo's launcher copies such files into templates/ when it runs: helm template of
+            # the folder as it stands renders nothing of them.
+            return (
+                f"Helm renders only the templates/ of the chart {chart}, and this file is outside them: "
+                "lint the objects as the tool that puts it there renders them"
+            )
     if helm:  # Helm actions outside a chart: envsubst would not render them
         return f"render it with helm template first (no Chart.yaml found above {display_path(path)})"
     return f"render it first, e.g. envsubst < {display_path(path)} | gpupolicy lint -"
@@ -266,7 +316,18 @@ def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLim
     configuration = _configuration_template(text)
     if configuration is not None:
         return LoadedText(skipped=[Skipped(file, None, configuration)])
+    chart = chart_of(hint_path) if hint_path is not None and helm.rule_id == "GP004" else None
+    if chart is not None and not read_by_helm(chart, hint_path):  # type: ignore[arg-type]
+        return LoadedText(skipped=[Skipped(file, None, CHART_READS_IT)])
     return LoadedText(problems=[helm])
+
+
+# A file below a chart, outside its templates, holding Helm's actions (`files/config.yaml`): a
+# template reads it (`tpl (.Files.Get …)`), so the chart's rendering judges what it makes.
+CHART_READS_IT = (
+    "a file of a chart outside its templates/ holding Helm actions: Helm renders it only where a template "
+    "reads it (.Files with tpl), and the chart is linted as rendered"
+)
 
 
 # A key every object's text holds (or its attempt at one: GP003 reports what it lacks), written as a
@@ -1052,7 +1113,7 @@ def _rendering_units(
     if not path.is_file():
         return []
     chart = chart_of(path)
-    if chart is not None:
+    if chart is not None and read_by_helm(chart, path):
         in_templates = "templates" in path.resolve().relative_to(chart).parts
         return [(_as_given(chart, path), display_path(path) if in_templates else None)]
     if root is None:
