@@ -112,6 +112,12 @@ def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Viola
             )
 
 
+def _image_floats(container: Container) -> bool:
+    """Whether GP702 reports the container's image (untagged, `latest` or a branch's tag)."""
+    ref = _image_of(container)
+    return ref is not None and ref.floating and ref.version_known
+
+
 def _has_allow_list(policy: Policy) -> bool:
     return bool(policy.supply_chain.allowed_registries)
 
@@ -194,5 +200,7 @@ def _container_models(container: Container, seen: set[str]) -> Iterator[Violatio
     for model in models_of(container):
         if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
             continue
+        if model.path == container.field("image") and _image_floats(container):
+            continue  # a NIM image's `:latest`: the model's revision is the image's tag, GP702's finding
         seen.add(model.name)
         yield Violation(model.path, f"{container.label} serves {_describe(model)}", container=container.name)
