@@ -401,6 +401,21 @@ def test_rbac_group_of_service_accounts(lint_text: LintText) -> None:
     assert not ids(lint_text(other_namespace).findings, "GP616")
 
 
+def test_one_policy_rule_with_wildcard_verbs_and_resources_is_one_finding(lint_text: LintText) -> None:
+    """prometheus-adapter's role (kubernetes/examples): `resources: ['*'], verbs: ['*']` over one
+    group is one grant, one finding naming both wildcards."""
+    text = (
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: adapter}\n"
+        "rules: [{apiGroups: [custom.metrics.k8s.io], resources: ['*'], verbs: ['*']}]\n---\n"
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: adapter}\n"
+        "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: adapter}\n"
+        "subjects: [{kind: ServiceAccount, name: default, namespace: ai-lab}]\n---\n" + pod(GPU_CONTAINER)
+    )
+    [finding] = ids(lint_text(text).findings, "GP616")
+    assert finding.path == ("rules", 0, "verbs", 0)
+    assert "grants verbs and resources '*' to Pod/p" in finding.message
+
+
 def test_secret_in_env_and_args(lint_text: LintText) -> None:
     text = pod(
         "  containers:\n    - name: c\n      image: busybox:1.37\n"

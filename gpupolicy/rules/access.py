@@ -346,10 +346,16 @@ def rbac_overbroad(resource: Resource, ctx: Context) -> Iterator[Violation]:
     if not users:
         return
     for index, item in enumerate(as_list(obj.get("rules"))):
-        for field in ("verbs", "resources"):
-            values = [str(value) for value in as_list(as_mapping(item).get(field))]
-            if "*" in values:
-                yield Violation(
-                    ("rules", index, field, values.index("*")),
-                    f"{resource.kind} {resource.name} grants {field} '*' to {listed(users)}",
-                )
+        # One PolicyRule is one grant: `resources: ['*'], verbs: ['*']` is one finding naming both.
+        wild = [
+            (field, values.index("*"))
+            for field in ("verbs", "resources")
+            if "*" in (values := [str(value) for value in as_list(as_mapping(item).get(field))])
+        ]
+        if wild:
+            field, position = wild[0]
+            yield Violation(
+                ("rules", index, field, position),
+                f"{resource.kind} {resource.name} grants {' and '.join(name for name, _ in wild)} '*' "
+                f"to {listed(users)}",
+            )
