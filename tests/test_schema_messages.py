@@ -66,3 +66,19 @@ def test_an_empty_string_field_and_a_braced_placeholder_are_named(lint_text: Lin
     assert found.startswith("'volumeHandle' is empty (null) in 'csi': give it a value")
     (found,) = [f.message for f in lint_text(braced).findings if f.rule_id == "GP005"]
     assert found.startswith("'volumeHandle' is {volume-id}, which YAML reads as a mapping in 'csi'")
+
+
+def test_the_required_fields_one_mapping_lacks_are_one_finding(lint_text: LintText) -> None:
+    """A kubebuilder CRD patch (`config/crd/patches/webhook_in_*.yaml`) judged alone lacks four
+    fields of its spec: one problem, one finding naming them all, at the mapping."""
+    text = (
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata: {name: widgets.example.com}\nspec:\n  conversion: {strategy: None}\n"
+    )
+    (finding,) = [f for f in lint_text(text).findings if f.rule_id == "GP005"]
+    assert finding.message.startswith('"group", "names", "scope" and "versions" are required properties')
+    assert finding.path == ("spec",)
+    one = text.replace("  conversion: {strategy: None}\n", "  group: example.com\n  scope: Namespaced\n")
+    one += "  versions: []\n"
+    (finding,) = [f for f in lint_text(one).findings if f.rule_id == "GP005"]
+    assert finding.message.startswith('"names" is a required property')

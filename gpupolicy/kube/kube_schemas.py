@@ -219,9 +219,15 @@ def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
         valid = validator.is_valid(obj)
     if valid:
         return
+    # The required fields one mapping lacks are one problem: said once, at the mapping, naming all.
+    missing: dict[JsonPath, list[str]] = {}
     for error in validator.iter_errors(obj):
         path: JsonPath = tuple(error.instance_path)
         kind = error.kind
+        name = getattr(kind, "property", None) if type(kind).__name__ == "Required" else None
+        if isinstance(name, str):
+            missing.setdefault(path, []).append(name)
+            continue
         unexpected = getattr(kind, "unexpected", None)
         if unexpected:  # point at the unknown key itself
             for key in unexpected:
@@ -238,6 +244,16 @@ def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
             yield SchemaError(path, _braced_value(path, placeholder))
             continue
         yield SchemaError(path, error.message)
+    for path, names in missing.items():
+        yield SchemaError(path, _required_message(names))
+
+
+def _required_message(names: list[str]) -> str:
+    """`"group" is a required property`, or `"group", "names" and "scope" are required properties`."""
+    quoted = [f'"{name}"' for name in dict.fromkeys(names)]
+    if len(quoted) == 1:
+        return f"{quoted[0]} is a required property"
+    return f"{', '.join(quoted[:-1])} and {quoted[-1]} are required properties"
 
 
 def _braced_word(value: Any) -> str | None:
