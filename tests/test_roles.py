@@ -439,3 +439,34 @@ def test_the_pause_image_is_a_placeholder_pod_whatever_its_tag(lint_text: LintTe
         f"      containers: [{{name: pause, image: '{image}', resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]\n"
     )
     assert [role.decision.role for role in lint_text(text).roles] == [Role.DEV]
+
+
+@pytest.mark.parametrize(
+    ("path", "agent"),
+    [("/", True), ("/dev/infiniband", True), ("/var/lib", True), ("/var/lib/kubelet/", True),
+     ("/devices", False), ("/var/log", False), ("/data/models", False)],
+)  # fmt: skip
+def test_a_daemonset_mounting_the_node_root_is_a_node_agent(
+    lint_text: LintText, path: str, agent: bool
+) -> None:
+    """data-on-eks' mountpoint-s3 helper mounts the node's `/` and nsenters PID 1: `/` holds the
+    devices and the kubelet's directory that make a DaemonSet an agent; `/devices` is not `/dev`."""
+    helper = f"""\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: s3-mount, namespace: storage}}
+spec:
+  selector: {{matchLabels: {{name: s3-mount}}}}
+  template:
+    metadata: {{labels: {{name: s3-mount}}}}
+    spec:
+      hostPID: true
+      volumes: [{{name: host, hostPath: {{path: '{path}'}}}}]
+      containers:
+        - name: mount
+          image: amazonlinux:2.0.20240916.0
+          command: [nsenter, --target, "1", --mount, --pid, /usr/bin/monitor.sh]
+          volumeMounts: [{{name: host, mountPath: /host}}]
+"""
+    report = lint_text(helper)
+    assert ([role.decision.role for role in report.roles] == [Role.AGENT]) is agent

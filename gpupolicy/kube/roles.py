@@ -298,9 +298,20 @@ def _agent_evidence(workload: Workload) -> str | None:
     for template in workload.templates:
         for _, volume in template.volumes():
             path = as_mapping(volume.get("hostPath")).get("path")
-            if isinstance(path, str) and any(path.startswith(p) for p in AGENT_HOST_PATHS):
+            if isinstance(path, str) and mounts_agent_path(path):
                 return f"a DaemonSet that mounts the node's {path[:120]}"
     return None
+
+
+def mounts_agent_path(path: str) -> bool:
+    """Whether a host path is, or holds, one only node agents mount: `/dev/infiniband` and the
+    node's root `/` (which holds them all, as a mount helper that nsenters PID 1 mounts it) are;
+    `/devices` and `/var/log` are not."""
+    path = "/" + "/".join(part for part in path.split("/") if part and part != ".")
+    return any(
+        path == known or path.startswith(known + "/") or known.startswith(path.rstrip("/") + "/")
+        for known in AGENT_HOST_PATHS
+    )
 
 
 SHELL_WRAPPERS = ("/bin/bash -c ", "/bin/sh -c ", "bash -c ", "sh -c ", "/bin/bash -lc ", "bash -lc ")
