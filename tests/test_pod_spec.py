@@ -629,3 +629,22 @@ def test_a_knative_services_rules_count_its_default_readiness_probe(lint_text: L
     fired = {f.rule_id for f in lint_text(KNATIVE_SERVICE).findings}
     assert {"GP901", "GP704", "GP106"} <= fired  # a GPU server
     assert "GP401" not in fired  # Knative adds a TCP readiness probe when none is written
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "body"),
+    [
+        ("kyverno.io/v1", "ClusterPolicy",
+         "spec:\n  rules:\n  - name: p\n    validate:\n      pattern:\n        spec:\n          containers:\n"
+         "          - name: '*'\n            securityContext: {privileged: true}\n"),
+        ("auto.gke.io/v1", "WorkloadAllowlist",
+         "matchingCriteria:\n  containers:\n  - name: slurmd\n    image: gcr.io/gke-release/slinky/slurmd\n"
+         "    securityContext: {privileged: true}\n"),
+    ],
+)  # fmt: skip
+def test_a_pod_shape_held_as_a_pattern_is_no_workload(api_version: str, kind: str, body: str) -> None:
+    """A Kyverno policy's pattern and GKE Autopilot's allowlist describe pods to match: neither runs
+    one (GP601 on them said a policy against privilege was privileged)."""
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: p}}\n{body}"
+    (resource,) = load_text(text, "p.yaml").resources
+    assert workload_of(resource) is None

@@ -799,9 +799,23 @@ RUNNING_KINDS = tuple(kind for kind in EXTRACTORS if kind not in CONFIG_KINDS)
 # Custom kinds under a built-in kind's name that carry a pod template, walked for it (the chart's
 # webhook rules send them as they send the extracted kinds): (API group, plural resource).
 WALKED_CUSTOM_RESOURCES = frozenset({("serving.knative.dev", "services")})
-NON_WORKLOAD_CUSTOM_KINDS = frozenset(
-    {"AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "MetricTemplate", "WorkloadPriorityClass"}
+# Kinds that hold a pod's shape as a pattern to match, never a pod to run: Kyverno's policies
+# (`validate.pattern: {spec: {containers: [...]}}`) and GKE Autopilot's WorkloadAllowlist (the
+# privileged pods Autopilot lets through: https://cloud.google.com/kubernetes-engine/docs/reference/crds/workloadallowlist).
+PATTERN_KINDS = frozenset(
+    {
+        "ClusterPolicy",
+        "Policy",
+        "PolicyException",
+        "ClusterCleanupPolicy",
+        "CleanupPolicy",
+        "WorkloadAllowlist",
+    }
 )
+NON_WORKLOAD_CUSTOM_KINDS = frozenset(
+    {"AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "MetricTemplate", "WorkloadPriorityClass",
+     *PATTERN_KINDS}
+)  # fmt: skip
 NON_WORKLOAD_KINDS = frozenset(
     {
         "ConfigMap", "Secret", "Service", "Namespace", "PodDisruptionBudget", "PriorityClass",
@@ -810,7 +824,7 @@ NON_WORKLOAD_KINDS = frozenset(
         "StorageClass", "RuntimeClass", "CustomResourceDefinition", "AnalysisTemplate",
         "ClusterAnalysisTemplate", "Canary", "MetricTemplate", "WorkloadPriorityClass", "ResourceQuota",
         "LimitRange", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
-        "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice",
+        "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice", *PATTERN_KINDS,
     }
 )  # fmt: skip
 
