@@ -470,3 +470,37 @@ spec:
 """
     report = lint_text(helper)
     assert ([role.decision.role for role in report.roles] == [Role.AGENT]) is agent
+
+
+@pytest.mark.parametrize(
+    ("args", "role"),
+    [
+        ("[inference_server=DisaggregatedServer, inference_benchmark_test=True, --port=9000]", Role.SERVER),
+        ("[--benchmark-dir=/tmp/out, --port=9000]", Role.SERVER),
+        ("[python3, benchmarks/benchmark_serving.py, --port=9000]", Role.DEV),
+        ("[run, script=benchmark.py]", Role.DEV),
+    ],
+)
+def test_benchmark_counts_in_what_runs_not_in_an_options_name(args: str, role: Role) -> None:
+    """GKE's JetStream Pathways server takes `inference_benchmark_test=True`: the word in an option's
+    name made it a benchmark (dev), and GP401, GP501 and GP901 went silent on a GPU server."""
+    text = f"""\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: jetstream, namespace: ai}}
+spec:
+  selector: {{matchLabels: {{app: jetstream}}}}
+  template:
+    metadata: {{labels: {{app: jetstream}}}}
+    spec:
+      containers:
+        - name: server
+          image: us-docker.pkg.dev/cloud-tpu-images/inference/jetstream:v0.2
+          args: {args}
+          ports: [{{containerPort: 9000}}]
+          resources: {{limits: {{nvidia.com/gpu: 1}}}}
+"""
+    (resource,) = load_text(text, "d.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None
+    assert decide(workload).role is role

@@ -356,7 +356,7 @@ def _dev_evidence(template: PodTemplate) -> str | None:
             # A serving command outweighs what the image's name hints at (`…/ml-bench-team/vllm-openai`
             # running `vllm serve` serves).
             continue
-        part = first_part(DEV_COMMAND_PARTS, text) if text else None
+        part = _dev_command_part(text) if text else None
         if part is not None:
             return f"container {container.name!r} runs {part!r}"
         if _repository_name(container.image) in DEV_REPOSITORIES:
@@ -365,6 +365,26 @@ def _dev_evidence(template: PodTemplate) -> str | None:
         if part is not None:
             return f"container {container.name!r} runs the image {container.image[:120]!r}"
     return None
+
+
+def _dev_command_part(text: str) -> str | None:
+    """The first of DEV_COMMAND_PARTS the command line runs. The word `benchmark` counts in what
+    runs (`benchmark_serving.py`, `python -m benchmarks.x`), not in an option's name: JetStream's
+    server takes `inference_benchmark_test=True` and serves all the same."""
+    for part in DEV_COMMAND_PARTS:
+        if part in text and (part != "benchmark" or _runs_a_benchmark(text)):
+            return part
+    return None
+
+
+def _runs_a_benchmark(text: str) -> bool:
+    for word in text.split():
+        if word.startswith("-"):
+            continue  # an option (`--benchmark-dir`)
+        key, equals, value = word.partition("=")
+        if "benchmark" in (value if equals else key):  # `key=value`: an option's value, not its name
+            return True
+    return False
 
 
 def _server_evidence(
