@@ -276,6 +276,7 @@ KIND_GROUPS = {
     "ClusterWorkflowTemplate": "argoproj.io",
     "CronWorkflow": "argoproj.io",
     "SparkApplication": "sparkoperator.k8s.io",
+    "ScheduledSparkApplication": "sparkoperator.k8s.io",
     "RayCluster": "ray.io",
     "RayService": "ray.io",
     "RayJob": "ray.io",

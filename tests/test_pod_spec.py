@@ -648,3 +648,55 @@ def test_a_pod_shape_held_as_a_pattern_is_no_workload(api_version: str, kind: st
     text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: p}}\n{body}"
     (resource,) = load_text(text, "p.yaml").resources
     assert workload_of(resource) is None
+
+
+SPARK_RAPIDS = """\
+apiVersion: sparkoperator.k8s.io/v1beta2
+kind: SparkApplication
+metadata: {name: rapids, namespace: spark}
+spec:
+  type: Python
+  image: nvcr.io/nvidia/rapids-spark:24.08
+  mainApplicationFile: local:///opt/app.py
+  restartPolicy: {type: Never}
+  driver:
+    cores: 1
+    memory: 2g
+  executor:
+    cores: 4
+    coreLimit: 4000m
+    instances: 2
+    memory: 16g
+    gpu: {name: nvidia.com/gpu, quantity: 1}
+"""
+
+
+def test_a_spark_application_is_read_as_the_operator_builds_its_pods(lint_text: LintText) -> None:
+    """data-on-eks' Spark RAPIDS job asks for its executors' GPU through `executor.gpu`, and both
+    pods run `spec.image` (spark-operator api/v1beta2): the job counted as a CPU workload."""
+    (resource,) = load_text(SPARK_RAPIDS, "s.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None
+    (template,) = workload.templates
+    driver, executor = template.containers
+    assert (driver.name, driver.image) == ("spark-kubernetes-driver", "nvcr.io/nvidia/rapids-spark:24.08")
+    assert executor.image == ""  # the shared image is the driver's finding, said once
+    assert executor.limits == {"cpu": "4000m", "memory": "16Gi", "nvidia.com/gpu": 1}
+    assert executor.requests == {"cpu": 4, "memory": "16Gi"}
+    assert executor.resource_path("limits", "nvidia.com/gpu") == ("spec", "executor", "gpu", "quantity")
+    assert driver.requests == {"cpu": 1, "memory": "2Gi"}
+    report = lint_text(SPARK_RAPIDS.replace("name: nvidia.com/gpu,", "name: nvidia.com/gpus,"))
+    (typo,) = [finding for finding in report.findings if finding.rule_id == "GP109"]
+    assert typo.line == 17
+    assert [role.decision.role.value for role in report.roles] == ["batch"]
+
+
+def test_a_scheduled_spark_application_runs_its_template(lint_text: LintText) -> None:
+    text = (
+        "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: ScheduledSparkApplication\n"
+        "metadata: {name: nightly, namespace: spark}\nspec:\n  schedule: '@daily'\n  template:\n"
+        "    image: docker.io/apache/spark:latest\n    driver:\n      cores: 1\n"
+        "      securityContext: {privileged: true}\n    executor: {cores: 1, instances: 1}\n"
+    )
+    found = {finding.rule_id: finding.line for finding in lint_text(text).findings}
+    assert found["GP601"] == 10 and "GP702" in found

@@ -6,6 +6,7 @@ kind is walked for `containers` lists, so a CRD that carries pods is never silen
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import field
 from typing import Any
@@ -469,19 +470,76 @@ def _spark_application(obj: dict[str, Any]) -> Iterator[PodTemplate]:
     """Kubeflow Spark operator's SparkApplication: `spec.driver` and `spec.executor` are container
     specs; the pod-level volumes are `spec.volumes` (the operator mounts them into both)."""
     spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return
+    if isinstance(spec, dict):
+        yield from _spark_pods(spec, ("spec",))
+
+
+def _scheduled_spark_application(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """A ScheduledSparkApplication: `spec.template` is the SparkApplication spec it runs on its schedule."""
+    template = as_mapping(obj.get("spec")).get("template")
+    if isinstance(template, dict):
+        yield from _spark_pods(template, ("spec", "template"))
+
+
+# The operator names the containers it makes (spark-operator: common.SparkDriverContainerName).
+_SPARK_CONTAINERS = {"driver": "spark-kubernetes-driver", "executor": "spark-kubernetes-executor"}
+
+
+def _spark_pods(spec: dict[str, Any], path: JsonPath) -> Iterator[PodTemplate]:
+    """The driver and executor of a SparkApplication spec, as the operator builds their pods (api/v1beta2
+    SparkPodSpec): the image is the pod's own or `spec.image`, the one both share; `gpu: {name,
+    quantity}` becomes that resource's limit, `cores` the cpu request, `coreLimit` its limit, and
+    `memory` the memory request and limit (`coreRequest`, where given, the cpu request).
+    https://github.com/kubeflow/spark-operator/blob/master/api/v1beta2/sparkapplication_types.go"""
     containers: list[Container] = []
+    shared_image = spec.get("image")
     for key in ("driver", "executor"):
         body = spec.get(key)
-        if isinstance(body, dict):
-            containers.append(Container(body, ("spec", key), "container"))
-            for list_key, role in (("initContainers", "init"), ("sidecars", "container")):
-                for index, item in enumerate(as_list(body.get(list_key))):
-                    if isinstance(item, dict):
-                        containers.append(Container(item, ("spec", key, list_key, index), role))
+        if not isinstance(body, dict):
+            continue
+        written = _spark_resources(body, (*path, key))
+        seen = {"name": _SPARK_CONTAINERS[key], **body}
+        if "image" not in body and isinstance(shared_image, str):
+            # Said once, on the driver: the executor's copy of the same image is the same finding.
+            seen["image"] = shared_image if key == "driver" or "driver" not in spec else ""
+        containers.append(Container(seen, (*path, key), "container", written=written))
+        for list_key, role in (("initContainers", "init"), ("sidecars", "container")):
+            for index, item in enumerate(as_list(body.get(list_key))):
+                if isinstance(item, dict):
+                    containers.append(Container(item, (*path, key, list_key, index), role))
     executors = int_or_default(as_mapping(spec.get("executor")).get("instances"), 1)
-    yield PodTemplate(spec, ("spec",), role="spark", replicas=executors, containers=containers)
+    yield PodTemplate(spec, path, role="spark", replicas=executors, containers=containers)
+
+
+# Spark's memory sizes are JVM sizes (`512m` is 512 MiB, not Kubernetes' 0.512 bytes).
+_JVM_SIZE = re.compile(r"^([0-9]{1,12})([kmgtp])b?$", re.IGNORECASE)
+
+
+def _spark_resources(body: dict[str, Any], base: JsonPath) -> WrittenResources | None:
+    requirements: dict[str, dict[str, Any]] = {"requests": {}, "limits": {}}
+    paths: dict[tuple[str, str], JsonPath] = {}
+
+    def put(section: str, name: str, value: Any, where: JsonPath) -> None:
+        requirements[section][name] = value
+        paths[(section, name)] = where
+
+    gpu = as_mapping(body.get("gpu"))
+    if isinstance(gpu.get("name"), str) and "quantity" in gpu:
+        put("limits", gpu["name"], gpu["quantity"], (*base, "gpu", "quantity"))
+    if isinstance(body.get("cores"), int | float | str):
+        put("requests", "cpu", body["cores"], (*base, "cores"))
+    if isinstance(body.get("coreLimit"), str | int | float):
+        put("limits", "cpu", body["coreLimit"], (*base, "coreLimit"))
+    size = _JVM_SIZE.match(body["memory"]) if isinstance(body.get("memory"), str) else None
+    if size is not None:
+        memory = f"{size.group(1)}{size.group(2).upper()}i"
+        put("requests", "memory", memory, (*base, "memory"))
+        put("limits", "memory", memory, (*base, "memory"))
+    if isinstance(body.get("coreRequest"), str | int | float):  # the request, where both are given
+        put("requests", "cpu", body["coreRequest"], (*base, "coreRequest"))
+    if not paths:
+        return None
+    return WrittenResources({k: v for k, v in requirements.items() if v}, paths, base)
 
 
 def _nim_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
@@ -773,6 +831,7 @@ EXTRACTORS: dict[str, Extractor] = {
     "InferenceService": _inference_service,
     "NIMService": _nim_service,
     "SparkApplication": _spark_application,
+    "ScheduledSparkApplication": _scheduled_spark_application,
     "LLMInferenceService": _llm_inference_service,
     # The same spec, partial: what services name in `baseRefs` (gpupolicy/kube/roles.py, CONFIG_KINDS).
     "LLMInferenceServiceConfig": _llm_inference_service,

@@ -72,7 +72,8 @@ class RoleDecision:
 # Kinds whose pods run to completion (batch whatever their containers do).
 BATCH_KINDS = frozenset(
     {"Job", "CronJob", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob",
-     "JobSet", "RayJob", "Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow", "VolcanoJob"}
+     "JobSet", "RayJob", "Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow", "VolcanoJob",
+     "SparkApplication", "ScheduledSparkApplication"}
 )  # fmt: skip
 # Kinds that are servers by definition: their controllers front them with a Service and route to them
 # (KServe InferenceService and LLMInferenceService, KubeRay RayService, NVIDIA's NIM operator NIMService,
