@@ -69,6 +69,9 @@ class WrittenResources:
         return found if found is not None else self.base
 
 
+_ENV_ITEMS = "env-items"  # Container.cache key of env_items
+
+
 @immutable
 class Container:
     """One container of a pod template. What rules read of it again and again (name, image, its
@@ -113,15 +116,20 @@ class Container:
         base = (*self.path, self.resources_key, section)
         return base if name is None else (*base, name)
 
-    def env_items(self) -> list[tuple[JsonPath, dict[str, Any]]]:
+    def env_items(self) -> tuple[tuple[JsonPath, dict[str, Any]], ...]:
         """The container's variables (`env` items, and those its controller adds), each with its
-        path: what the process is given, as far as the manifests say."""
-        own = [
-            ((*self.path, "env", index), item)
-            for index, item in enumerate(as_list(self.spec.get("env")))
-            if isinstance(item, dict)
-        ]
-        return [*own, *self.added_env] if self.added_env else own
+        path: what the process is given, as far as the manifests say. Made once per container view
+        (five rules read them)."""
+        found: tuple[tuple[JsonPath, dict[str, Any]], ...] | None = self.cache.get(_ENV_ITEMS)
+        if found is None:
+            path = self.path
+            own = tuple(
+                ((*path, "env", index), item)
+                for index, item in enumerate(as_list(self.spec.get("env")))
+                if isinstance(item, dict)
+            )
+            found = self.cache[_ENV_ITEMS] = (*own, *self.added_env) if self.added_env else own
+        return found
 
     def resources_field(self) -> JsonPath:
         """Where the container's resource requirements are written."""

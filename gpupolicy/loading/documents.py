@@ -273,6 +273,23 @@ def text_marks(text: str, start: int, end: int) -> frozenset[str]:
     return marks
 
 
+_BYTE_MARKS = tuple((mark, mark.encode()) for mark in TEXT_MARKS if mark != "\\")
+
+
+def json_text_marks(text: bytes) -> frozenset[str]:
+    """Which of TEXT_MARKS the values serialised as `text` (JSON, UTF-8) hold. JSON escapes none of
+    `$`, `<`, `{` and `_` (orjson, and the standard library without ASCII escapes), so every one a
+    key or string holds is in the text as written; an escape there (`\n`) writes none of them
+    into the values, which are already decoded: the backslash is no mark of theirs."""
+    found = tuple(mark for mark, needle in _BYTE_MARKS if needle in text)
+    if not found:
+        return _NO_MARKS
+    marks = _marks_made.get(found)
+    if marks is None:
+        marks = _marks_made[found] = frozenset(found)
+    return marks
+
+
 # `str.find` of two characters scans about 40 times slower than of one (memchr): 3.5 against 0.09 us
 # in a GPU Deployment's 2.6 KB (*one-off*, timeit), and `{{` and `__` cost a lint of 2,000 of them
 # 14 ms. Their first character is found first, and the second checked beside it, this many times;

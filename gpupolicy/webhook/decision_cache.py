@@ -122,6 +122,15 @@ class DecisionCache:
 
     def key(self, *, operation: str, kind: str, namespace: str | None, obj: dict[str, Any]) -> bytes | None:
         """The digest of what the decision rests on, or None for content that cannot be keyed."""
+        keyed = self.keyed(operation=operation, kind=kind, namespace=namespace, obj=obj)
+        return keyed[0] if keyed is not None else None
+
+    def keyed(
+        self, *, operation: str, kind: str, namespace: str | None, obj: dict[str, Any]
+    ) -> tuple[bytes, bytes] | None:
+        """The digest of what the decision rests on and the JSON text it digests (every key and
+        string of the object but the server's metadata, as written: `text_marks` reads it), or
+        None for content that cannot be keyed."""
         content = obj if self._whole_objects else _without_server_metadata(obj)
         try:
             text = _serialised([operation, kind, namespace, _TODAY.text(), content])
@@ -129,7 +138,7 @@ class DecisionCache:
             return None
         # Held under the GIL: a released one is taken back behind the journal's writer thread
         # (a 10 KB key cost 30 µs and more on a busy loop where the hash itself takes 6).
-        return sha256(text)
+        return sha256(text), text
 
     def get(self, key: bytes, cluster: Generations) -> Outcome | None:
         entry = self._entries.get(key)

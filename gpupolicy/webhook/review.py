@@ -27,7 +27,7 @@ from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.engine.report import Report
 from gpupolicy.kube.inventory import Coverage, Inventory
 from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
-from gpupolicy.loading.documents import Resource
+from gpupolicy.loading.documents import Resource, json_text_marks
 from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.validation import PolicyError
 from gpupolicy.webhook.answers import audit_annotations, deny_message, shown_warnings
@@ -384,12 +384,19 @@ def _evaluated(
         base = inventory if inventory is not None else NoInventory()
         evaluated = _outcome(admission, resource, workload, engine, base, gpu_workload=gpu_workload)
         return _decision(admission, evaluated)
-    key = cache.key(
+    keyed = cache.keyed(
         operation=admission.operation,
         kind=admission.kind,
         namespace=admission.namespace,
         obj=admission.object,
     )
+    key = None
+    if keyed is not None:
+        key, text = keyed
+        # The key's text holds every key and string the rules read but the server's own metadata
+        # (uid, resourceVersion, timestamps: written by the API server, never a placeholder): a
+        # mark it lacks, no field holds, and GP004 need not serialise the object again to look.
+        resource.text_marks = json_text_marks(text)
     outcome = cache.get(key, cluster) if key is not None else None
     if outcome is not None:
         return _decision(admission, outcome, remembered=True)

@@ -290,3 +290,31 @@ def test_a_watch_event_on_the_real_cluster_inventory_invalidates(fake: FakeApiSe
         assert engine.decisions.hits == 1
     finally:
         inventory.stop()
+
+
+@pytest.mark.parametrize(
+    ("image", "placeholder"),
+    [("vllm/vllm-openai:v0.6.3", False), ("$REGISTRY/vllm-openai:v0.6.3", True),
+     ("<your-registry>/vllm-openai:v0.6.3", True), ("registry.example.com/__IMAGE__:1", True)],
+)  # fmt: skip
+def test_the_keys_text_tells_gp004_whether_any_field_may_hold_a_placeholder(
+    cluster: GenerationalBundle, image: str, placeholder: bool
+) -> None:
+    """GP004 looks for placeholders only in an object whose text holds a mark of one: the decision
+    cache's key already serialised every field, so the review reads its marks from that text."""
+    deployment = gpu_deployment()
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    decision = review(admission_review(deployment), ReviewEngine.from_policy(default_policy()), cluster)
+    resource = decision.admission.resource
+    assert resource is not None and resource.text_marks is not None
+    assert bool(resource.text_marks) is placeholder
+    assert ("GP004" in {finding.rule_id for finding in decision.findings}) is placeholder
+
+
+def test_json_text_marks_are_the_marks_the_values_hold() -> None:
+    import orjson
+
+    from gpupolicy.loading.documents import json_text_marks
+
+    assert json_text_marks(orjson.dumps({"a": 'plain\nline \\ quoted "'})) == frozenset()
+    assert json_text_marks(orjson.dumps({"key_{{x}}": "$HOME <a> __b__"})) == {"$", "<", "{{", "__"}
