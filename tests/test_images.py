@@ -51,6 +51,17 @@ def test_pinned_and_floating() -> None:
 
 
 @pytest.mark.parametrize(
+    ("tag", "floating"),
+    [("admission-amd64-latest", True), ("cuda12_latest", True), ("main", True), ("v1.7.0", False),
+     ("nightly", False), ("latest-fix", False), ("notlatest", False)],
+)  # fmt: skip
+def test_a_flavours_rolling_tag_floats_as_latest(tag: str, floating: bool) -> None:
+    """YuniKorn's `apache/yunikorn:admission-amd64-latest` is the latest build of one flavour."""
+    ref = parse_image(f"apache/yunikorn:{tag}")
+    assert ref is not None and ref.floating is floating
+
+
+@pytest.mark.parametrize(
     ("digest", "valid"),
     [
         (DIGEST, True),

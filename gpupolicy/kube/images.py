@@ -26,6 +26,16 @@ LATEST = "latest"
 # a nightly test runs the nightly build on purpose.
 MOVING_TAGS = frozenset({LATEST, "main", "master", "develop", "dev", "head"})
 
+# A variant's rolling tag (`admission-amd64-latest`, `cuda12_latest`): `latest` of one build flavour.
+ROLLING_SUFFIXES = ("-latest", "_latest", ".latest")
+
+
+def moving_tag(tag: str) -> bool:
+    """Whether a tag moves with every push: `latest`, a branch's name, or a flavour's `…-latest`."""
+    lowered = tag.lower()
+    return lowered in MOVING_TAGS or lowered.endswith(ROLLING_SUFFIXES)
+
+
 # Matched whole (`fullmatch`): `$` also matches before a final newline, so `^…$` took "ab\n" as a
 # repository. The grammar's `\w` is Go's, ASCII only: Python's `\w` also takes "¹" and "é".
 _DIGEST = re.compile(r"sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}")
@@ -70,7 +80,7 @@ class ImageRef:
     def floating(self) -> bool:
         """Resolved by a moving tag: `:latest` or a branch's (`:main`), or no tag and no digest."""
         tag = self.effective_tag
-        return not self.pinned and tag is not None and tag.lower() in MOVING_TAGS
+        return not self.pinned and tag is not None and moving_tag(tag)
 
 
 def parse_image(image: str, *, placeholders: bool = False) -> ImageRef | None:

@@ -587,7 +587,14 @@ def _is_dns_label(text: str) -> bool:
 
 @bounded_memo(max_bytes=1 << 16)
 def _is_dns_subdomain(text: str) -> bool:
-    return len(text) <= 253 and all(_is_dns_label(part) for part in text.split("."))
+    """apimachinery's IsDNS1123Subdomain: at most 253 characters of dot-separated parts, each
+    lowercase alphanumerics and '-' that start and end alphanumeric; no part is limited to 63
+    (a kubebuilder namePrefix makes 68-character Deployment names the API server accepts)."""
+    return len(text) <= 253 and all(_is_dns_part(part) for part in text.split("."))
+
+
+def _is_dns_part(part: str) -> bool:
+    return bool(part) and _DNS_LABEL_CHARS.issuperset(part) and part[0] != "-" and part[-1] != "-"
 
 
 def _placeholder_at(obj: object, path: JsonPath) -> bool:
