@@ -271,3 +271,17 @@ def test_all_capitals_parts_of_an_image_are_placeholders(
     else:
         assert gp004 == []
     assert any(f.rule_id == "GP702" for f in findings) is gp702
+
+
+def test_a_dashboards_own_variables_are_not_deploy_time_placeholders(lint_text: LintText) -> None:
+    """cloud-native-stack's GrafanaDashboard: `spec.json` is the dashboard, whose `${instance}`
+    Grafana fills in when it is viewed; a placeholder in a literal field beside it still is one."""
+    text = (
+        "apiVersion: grafana.integreatly.org/v1beta1\nkind: GrafanaDashboard\n"
+        "metadata:\n  name: dcgm\n  namespace: monitoring\nspec:\n"
+        "  instanceSelector: {matchLabels: {dashboards: grafana}}\n"
+        "  json: '{\"targets\": [{\"expr\": \"DCGM_FI_DEV_GPU_UTIL{instance=~\\\\\"${instance}\\\\\"}\"}]}'\n"
+    )
+    assert not [f for f in lint_text(text).findings if f.rule_id == "GP004"]
+    named = text.replace("name: dcgm", "name: ${DASHBOARD}")
+    assert [f.path for f in lint_text(named).findings if f.rule_id == "GP004"] == [("metadata", "name")]

@@ -106,10 +106,11 @@ PROGRAM_KEYS = ("image", "env", "command", "args")
 # container's bash runs (generateRayStartCommand, ray-operator/controllers/ray/common/pod.go), so
 # `redis-password: $REDIS_PASSWORD` is the container's env; managedFields is the API server's
 # bookkeeping of who set which field; an Argo resource template's (or a Kubeflow ResourceOp's)
-# `manifest` is a whole object as text, whose shell variables its own containers' scripts set.)
+# `manifest` is a whole object as text, whose shell variables its own containers' scripts set; a
+# GrafanaDashboard's `json` is the dashboard, whose `${instance}` Grafana fills in when it is viewed.)
 FREE_TEXT_KEYS = frozenset(
     {"command", "args", "data", "binaryData", "annotations", "script", "source", "query", "serveConfigV2",
-     "entrypoint", "runtimeEnvYAML", "rayStartParams", "managedFields", "manifest"}
+     "entrypoint", "runtimeEnvYAML", "rayStartParams", "managedFields", "manifest", "json"}
 )  # fmt: skip
 MAX_FIELDS = 20_000  # string fields read per object (a bound on hostile input)
 
