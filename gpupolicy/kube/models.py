@@ -237,6 +237,16 @@ def workload_models(kind: str, obj: Any) -> list[ModelRef]:
     return found
 
 
+def served_names(kind: str, obj: Any) -> frozenset[str]:
+    """The names under which a serving CRD serves its model (KServe's LLMInferenceService
+    `spec.model.name`): a container told to serve under that name (`--model Model-A`) serves the
+    CRD's model, not another."""
+    if kind != "LLMInferenceService":
+        return frozenset()
+    name = as_mapping(as_mapping(as_mapping(obj).get("spec")).get("model")).get("name")
+    return frozenset({name}) if isinstance(name, str) and name else frozenset()
+
+
 def _serve_config_models(text: str) -> list[ModelRef]:
     path: JsonPath = ("spec", "serveConfigV2")
     try:  # built as documents are: alias expansion and depth within the loader's limits

@@ -206,11 +206,18 @@ DEV_COMMAND_PARTS = (
     "nvbandwidth", "cuda-samples", "devicequery", "nbody", "cuda.is_available", "jax.devices()",
     "device_count()", "clinfo", "rocm-smi", "amd-smi", "rocminfo", "xpu-smi", "hl-smi",
 )  # fmt: skip
+# Test doubles of a model server (llm-d's inference simulator, Dynamo's mocker): they load no model.
+SIMULATOR_IMAGE_PARTS = ("inference-sim", "simulator", "mocker")
 DEV_IMAGE_PARTS = (
     "cuda-sample", "vectoradd", "jupyter", "notebook", "gpu-burn", "nccl-tests", "genai-perf",
     "locustio", "grafana/k6", "dcgmproftester", "perftest", "e2e-test-images/", "-bench",
-    "inference-sim", "simulator", "mocker",
+    *SIMULATOR_IMAGE_PARTS,
 )  # fmt: skip
+
+
+def runs_a_simulator(container: Container) -> bool:
+    """Whether the container runs a model server's test double, by its image."""
+    return first_part(SIMULATOR_IMAGE_PARTS, container.image.lower()) is not None
 
 # Images known by their repository's last name, whatever the registry, tag or digest: the pause
 # container holds a pod's resources and runs nothing (registry.k8s.io/pause, a mirror's copy).

@@ -17,10 +17,10 @@ from gpupolicy.core.vocabulary import MODEL_ANNOTATION
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.kube.images import LATEST, ROLLING_SUFFIXES, ImageRef, parse_image, registry_allowed
-from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, workload_models
+from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, served_names, workload_models
 from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import Container, Workload
-from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_templates_of
+from gpupolicy.kube.roles import NOT_AGENT, SERVERS, runs_a_simulator, serving_templates_of
 from gpupolicy.policy.loading import Policy
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
@@ -187,7 +187,7 @@ def model_unpinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
         if not model.pinned:
             yield Violation(model.path, f"annotation {MODEL_ANNOTATION} names {_describe(model)}")
         return  # the annotation is the workload's declared identity
-    seen: set[str] = set()
+    seen: set[str] = set(served_names(workload.kind, workload.resource.obj))
     for model in workload_models(workload.kind, workload.resource.obj):
         if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
             continue
@@ -199,6 +199,8 @@ def model_unpinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
 
 
 def _container_models(container: Container, seen: set[str]) -> Iterator[Violation]:
+    if runs_a_simulator(container):
+        return  # llm-d's inference simulator answers under any name; it loads no model
     for model in models_of(container):
         if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
             continue
