@@ -762,6 +762,19 @@ def test_helm_actions_only_in_comments_leave_a_plain_manifest(comment: str) -> N
     assert [resource.name for resource in loaded.resources] == ["sharding"]
 
 
+def test_a_commented_out_action_beside_a_programs_own_actions_is_no_template() -> None:
+    """cloud-native-stack's Ansible playbook: `{{lookup(...)}}` in a shell block is Ansible's, and a
+    commented-out copy of the line at column 0 is a comment, not an action that shapes the file."""
+    text = (
+        "- hosts: master\n  tasks:\n   - name: Update\n     shell: |\n"
+        "       cp {{lookup('pipe', 'pwd')}}/a.yaml {{lookup('pipe', 'pwd')}}/b.yaml\n"
+        "#       sed -i s/x/g {{lookup('pipe', 'pwd')}}/b.yaml\n"
+    )
+    loaded = load_text(text, "playbook.yaml")
+    assert loaded.problems == [] and loaded.resources == []
+    assert [item.reason for item in loaded.skipped][:1]  # counted as skipped, not linted
+
+
 def test_a_hash_inside_a_string_opens_no_comment() -> None:
     text = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: "x # {{ .Release.Name }}"\n'
     assert [(p.rule_id, p.line) for p in load_text(text, "cm.yaml").problems] == [("GP004", 4)]

@@ -280,7 +280,7 @@ def test_a_dashboards_own_variables_are_not_deploy_time_placeholders(lint_text: 
         "apiVersion: grafana.integreatly.org/v1beta1\nkind: GrafanaDashboard\n"
         "metadata:\n  name: dcgm\n  namespace: monitoring\nspec:\n"
         "  instanceSelector: {matchLabels: {dashboards: grafana}}\n"
-        "  json: '{\"targets\": [{\"expr\": \"DCGM_FI_DEV_GPU_UTIL{instance=~\\\\\"${instance}\\\\\"}\"}]}'\n"
+        '  json: \'{"targets": [{"expr": "DCGM_FI_DEV_GPU_UTIL{instance=~\\\\"${instance}\\\\"}"}]}\'\n'
     )
     assert not [f for f in lint_text(text).findings if f.rule_id == "GP004"]
     named = text.replace("name: dcgm", "name: ${DASHBOARD}")

@@ -219,6 +219,7 @@ def runs_a_simulator(container: Container) -> bool:
     """Whether the container runs a model server's test double, by its image."""
     return first_part(SIMULATOR_IMAGE_PARTS, container.image.lower()) is not None
 
+
 # Images known by their repository's last name, whatever the registry, tag or digest: the pause
 # container holds a pod's resources and runs nothing (registry.k8s.io/pause, a mirror's copy).
 DEV_REPOSITORIES = frozenset({"pause"})

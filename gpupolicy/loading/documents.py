@@ -831,8 +831,28 @@ def helm_actions_only_in_strings(text: str) -> bool:
         position = (line, start - line_start + 1)
         index = bisect.bisect_right(starts, position) - 1
         if index < 0 or not position < spans[index][1]:
+            if _comment_before(text[line_start:start], line, spans, starts):
+                continue  # a commented-out line of the program's own text
             return False
     return True
+
+
+def _comment_before(
+    before: str,
+    line: int,
+    spans: list[tuple[tuple[int, int], tuple[int, int]]],
+    starts: list[tuple[int, int]],
+) -> bool:
+    """`_in_comment` over sorted, disjoint string spans: each `#` is looked up by bisection."""
+    index = before.find("#")
+    while index >= 0:
+        if index == 0 or before[index - 1] in " \t":
+            position = (line, index + 1)
+            found = bisect.bisect_right(starts, position) - 1
+            if found < 0 or not position < spans[found][1]:
+                return True
+        index = before.find("#", index + 1)
+    return False
 
 
 def _go_template_text_ranges(
