@@ -94,13 +94,17 @@ class GpuCatalog:
         vendors = [as_mapping(vendor) for vendor in as_list(config.get("vendors"))]
         for vendor in vendors:
             self._add_vendor(vendor)
-        # (vendor name, ((domain, ".domain"), ...)) of each vendor: a label's vendor is found by domain.
+        # (vendor name, ((domain, ".domain"), ...)) of each GPU maker: a label's vendor is found by
+        # domain. A sharing scheduler or plugin (`sharing: true`: Volcano, AWS's virtual GPUs) runs on
+        # another maker's GPUs, and the labels of its domain say nothing of the hardware
+        # (k8s.amazonaws.com/accelerator is Cluster Autoscaler's label of NVIDIA nodes).
         self.vendor_domains: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = tuple(
             (
                 str(vendor.get("name")),
                 tuple((str(known), f".{known}") for known in as_list(vendor.get("domains"))),
             )
             for vendor in vendors
+            if vendor.get("sharing") is not True
         )
         # Each vendor's first device resource (what a node of the vendor advertises), by vendor name.
         self.device_resource_of: dict[str, str] = {
