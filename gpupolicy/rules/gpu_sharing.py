@@ -13,6 +13,7 @@ from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Setting, Violation, rule
 from gpupolicy.kube.gpu import GpuDemand, GpuKind, dra_gpu_claims, repository_claim_classes
+from gpupolicy.kube.gpu_nodes import PROVIDER_PRODUCT_KEYS
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.quantities import format_quantity
 from gpupolicy.kube.scheduling import required_values, targeted_keys
@@ -32,7 +33,13 @@ SHARING_LABELS = frozenset(
         "nvidia.com/mig.strategy",
         "nvidia.com/gpu.count",
         "cloud.google.com/gke-gpu-sharing-strategy",
-        "cloud.google.com/gke-accelerator",
+        # The MIG manager's outcome on the node (success once the layout is applied).
+        "nvidia.com/mig.config.state",
+        # The product by the cloud's labels (EKS's and Karpenter's as GKE's), or by the instance
+        # type, which fixes the GPU model (p4d.24xlarge: A100 40GB).
+        *PROVIDER_PRODUCT_KEYS,
+        "node.kubernetes.io/instance-type",
+        "beta.kubernetes.io/instance-type",
     }
 )
 

@@ -187,12 +187,14 @@ def model_unpinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
         if not model.pinned:
             yield Violation(model.path, f"annotation {MODEL_ANNOTATION} names {_describe(model)}")
         return  # the annotation is the workload's declared identity
-    seen: set[str] = set(served_names(workload.kind, workload.resource.obj))
+    seen: set[str] = set()
     for model in workload_models(workload.kind, workload.resource.obj):
         if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
             continue
         seen.add(model.name)
         yield Violation(model.path, f"{workload.kind} serves {_describe(model)}")
+    # A container told to serve under the service's served name serves the service's model.
+    seen.update(served_names(workload.kind, workload.resource.obj))
     for template in serving_templates_of(workload):
         for container in template.containers:
             yield from _container_models(container, seen)
