@@ -190,6 +190,23 @@ def test_duplicate_keys_top_level_and_nested() -> None:
     assert "first at line 11" in message
 
 
+def test_a_key_written_three_times_is_one_finding_naming_every_line() -> None:
+    """HyperPod's mpi-operator chart writes app.kubernetes.io/name as a literal and through two
+    helpers: two findings at one line, each naming another pair, for one problem."""
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: op\n  labels:\n"
+        "    app.kubernetes.io/name: op\n    helm.sh/chart: op-0.1.0\n"
+        "    app.kubernetes.io/name: op\n    app.kubernetes.io/name: op\n"
+        "spec:\n  containers: [{name: op, image: 'example.com/op:1.0'}]\n"
+    )
+    report = evaluate([only(text)], default_policy())
+    (finding,) = [f for f in report.findings if f.rule_id == "GP002"]
+    assert finding.line == 9
+    assert "is written 3 times (lines 6, 8 and 9); the value at line 9 silently replaces the others" in (
+        finding.message
+    )
+
+
 def test_same_key_in_sibling_mappings_is_not_a_duplicate() -> None:
     text = "a:\n  name: x\nb:\n  name: x\nc:\n  - name: 1\n  - name: 2\n"
     assert only(text).duplicates == []

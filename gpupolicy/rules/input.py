@@ -26,7 +26,7 @@ from gpupolicy.kube.placeholders import (
 from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, value_at
 from gpupolicy.kube.roles import Role
 from gpupolicy.kube.secrets_detect import credential_name_kind
-from gpupolicy.loading.documents import Resource, names_helm
+from gpupolicy.loading.documents import DuplicateKey, Resource, names_helm
 from gpupolicy.loading.object_evidence import GO, own_template_dialect
 
 input_rule(
@@ -333,22 +333,38 @@ def duplicate_key(resource: Resource, ctx: Context) -> Iterator[Violation]:
             yield from _repeated_env(container)
     if resource.positions is None:
         return
+    # One key written three times (a chart's literal label beside two helpers that write it too)
+    # is one problem: said once, at its last writing, naming every line.
+    repeats: dict[tuple[JsonPath, str], list[DuplicateKey]] = {}
     for duplicate in resource.duplicates:
-        path = _dup_path(duplicate.path, duplicate.key)
+        repeats.setdefault((duplicate.path, duplicate.key), []).append(duplicate)
+    for (parent, key), written in repeats.items():
+        path = _dup_path(parent, key)
+        times = len(written) + 1
         if resource.rendered_from is not None:
             # Lines of helm's or kustomize's output are no file's: the finding is at the later key
             # in the file it came from, and says what happens there.
-            yield Violation(
-                path,
-                f"key {duplicate.key!r} appears again in its mapping; the later value silently replaces the first",
+            said = (
+                "appears again in its mapping; the later value silently replaces the first"
+                if times == 2
+                else f"is written {times} times in its mapping; the last value silently replaces the others"
             )
+            yield Violation(path, f"key {key!r} {said}")
             continue
-        line, _ = resource.position_of(duplicate.place)
-        yield Violation(
-            path,
-            f"key {duplicate.key!r} appears again (first at line {duplicate.first_line + resource.line_offset}); "
-            f"the value at line {line} silently replaces it",
-        )
+        lines = [written[0].first_line + resource.line_offset]
+        lines.extend(resource.position_of(duplicate.place)[0] for duplicate in written)
+        if times == 2:
+            message = (
+                f"key {key!r} appears again (first at line {lines[0]}); the value at line {lines[1]} "
+                "silently replaces it"
+            )
+        else:
+            shown = ", ".join(str(line) for line in lines[:-1]) + f" and {lines[-1]}"
+            message = (
+                f"key {key!r} is written {times} times (lines {shown}); the value at line {lines[-1]} "
+                "silently replaces the others"
+            )
+        yield Violation(path, message)
 
 
 def _repeated_env(container: Container) -> Iterator[Violation]:
