@@ -1032,3 +1032,26 @@ def test_helm_actions_beside_a_chart_file_without_templates_say_helm_will_not_re
     assert (problem.rule_id, problem.line, problem.column) == ("GP004", 7, 3)
     assert "Helm renders only the templates/ of the chart" in problem.message
     assert "helm template RELEASE" not in problem.message
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_an_overlay_kustomize_cannot_build_still_lints_the_files_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """semantic-router's OpenShift overlay names a namespace.yaml that is not in the repository:
+    the build fails, and its two GPU servers were never linted, even named on the command line."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "overlay" / "base" / "deployment.yaml", PLAIN_GPU_SERVER)
+    write(tmp_path / "overlay" / "base" / "kustomization.yaml", "resources:\n  - deployment.yaml\n")
+    write(tmp_path / "overlay" / "kustomization.yaml", "resources:\n  - namespace.yaml\n  - base\n")
+    for given in (["overlay"], ["overlay/base/deployment.yaml"]):
+        loaded = load_paths(given)
+        (problem,) = loaded.problems
+        assert problem.rule_id == "GP004" and problem.file == "overlay"
+        assert (
+            "linted as written, without what the overlay would change of them (overlay/base/deployment.yaml)"
+            in (problem.message)
+        )
+        assert [(resource.file, resource.name) for resource in loaded.resources] == [
+            ("overlay/base/deployment.yaml", "nim-llm")
+        ]

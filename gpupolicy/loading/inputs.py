@@ -46,6 +46,7 @@ from gpupolicy.loading.kustomizations import (
     reach,
     remote_reference,
     resolved,
+    resource_files,
 )
 from gpupolicy.loading.object_evidence import (
     GO,
@@ -658,12 +659,42 @@ def load_kustomization(
 
     output = session.render(("kustomize", str(folder.resolve())), run)
     if isinstance(output, LoadProblem):
-        return LoadedText(problems=[output])
+        return _keep(_unbuilt_overlay(folder, output, limits), part)
     wrapper, _, text = output.partition("\n")
     loaded = load_text(text, shown, rendered_from="kustomize", limits=limits)
     if wrapper:
         _trace_kustomization(loaded, folder, Path(wrapper), part, session, limits)
     return _keep(loaded, part)
+
+
+def _unbuilt_overlay(folder: Path, problem: LoadProblem, limits: LoadLimits) -> LoadedText:
+    """An overlay kustomize cannot build (a file it names is missing, as operator-sdk's generated
+    CSV base is until `make bundle`): its GP004, and the local files it names as resources linted
+    as written, so that a broken build hides none of the objects a person wrote (semantic-router's
+    OpenShift overlay held two GPU servers). What the overlay would change of them is unknown."""
+    files = [path for path in resource_files(folder, limits) if path.suffix in MANIFEST_SUFFIXES]
+    loaded = LoadedText()
+    for path in files:
+        shown = display_path(path)
+        text, _unreadable = _read(path, shown)
+        if text is None:
+            continue  # the build's error already says so
+        part = load_text(text, shown, limits=limits, hint_path=path)
+        loaded.resources.extend(part.resources)
+        loaded.problems.extend(part.problems)
+        loaded.directives.extend(part.directives)
+        loaded.skipped.extend(part.skipped)
+    if files:
+        listed = ", ".join(display_path(path) for path in files[:3]) + (
+            f" and {len(files) - 3} more" if len(files) > 3 else ""
+        )
+        problem = replace(
+            problem,
+            message=f"{problem.message}; the files it names as resources are linted as written, without what "
+            f"the overlay would change of them ({listed})",
+        )
+    loaded.problems.insert(0, problem)
+    return loaded
 
 
 def _trace_kustomization(

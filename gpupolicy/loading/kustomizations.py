@@ -265,6 +265,37 @@ def reach(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> Reach:
     return result
 
 
+RESOURCE_FIELDS = ("resources", "bases")
+
+
+def resource_files(folder: Path, limits: LoadLimits = DEFAULT_LIMITS) -> list[Path]:
+    """The local manifest files a kustomization names as resources, itself and through the local
+    kustomizations it names (resolved, in the order written): what it builds its objects from,
+    without the patches and generators that change or add to them."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    pending = [folder.resolve()]
+    while pending and len(seen) < MAX_KUSTOMIZATIONS:
+        current = pending.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        read = _read(current, str, limits)
+        if not isinstance(read, Resource) or not isinstance(read.obj, dict):
+            continue
+        for field in RESOURCE_FIELDS:
+            for entry in _strings(read.obj.get(field), (field,), target=True):
+                value = entry.value.strip()
+                target = None if looks_remote(value) else resolved(current / value)
+                if target is None:
+                    continue
+                if target.is_dir():
+                    pending.append(target)
+                elif target.is_file() and target not in found:
+                    found.append(target)
+    return found
+
+
 def _patches(obj: dict[str, Any], folder: Path, own: Path | None) -> Iterator[Patch]:
     if own is None:
         return
