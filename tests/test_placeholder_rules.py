@@ -285,3 +285,24 @@ def test_a_dashboards_own_variables_are_not_deploy_time_placeholders(lint_text: 
     assert not [f for f in lint_text(text).findings if f.rule_id == "GP004"]
     named = text.replace("name: dcgm", "name: ${DASHBOARD}")
     assert [f.path for f in lint_text(named).findings if f.rule_id == "GP004"] == [("metadata", "name")]
+
+
+def test_an_openshift_templates_parameters_are_its_own(lint_text: LintText) -> None:
+    """semantic-router's OpenShift Template: `${NAMESPACE}` and `${{REPLICAS}}` are parameters that
+    `oc process` fills in, and its top-level `labels` is a field of Template (applied to every
+    object it makes): 21 errors on one valid object. A credential parameter is still GP612's."""
+    text = (
+        "apiVersion: template.openshift.io/v1\nkind: Template\nmetadata:\n  name: gpu-server\n"
+        "labels:\n  app: gpu-server\nobjects:\n- apiVersion: apps/v1\n  kind: Deployment\n  metadata:\n"
+        "    name: vllm\n    namespace: ${NAMESPACE}\n  spec:\n    replicas: ${{REPLICAS}}\n"
+        "    selector: {matchLabels: {app: vllm}}\n    template:\n      metadata: {labels: {app: vllm}}\n"
+        "      spec:\n        containers:\n        - name: vllm\n          image: ${IMAGE}\n"
+        "          env:\n          - {name: HF_TOKEN, value: '${HF_TOKEN}'}\n"
+        "parameters:\n- {name: NAMESPACE, value: ai}\n- {name: REPLICAS, value: '2'}\n"
+        "- {name: IMAGE, value: vllm/vllm-openai:v0.8.5}\n- {name: HF_TOKEN, required: true}\n"
+    )
+    found = {f.rule_id for f in lint_text(text).findings}
+    assert not found & {"GP003", "GP004"}
+    assert "GP612" in found
+    other = text.replace("template.openshift.io/v1", "example.com/v1")  # another group's Template
+    assert {"GP003", "GP004"} <= {f.rule_id for f in lint_text(other).findings}

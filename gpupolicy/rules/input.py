@@ -73,7 +73,11 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
     may_hold = _may_hold_placeholder(resource)
     # An Argo workflow's or a KServe runtime's `{{…}}` are its controller's to fill in (`{{item}}`,
     # `{{$}}`, `{{.Name}}`): the template language it speaks, or None.
-    own = own_template_dialect(resource.api_version, resource.kind)
+    own = (
+        OPENSHIFT_TEMPLATE
+        if is_openshift_template(resource)
+        else own_template_dialect(resource.api_version, resource.kind)
+    )
     for container in containers:
         image = _image_placeholder(container, ctx, workload, scanned=may_hold, own=own)
         if image is not None:
@@ -90,10 +94,27 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
 
 def _deploy_time(placeholder: str | None, own: str | None) -> str | None:
     """`placeholder`, unless it is a `{{…}}` of an object that fills them in itself (`own`: its
-    template language) and not Helm's (`{{ .Values.image }}` in a chart's workflow is Helm's still)."""
-    if placeholder is None or own is None or not placeholder.startswith("{{"):
+    template language) and not Helm's (`{{ .Values.image }}` in a chart's workflow is Helm's still),
+    or a parameter of an OpenShift Template (`${NAMESPACE}`, `${{REPLICAS}}`: `oc process` fills
+    them in from the Template's own `parameters`)."""
+    if placeholder is None or own is None:
+        return placeholder
+    if own == OPENSHIFT_TEMPLATE:
+        return None if placeholder.startswith("${") else placeholder
+    if not placeholder.startswith("{{"):
         return placeholder
     return placeholder if names_helm(placeholder, dot=own != GO) else None
+
+
+# An OpenShift Template (template.openshift.io/v1, a built-in type of OpenShift's API): its objects
+# hold `${PARAM}` references that `oc process` replaces with its parameters' values; its top-level
+# `labels` is a field of its own (applied to every object it makes), not misplaced metadata.
+# https://docs.okd.io/latest/openshift_images/using-templates.html
+OPENSHIFT_TEMPLATE = "openshift-template"
+
+
+def is_openshift_template(resource: Resource) -> bool:
+    return resource.kind == "Template" and resource.api_version.startswith("template.openshift.io/")
 
 
 # Container fields that hold a program's text, or that GP004 judges on their own. A probe's or
@@ -447,7 +468,9 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
             written = ", ".join(repr(key) for key in miscased)
             listed += f" ({written}: keys are case-sensitive)"
         yield Violation(path, f"object has no {listed}")
-    if not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version):
+    if not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version) and not (
+        is_openshift_template(resource)
+    ):
         yield from _metadata_outside_metadata(resource)
         yield from _pod_spec_types(resource, ctx)
 
