@@ -84,3 +84,14 @@ def test_the_required_fields_one_mapping_lacks_are_one_finding(lint_text: LintTe
     one += "  versions: []\n"
     (finding,) = [f for f in lint_text(one).findings if f.rule_id == "GP005"]
     assert finding.message.startswith('"names" is a required property')
+
+
+def test_metadata_fields_beside_a_missing_metadata_are_one_finding(lint_text: LintText) -> None:
+    """armada's Queue (`name: test` where metadata would be): one problem, said once; beside a
+    metadata mapping, a field written outside it is still its own finding."""
+    text = "apiVersion: armadaproject.io/v1beta1\nkind: Queue\nname: test\npriorityFactor: 1.0\n"
+    (finding,) = [f for f in lint_text(text).findings if f.rule_id == "GP003"]
+    assert finding.message == "object has no metadata mapping ('name' at the top level: metadata holds it)"
+    beside = text.replace("name: test\n", "metadata: {name: test}\nlabels: {team: ml}\n")
+    (finding,) = [f for f in lint_text(beside).findings if f.rule_id == "GP003"]
+    assert finding.path == ("labels",) and "is at the top level, not under metadata" in finding.message

@@ -460,6 +460,12 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
     elif not metadata.get("name") and not metadata.get("generateName"):
         missing.append("metadata.name (or generateName)")
         path = ("metadata",) if len(missing) == 1 else ()
+    custom = not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version) and not (
+        is_openshift_template(resource)
+    )
+    # Metadata's fields written beside a missing metadata (armadactl's Queue: `name: test`) are
+    # the same problem as the missing mapping: said with it, once.
+    outside = [key for key in _META_FIELDS if key in resource.obj] if custom else []
     if missing:
         listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} or {missing[-1]}"
         miscased = _miscased_keys(resource.obj, missing)
@@ -467,11 +473,13 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
             path = (miscased[0],) if len(miscased) == 1 and not path else path
             written = ", ".join(repr(key) for key in miscased)
             listed += f" ({written}: keys are case-sensitive)"
+        if outside and not isinstance(metadata, dict):
+            written = ", ".join(repr(key) for key in outside)
+            listed += f" ({written} at the top level: metadata holds {'them' if len(outside) > 1 else 'it'})"
+            outside = []
         yield Violation(path, f"object has no {listed}")
-    if not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version) and not (
-        is_openshift_template(resource)
-    ):
-        yield from _metadata_outside_metadata(resource)
+    if custom:
+        yield from _metadata_outside_metadata(resource, outside)
         yield from _pod_spec_types(resource, ctx)
 
 
@@ -481,10 +489,10 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
 _META_FIELDS = ("labels", "annotations", "name", "namespace", "generateName")
 
 
-def _metadata_outside_metadata(resource: Resource) -> Iterator[Violation]:
+def _metadata_outside_metadata(resource: Resource, keys: list[str]) -> Iterator[Violation]:
     """`labels:` written beside `metadata:` instead of under it (rh-aiservices-bu's ServingRuntimes:
     the dashboard's label was lost)."""
-    for key in _META_FIELDS:
+    for key in keys:
         if key in resource.obj:
             yield Violation(
                 (key,),
