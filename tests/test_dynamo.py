@@ -55,7 +55,9 @@ def test_a_v1alpha1_services_envs_are_the_main_containers(lint_text: LintText) -
     )
     (finding,) = by_rule(lint_text(text).findings, "GP612")
     assert finding.line == text.splitlines().index(f"        - {{name: HF_TOKEN, value: {token}}}") + 1
-    assert finding.message.startswith("container 'main' env HF_TOKEN holds a literal Hugging Face token")
+    assert finding.message.startswith(
+        "container 'main' of service 'VllmWorker' env HF_TOKEN holds a literal Hugging Face token"
+    )
 
 
 def test_a_pdb_selects_a_graphs_pods_by_the_label_its_operator_sets(lint_text: LintText) -> None:
@@ -98,3 +100,32 @@ def test_a_multinode_component_serves_one_copy_per_replica(lint_text: LintText) 
     assert not {"GP208", "GP501"} & single
     pair = [f for f in lint_text(MULTINODE.format(replicas=2)).findings if f.rule_id == "GP208"]
     assert [f.message.split(" of ")[0] for f in pair] == ["2 replicas"]
+
+
+def test_each_services_container_is_named_with_its_service(lint_text: LintText) -> None:
+    """Every Dynamo service's container is `main`: semantic-router's chart gave two GP601 lines
+    worded alike for the prefill and the decode worker."""
+    text = """\
+apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeployment
+metadata: {name: vllm, namespace: dynamo}
+spec:
+  services:
+    PrefillWorker:
+      extraPodSpec:
+        mainContainer:
+          image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0
+          securityContext: {privileged: true}
+    DecodeWorker:
+      extraPodSpec:
+        mainContainer:
+          image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0
+          securityContext: {privileged: true}
+"""
+    messages = sorted(
+        f.message.split(" is privileged")[0] for f in lint_text(text).findings if f.rule_id == "GP601"
+    )
+    assert messages == [
+        "container 'main' of service 'DecodeWorker'",
+        "container 'main' of service 'PrefillWorker'",
+    ]

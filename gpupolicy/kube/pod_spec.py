@@ -90,6 +90,9 @@ class Container:
     added_env: tuple[tuple[JsonPath, dict[str, Any]], ...] = field(
         default=(), compare=False, hash=False, repr=False
     )
+    # What the container belongs to, where a workload's templates share container names (every
+    # Dynamo service's container is `main`): said in its label.
+    owner: str | None = field(default=None, compare=False, hash=False, repr=False)
     name: str = field(init=False, compare=False, repr=False)
     image: str = field(init=False, compare=False, repr=False)
     resources: dict[str, Any] = field(init=False, compare=False, repr=False)
@@ -145,7 +148,8 @@ class Container:
             "ephemeral": "ephemeral container",
             "sidecar": "sidecar container",
         }.get(self.role, "container")
-        return f"{kind} {self.name!r}" if self.name else kind
+        label = f"{kind} {self.name!r}" if self.name else kind
+        return f"{label} of {self.owner}" if self.owner else label
 
 
 class PodTemplate:
@@ -226,7 +230,7 @@ class PodTemplate:
 _VOLUMES = "volumes"  # PodTemplate.cache key of `volumes()`
 
 
-def _containers_of(spec: dict[str, Any], path: JsonPath) -> Iterator[Container]:
+def _containers_of(spec: dict[str, Any], path: JsonPath, owner: str | None = None) -> Iterator[Container]:
     for key, role in CONTAINER_LISTS:
         for index, item in enumerate(as_list(spec.get(key))):
             if isinstance(item, dict):
@@ -234,7 +238,7 @@ def _containers_of(spec: dict[str, Any], path: JsonPath) -> Iterator[Container]:
                 # runs beside the main containers for the pod's life, and its requests add to theirs.
                 # https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
                 kind = "sidecar" if role == "init" and item.get("restartPolicy") == "Always" else role
-                yield Container(item, (*path, key, index), kind)
+                yield Container(item, (*path, key, index), kind, owner=owner)
 
 
 def _template(
@@ -713,8 +717,10 @@ def _dynamo_service(name: str, service: dict[str, Any]) -> PodTemplate | None:
             for index, item in enumerate(as_list(service.get("envs")))
             if isinstance(item, dict)
         )
-        containers.append(Container(named, main_path, "container", written=written, added_env=added))
-    containers.extend(_containers_of(pod, pod_path))
+        containers.append(
+            Container(named, main_path, "container", written=written, added_env=added, owner=f"service {name!r}")
+        )
+    containers.extend(_containers_of(pod, pod_path, owner=f"service {name!r}"))
     metadata = {key: service[key] for key in ("labels", "annotations") if isinstance(service.get(key), dict)}
     return PodTemplate(
         pod,
