@@ -1055,3 +1055,28 @@ def test_an_overlay_kustomize_cannot_build_still_lints_the_files_it_names(
         assert [(resource.file, resource.name) for resource in loaded.resources] == [
             ("overlay/base/deployment.yaml", "nim-llm")
         ]
+
+
+@pytest.mark.skipif(
+    HELM is None, reason="helm is not installed (charts/install-helm.sh puts it at .tools/helm)"
+)
+def test_a_controllers_template_left_in_helms_output_hides_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """soperator's NodeSet chart renders `dynamic: "InstanceId={{ .PodName }}"`, which the operator
+    fills in per pod: the whole rendered chart was one GP004 ("render it with helm template
+    first") and none of its objects, an 8-GPU NodeSet among them, was linted."""
+    assert HELM is not None
+    monkeypatch.chdir(tmp_path)
+    chart = helm_chart(tmp_path)
+    write(chart / "values.yaml", 'replicaCount: 2\ndynamic: "InstanceId={{ .PodName }}"\n')
+    write(
+        chart / "templates" / "config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nodes\ndata:\n  extra: {{ .Values.dynamic | quote }}\n"
+        "spec:\n  dynamic: {{ .Values.dynamic | quote }}\n",
+    )
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    loaded = load_paths(["charts"])
+    assert sorted(resource.kind for resource in loaded.resources) == ["ConfigMap", "Deployment"]
+    report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
+    assert not [finding for finding in report.findings if finding.rule_id == "GP004"]

@@ -718,7 +718,9 @@ def _dynamo_service(name: str, service: dict[str, Any]) -> PodTemplate | None:
             if isinstance(item, dict)
         )
         containers.append(
-            Container(named, main_path, "container", written=written, added_env=added, owner=f"service {name!r}")
+            Container(
+                named, main_path, "container", written=written, added_env=added, owner=f"service {name!r}"
+            )
         )
     containers.extend(_containers_of(pod, pod_path, owner=f"service {name!r}"))
     metadata = {key: service[key] for key in ("labels", "annotations") if isinstance(service.get(key), dict)}

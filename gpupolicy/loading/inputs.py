@@ -418,8 +418,12 @@ def load_text(
     limits: LoadLimits = DEFAULT_LIMITS,
 ) -> LoadedText:
     """Parse one file's text, reporting templates (GP004); documents that are not Kubernetes
-    objects, and files that hold none (empty ones too), are skipped (object_evidence.py)."""
-    template = _template_text(text, file, hint_path, limits) or _unreadable_other_format(text, file, limits)
+    objects, and files that hold none (empty ones too), are skipped (object_evidence.py). Helm's
+    output holds no Helm action: a `{{ .PodName }}` left in it is a value's text, filled in by a
+    controller (soperator's NodeSet), never a template that hides the chart's objects."""
+    template = (
+        None if rendered_from == "helm" else _template_text(text, file, hint_path, limits)
+    ) or _unreadable_other_format(text, file, limits)
     if template is not None:
         return template
     loaded = parse_text(text, file, rendered_from=rendered_from, limits=limits)

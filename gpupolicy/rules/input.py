@@ -78,6 +78,8 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
         if is_openshift_template(resource)
         else own_template_dialect(resource.api_version, resource.kind)
     )
+    if own is None and resource.rendered_from == "helm":
+        own = HELM_OUTPUT
     for container in containers:
         image = _image_placeholder(container, ctx, workload, scanned=may_hold, own=own)
         if image is not None:
@@ -101,6 +103,8 @@ def _deploy_time(placeholder: str | None, own: str | None) -> str | None:
         return placeholder
     if own == OPENSHIFT_TEMPLATE:
         return None if placeholder.startswith("${") else placeholder
+    if own == HELM_OUTPUT:
+        return None if placeholder.startswith("{{") else placeholder
     if not placeholder.startswith("{{"):
         return placeholder
     return placeholder if names_helm(placeholder, dot=own != GO) else None
@@ -111,6 +115,9 @@ def _deploy_time(placeholder: str | None, own: str | None) -> str | None:
 # `labels` is a field of its own (applied to every object it makes), not misplaced metadata.
 # https://docs.okd.io/latest/openshift_images/using-templates.html
 OPENSHIFT_TEMPLATE = "openshift-template"
+# An object Helm rendered: a `{{…}}` left in it is a value's own text (Helm would have failed on
+# an action of its own), which the object's controller fills in.
+HELM_OUTPUT = "helm-output"
 
 
 def is_openshift_template(resource: Resource) -> bool:
