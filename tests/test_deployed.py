@@ -510,3 +510,25 @@ def test_list_items_are_counted_and_a_key_is_searched_in_its_own_block(tmp_path:
         TWO_CONTAINERS, "nvidia.com/gpu: 1"
     )
     assert origin.position((*containers, 2, "image"))[0] == line_of(TWO_CONTAINERS, "containers:")
+
+
+@needs_helm
+def test_a_template_gated_on_a_controllers_api_renders_where_the_policy_serves_it(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NVIDIA's RAG blueprint and nv-ingest render each NIMService only where
+    apps.nvidia.com/v1alpha1 is served: `helm template` serves no CRD's API, and every GPU
+    workload of both charts went unlinted without a word."""
+    chart = repo / "charts" / "trainer"
+    write(
+        chart / "templates" / "nim.yaml",
+        '{{- if .Capabilities.APIVersions.Has "apps.nvidia.com/v1alpha1/NIMService" }}\n'
+        "apiVersion: apps.nvidia.com/v1alpha1\nkind: NIMService\nmetadata:\n  name: llm\n"
+        "spec:\n  image: {repository: nvcr.io/nim/meta/llama-3.1-8b-instruct, tag: '1.8.0'}\n"
+        "  resources: {limits: {nvidia.com/gpu: 1}}\n{{- end }}\n",
+    )
+    kinds = {finding["object"]["kind"] for finding in lint(capsys, "charts")}
+    assert "NIMService" in kinds
+    write(repo / "policy.yaml", "helm:\n  apiVersions: []\n")
+    kinds = {finding["object"]["kind"] for finding in lint(capsys, "--policy", "policy.yaml", "charts")}
+    assert "NIMService" not in kinds

@@ -352,7 +352,11 @@ def _lint(
     from gpupolicy.policy.validation import PolicyError
 
     exclude, allow_remote = [*policy.exclude, *args.exclude], not args.no_remote
-    session = RenderSession(helm_values=list(policy.helm.values_files), helm_namespace=policy.helm.namespace)
+    session = RenderSession(
+        helm_values=list(policy.helm.values_files),
+        helm_namespace=policy.helm.namespace,
+        helm_api_versions=policy.helm.api_versions,
+    )
     context = None
     if context_root is None:
         sources = list(iter_sources(args.paths, exclude=exclude, allow_remote=allow_remote, session=session))

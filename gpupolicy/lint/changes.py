@@ -220,6 +220,7 @@ class LintRun:
         return RenderSession(
             helm_values=self.session.helm_values if self.session else (),
             helm_namespace=self.session.helm_namespace if self.session else None,
+            helm_api_versions=self.session.helm_api_versions if self.session else (),
         )
 
 

@@ -570,9 +570,15 @@ class RenderSession:
     loaded in part as context is rendered once), the policy's extra Helm values files, and which
     overlays rendered the objects of shared bases (`rendering.OverlayFindings`)."""
 
-    def __init__(self, helm_values: Sequence[str] = (), helm_namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        helm_values: Sequence[str] = (),
+        helm_namespace: str | None = None,
+        helm_api_versions: Sequence[str] = (),
+    ) -> None:
         self.helm_values = tuple(helm_values)
         self.helm_namespace = helm_namespace
+        self.helm_api_versions = tuple(helm_api_versions)
         self.outputs: dict[tuple[str, ...], str | LoadProblem] = {}
         self.overlays = OverlayFindings()
         self._tops: dict[Path, list[tuple[Path, Reach]]] = {}
@@ -782,8 +788,10 @@ def load_chart(
     options = [item for path in values for item in ("--values", str(path))]
     if session.helm_namespace is not None:  # a DNS label (the policy's schema): never an option
         options.append(f"--namespace={session.helm_namespace}")
+    # The policy's API versions are many, and rarely why a chart fails: not spelt out in messages.
     command = " ".join(["helm", "template", CHART_RELEASE, shown, *options])
-    argv = ["helm", "template", CHART_RELEASE, str(folder), *options]
+    served = [f"--api-versions={version}" for version in session.helm_api_versions]
+    argv = ["helm", "template", CHART_RELEASE, str(folder), *options, *served]
     output = session.render(("helm", *argv), lambda: _run(argv, shown, command))
     if isinstance(output, LoadProblem):
         return LoadedText(problems=[_with_chart_settings(output)])

@@ -199,6 +199,7 @@ class CustomRuleSettings:
 class HelmSettings:
     values_files: tuple[str, ...]
     namespace: str | None = None  # the release namespace (helm template --namespace); None: Helm's
+    api_versions: tuple[str, ...] = ()  # helm template --api-versions (the schema's pattern: no option)
 
     @classmethod
     def of(cls, section: Mapping[str, Any]) -> HelmSettings:
@@ -206,6 +207,7 @@ class HelmSettings:
         return cls(
             values_files=_strings(section.get("valuesFiles")),
             namespace=namespace if isinstance(namespace, str) and namespace else None,
+            api_versions=_strings(section.get("apiVersions")),
         )
 
 
