@@ -152,11 +152,20 @@ def gpu_quantity_invalid(workload: Workload, ctx: Context) -> Iterator[Violation
     ),
 )
 def gpu_quantity_zero(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    for _, demand in _demands(workload, ctx):
+    demands = _demands(workload, ctx)
+    for _, demand in demands:
         if demand.resource.counts_gpus and demand.amount == 0:
             container = demand.container
             if _hides_gpus(container):
                 continue  # NVIDIA_VISIBLE_DEVICES=void: the toolkit mounts no GPU, whatever the image says
+            if any(
+                other.container is container and other.resource.counts_gpus and other.amount
+                for _, other in demands
+            ):
+                # nv-ingest's MIG values zero the chart's nvidia.com/gpu beside nvidia.com/mig-1g.10gb
+                # (Helm merges maps: a default can only be zeroed): the device plugin gives the MIG
+                # device, whose list replaces the image's `all`.
+                continue
             yield Violation(
                 container.resource_path(demand.section, demand.resource.name),
                 f"{container.label} sets {demand.resource.name} to 0: it is given no GPU, and the zero hides "
