@@ -700,3 +700,23 @@ def test_a_scheduled_spark_application_runs_its_template(lint_text: LintText) ->
     )
     found = {finding.rule_id: finding.line for finding in lint_text(text).findings}
     assert found["GP601"] == 10 and "GP702" in found
+
+
+def test_a_nimservice_runs_its_images_repository_and_tag(lint_text: LintText) -> None:
+    """NVIDIA's RAG blueprint's NIMServices: the operator runs `image.repository:image.tag` in a
+    container named `<name>-ctr`; the image rules never read the mapping (no GP702 on `latest`)."""
+    text = (
+        "apiVersion: apps.nvidia.com/v1alpha1\nkind: NIMService\nmetadata: {name: nim-llm, namespace: rag}\n"
+        "spec:\n  image:\n    repository: nvcr.io/nim/meta/llama-3.1-8b-instruct\n    tag: latest\n"
+        "  resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    (resource,) = load_text(text, "n.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None
+    ((_, container),) = workload.containers()
+    assert (container.name, container.image) == (
+        "nim-llm-ctr",
+        "nvcr.io/nim/meta/llama-3.1-8b-instruct:latest",
+    )
+    (latest,) = [f for f in lint_text(text).findings if f.rule_id == "GP702"]
+    assert latest.path == ("spec", "image") and latest.line == 5

@@ -564,8 +564,26 @@ def _nim_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
     replicas = int_or_default(spec.get("replicas"), 1)
     if scale.get("enabled") is True:
         replicas = int_or_default(as_mapping(scale.get("hpa")).get("maxReplicas"), replicas)
-    container = Container(spec, ("spec",), "container")
+    container = Container(_nim_container(obj, spec), ("spec",), "container")
     yield PodTemplate(spec, ("spec",), role="nim", replicas=replicas, containers=[container])
+
+
+def _nim_container(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The container the NIM operator makes of a NIMService's spec: named `<name>-ctr`, running
+    `image.repository:image.tag` (api/apps/v1alpha1 NIMService GetImage, GetContainerName)."""
+    seen = dict(spec)
+    name = as_mapping(obj.get("metadata")).get("name")
+    if isinstance(name, str) and name and "name" not in spec:
+        seen["name"] = f"{name}-ctr"
+    image = spec.get("image")
+    if isinstance(image, dict) and isinstance(image.get("repository"), str):
+        tag = image.get("tag")
+        seen["image"] = (
+            f"{image['repository']}:{tag}"
+            if isinstance(tag, str | int | float) and tag != ""
+            else image["repository"]
+        )
+    return seen
 
 
 # Argo Workflows: the pod-level fields a workflow sets for all its pods, and the name each has in
