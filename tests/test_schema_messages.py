@@ -95,3 +95,12 @@ def test_metadata_fields_beside_a_missing_metadata_are_one_finding(lint_text: Li
     beside = text.replace("name: test\n", "metadata: {name: test}\nlabels: {team: ml}\n")
     (finding,) = [f for f in lint_text(beside).findings if f.rule_id == "GP003"]
     assert finding.path == ("labels",) and "is at the top level, not under metadata" in finding.message
+
+
+def test_helms_exponent_form_of_a_number_is_a_number(lint_text: LintText) -> None:
+    """soperator's chart renders a PriorityClass `value: 1e+07` (Helm prints large numbers of its
+    values so): YAML 1.1 reads a string, the API server's go-yaml the number 10000000."""
+    text = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: slurm}\nvalue: 1e+07\n"
+    assert not [f for f in lint_text(text).findings if f.rule_id == "GP005"]
+    words = text.replace("1e+07", "ten-million")
+    assert [f.path for f in lint_text(words).findings if f.rule_id == "GP005"] == [("value",)]

@@ -239,6 +239,8 @@ def schema_errors(obj: dict[str, Any], version: str) -> Iterator[SchemaError]:
             # and fails a string as "null is not of type".
             yield SchemaError(path, _empty_value(path))
             continue
+        if type(kind).__name__ == "Type" and _go_number(error.instance) and _wants_a_number(error.message):
+            continue  # Helm's `1e+07`: a number for the API server's YAML decoder (below)
         placeholder = _braced_word(error.instance)
         if placeholder is not None and type(kind).__name__ == "Type":
             yield SchemaError(path, _braced_value(path, placeholder))
@@ -254,6 +256,20 @@ def _required_message(names: list[str]) -> str:
     if len(quoted) == 1:
         return f"{quoted[0]} is a required property"
     return f"{', '.join(quoted[:-1])} and {quoted[-1]} are required properties"
+
+
+# A float in exponent form without a dot, as Helm prints a large number of its values (`1e+07`):
+# YAML 1.1 (PyYAML) reads it as a string, go-yaml (sigs.k8s.io/yaml, kubectl and the API server) as
+# the number 10000000. A literal pattern of one line, searched whole: linear.
+_GO_EXPONENT_NUMBER = re.compile(r"[-+]?[0-9]{1,30}(?:\.[0-9]{0,30})?[eE][-+]?[0-9]{1,3}")
+
+
+def _go_number(value: Any) -> bool:
+    return isinstance(value, str) and _GO_EXPONENT_NUMBER.fullmatch(value) is not None
+
+
+def _wants_a_number(message: str) -> bool:
+    return '"integer"' in message or '"number"' in message
 
 
 def _braced_word(value: Any) -> str | None:
