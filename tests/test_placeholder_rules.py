@@ -306,3 +306,15 @@ def test_an_openshift_templates_parameters_are_its_own(lint_text: LintText) -> N
     assert "GP612" in found
     other = text.replace("template.openshift.io/v1", "example.com/v1")  # another group's Template
     assert {"GP003", "GP004"} <= {f.rule_id for f in lint_text(other).findings}
+
+
+def test_a_script_in_a_custom_resources_field_is_its_own_text(lint_text: LintText) -> None:
+    """soperator's ActiveCheck runs a `#!/bin/bash` sbatchScript that sets and reads `${gpus_on_node}`."""
+    text = (
+        "apiVersion: slurm.nebius.ai/v1alpha1\nkind: ActiveCheck\nmetadata: {name: gpu-checks}\nspec:\n"
+        "  slurmJobSpec:\n    sbatchScript: |\n      #!/bin/bash\n      gpus=$(nvidia-smi -L | wc -l)\n"
+        '      echo "${gpus}"\n    name: ${JOB_NAME}\n'
+    )
+    assert [f.path for f in lint_text(text).findings if f.rule_id == "GP004"] == [
+        ("spec", "slurmJobSpec", "name")
+    ]

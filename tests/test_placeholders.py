@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.kube.placeholders import EXCERPT, excerpt, scan, whole
+from gpupolicy.kube.placeholders import EXCERPT, braced, excerpt, scan, whole
 
 
 @pytest.mark.parametrize(
@@ -86,3 +86,15 @@ def test_excerpt_is_bounded() -> None:
     cut = excerpt("a" * 300 + "b" * 300)
     assert len(cut) == EXCERPT and cut.startswith("a") and cut.endswith("b") and "…" in cut
     assert excerpt("short") == "short"
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [("${env:CLUSTER_NAME}", None), ('set(attributes["cluster"], "${env:CLUSTER_NAME}")', None),
+     ("${file:/run/secrets/token}", None), ("${CLUSTER_NAME}", "${CLUSTER_NAME}"),
+     ("${NAME:-default}", "${NAME:-default}")],
+)  # fmt: skip
+def test_a_programs_scheme_reference_is_no_envsubst_placeholder(value: str, found: str | None) -> None:
+    """The OpenTelemetry collector's `${env:VAR}` (soperator's chart values): no shell or envsubst
+    writes a lowercase scheme and a colon before a name."""
+    assert braced(value) == found

@@ -162,9 +162,17 @@ def braced(value: str) -> str | None:
     if "${" not in value:
         return None
     for text in scan(value, strict=False).texts(value):
-        if text.startswith("${"):
+        if text.startswith("${") and not _scheme_reference(text):
             return text
     return None
+
+
+def _scheme_reference(text: str) -> bool:
+    """`${env:CLUSTER_NAME}`, `${file:/run/secret}`: a program's own reference by scheme (the
+    OpenTelemetry collector's configuration syntax), which no shell or envsubst writes: a
+    lowercase scheme, a colon, then a name or path (not a shell modifier such as `:-`, `:=`)."""
+    scheme, colon, rest = text[2:].partition(":")
+    return bool(colon and scheme.isalpha() and scheme.islower() and (rest[:1].isalpha() or rest[:1] == "/"))
 
 
 def field_placeholder(value: str) -> str | None:

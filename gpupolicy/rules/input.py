@@ -210,6 +210,8 @@ def _field_placeholders(
         parent, step, value = stack.pop()
         if isinstance(value, str):
             budget -= 1
+            if value.startswith("#!"):
+                continue  # a script (soperator's sbatchScript): its `${gpus_on_node}` are its own
             found = _deploy_time(field_placeholder(value), own)
             if found is not None:
                 path = parent if step is None else (*parent, step)
