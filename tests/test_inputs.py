@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from gpupolicy.cli.main import main
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.loading.inputs import (
     LIBRARY_CHART,
@@ -1080,3 +1082,20 @@ def test_a_controllers_template_left_in_helms_output_hides_nothing(
     assert sorted(resource.kind for resource in loaded.resources) == ["ConfigMap", "Deployment"]
     report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
     assert not [finding for finding in report.findings if finding.rule_id == "GP004"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_a_base_two_unbuilt_overlays_name_is_reported_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """soperator's dev and prod overlays both fail offline: each linted the shared base as written,
+    and every finding of it was said twice."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "base" / "deployment.yaml", PLAIN_GPU_SERVER)
+    write(tmp_path / "base" / "kustomization.yaml", "resources:\n  - deployment.yaml\n")
+    for overlay in ("dev", "prod"):
+        write(tmp_path / overlay / "kustomization.yaml", "resources:\n  - ../base\n  - missing.yaml\n")
+    main(["lint", "--no-repo-policy", "-f", "json", "."])
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    (mismatch,) = [finding for finding in findings if finding["rule"] == "GP102"]
+    assert mismatch["message"].endswith("(as rendered by dev [not built], prod [not built])")

@@ -669,7 +669,7 @@ def load_kustomization(
 
     output = session.render(("kustomize", str(folder.resolve())), run)
     if isinstance(output, LoadProblem):
-        return _keep(_unbuilt_overlay(folder, output, limits), part)
+        return _keep(_unbuilt_overlay(folder, output, limits, session), part)
     wrapper, _, text = output.partition("\n")
     loaded = load_text(text, shown, rendered_from="kustomize", limits=limits)
     if wrapper:
@@ -677,19 +677,25 @@ def load_kustomization(
     return _keep(loaded, part)
 
 
-def _unbuilt_overlay(folder: Path, problem: LoadProblem, limits: LoadLimits) -> LoadedText:
+def _unbuilt_overlay(
+    folder: Path, problem: LoadProblem, limits: LoadLimits, session: RenderSession
+) -> LoadedText:
     """An overlay kustomize cannot build (a file it names is missing, as operator-sdk's generated
     CSV base is until `make bundle`): its GP004, and the local files it names as resources linted
     as written, so that a broken build hides none of the objects a person wrote (semantic-router's
-    OpenShift overlay held two GPU servers). What the overlay would change of them is unknown."""
+    OpenShift overlay held two GPU servers). What the overlay would change of them is unknown.
+    A base several such overlays name is reported once, naming them (`OverlayFindings`)."""
     files = [path for path in resource_files(folder, limits) if path.suffix in MANIFEST_SUFFIXES]
     loaded = LoadedText()
+    unbuilt = f"{display_path(folder)} [not built]"
     for path in files:
         shown = display_path(path)
         text, _unreadable = _read(path, shown)
         if text is None:
             continue  # the build's error already says so
         part = load_text(text, shown, limits=limits, hint_path=path)
+        for resource in part.resources:
+            session.overlays.note(resource, unbuilt)
         loaded.resources.extend(part.resources)
         loaded.problems.extend(part.problems)
         loaded.directives.extend(part.directives)
