@@ -205,3 +205,14 @@ def test_a_key_named_only_key_is_a_credential_unless_it_reads_as_a_keys_name(nam
     even a wordy value one."""
     hit = detect(name, value)
     assert hit is not None and hit.evidence == "name"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "credential"),
+    [("SECRET_KEY", "accessToken", False), ("API_KEY", "hfApiKey", False), ("CLIENT_SECRET", "clientSecret", False),
+     ("DB_PASSWORD", "correctHorse", True), ("SECRET_KEY", "aK9xQ2mZ7pL4", True), ("AUTH_TOKEN", "Zm9vYmFyYmF6", True)],
+)  # fmt: skip
+def test_a_camel_case_identifier_is_a_data_keys_name(name: str, value: str, credential: bool) -> None:
+    """soperator's token writer sets SECRET_KEY=accessToken, the data key it writes the token under;
+    a password stays one whatever words it is."""
+    assert (detect(name, value) is not None) is credential

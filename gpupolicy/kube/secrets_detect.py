@@ -245,7 +245,16 @@ def detect(name: str, value: str) -> Credential | None:
         return None
     if named in _NAMEABLE_KINDS and names_a_key(text):
         return None
+    if named not in _NEVER_IDENTIFIERS and _CAMEL_IDENTIFIER.fullmatch(text):
+        return None  # `SECRET_KEY=accessToken`: the name of a Secret's data key, which a script reads
     return Credential(named, "name")
+
+
+# A camelCase identifier of words (`accessToken`, `hfApiKey`): what a program calls a field or a
+# Secret's data key; a generated key or token mixes in digits and capitals at random. A password
+# or a private key may be any word, and stays one. One line, no nested repetition: linear.
+_CAMEL_IDENTIFIER = re.compile(r"[a-z]{2,12}(?:[A-Z][a-z]{1,12}){1,3}")
+_NEVER_IDENTIFIERS = frozenset({"password", "private key"})
 
 
 # Kinds whose values are as often names as secrets: a Redis or S3 key's name, etcd's
