@@ -571,3 +571,20 @@ def test_one_literal_credential_in_several_variables_is_one_finding(lint_text: L
     (message,) = [f.message for f in lint_text(text).findings if f.rule_id == "GP612"]
     assert message.startswith("container 'main' env HTTP_PROXY holds a literal")
     assert message.endswith("(so do http_proxy, HTTPS_PROXY)")
+
+
+def test_a_host_path_of_a_kind_whose_controller_adds_containers_is_not_said_unmounted(
+    lint_text: LintText,
+) -> None:
+    """Slinky's NodeSet mounts the node's /dev/aperture_devices into the slurmd container the
+    operator adds from `spec.slurmd`: "which no container mounts: remove it" would break NCCL."""
+    text = (
+        "apiVersion: slinky.slurm.net/v1beta1\nkind: NodeSet\nmetadata: {name: a3, namespace: slurm}\nspec:\n"
+        "  slurmd:\n    image: ghcr.io/slinkyproject/slurmd:25.05\n"
+        "    volumeMounts: [{name: aperture, mountPath: /dev/aperture_devices}]\n"
+        "  template:\n    spec:\n      containers: [{name: sidecar, image: 'busybox:1.37'}]\n"
+        "      volumes: [{name: aperture, hostPath: {path: /dev/aperture_devices}}]\n"
+    )
+    (finding,) = [f for f in lint_text(text).findings if f.rule_id == "GP606"]
+    assert "declares the node's /dev/aperture_devices" in finding.message
+    assert "no container mounts" not in finding.message

@@ -23,7 +23,7 @@ from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.kube import pod_security as pss
 from gpupolicy.kube import pod_security_levels as levels
 from gpupolicy.kube.gpu import VISIBLE_DEVICES, hides_every_gpu, repository_claim_classes
-from gpupolicy.kube.pod_spec import Container, PodTemplate, Workload, as_list, as_mapping
+from gpupolicy.kube.pod_spec import EXTRACTORS, Container, PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT
 from gpupolicy.kube.scheduling import node_selector, required_terms
 from gpupolicy.kube.selectors import node_affinity_matches
@@ -396,7 +396,9 @@ def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
             where = (*path, "hostPath", "path") if host_path else (*path, "hostPath")
             name = volume.get("name", "?")
             mounted = _mounted_volumes(template) if mounted is None else mounted
-            if not isinstance(name, str) or name not in mounted:
+            # A kind walked for its pod spec without knowing its controller (Slinky's NodeSet adds
+            # its slurmd container from a field of its own) may mount it in a container we do not see.
+            if (not isinstance(name, str) or name not in mounted) and workload.kind in EXTRACTORS:
                 # Admission refuses the pod all the same; what it would expose is beside the point.
                 yield Violation(
                     where,
@@ -406,7 +408,8 @@ def host_path_volume(workload: Workload, ctx: Context) -> Iterator[Violation]:
                 continue
             meaning = describe_host_path(host_path)
             what = f": {meaning}" if meaning else ""
-            yield Violation(where, f"volume {name!r} mounts the node's {host_path or '(no path)'}{what}")
+            verb = "mounts" if isinstance(name, str) and name in mounted else "declares"
+            yield Violation(where, f"volume {name!r} {verb} the node's {host_path or '(no path)'}{what}")
 
 
 def _mounted_volumes(template: PodTemplate) -> set[str]:
