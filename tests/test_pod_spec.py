@@ -720,3 +720,20 @@ def test_a_nimservice_runs_its_images_repository_and_tag(lint_text: LintText) ->
     )
     (latest,) = [f for f in lint_text(text).findings if f.rule_id == "GP702"]
     assert latest.path == ("spec", "image") and latest.line == 5
+
+
+def test_a_nimservices_probes_are_the_written_ones_else_the_operators(lint_text: LintText) -> None:
+    """NVIDIA's RAG blueprint writes NIM probes through `spec.startupProbe.probe`: the operator
+    uses them in place of its defaults and drops one with `enabled: false`, so they are judged."""
+    text = (
+        "apiVersion: apps.nvidia.com/v1alpha1\nkind: NIMService\nmetadata: {name: llm, namespace: rag}\n"
+        "spec:\n  image: {repository: nvcr.io/nim/meta/llama-3.1-8b-instruct, tag: '1.8.0'}\n"
+        "  resources: {requests: {cpu: '8', memory: 64Gi}, limits: {memory: 64Gi, nvidia.com/gpu: 1}}\n"
+        "  startupProbe:\n    probe: {httpGet: {path: /v1/health/ready, port: api}, periodSeconds: 10, failureThreshold: 2}\n"
+    )
+    found = {f.rule_id for f in lint_text(text).findings}
+    assert "GP404" in found and "GP401" not in found  # the written startup probe; the default readiness
+    defaults = {f.rule_id for f in lint_text(text.split("  startupProbe:")[0]).findings}
+    assert not defaults & {"GP401", "GP402", "GP403", "GP404", "GP405", "GP407"}
+    disabled = text.split("  startupProbe:")[0] + "  readinessProbe: {enabled: false}\n"
+    assert "GP401" in {f.rule_id for f in lint_text(disabled).findings}

@@ -568,10 +568,34 @@ def _nim_service(obj: dict[str, Any]) -> Iterator[PodTemplate]:
     yield PodTemplate(spec, ("spec",), role="nim", replicas=replicas, containers=[container])
 
 
+# The NIM operator's probes when a NIMService writes none (api/apps/v1alpha1 nimservice_types.go,
+# GetDefault{Liveness,Readiness,Startup}Probe), on its `api` port (DefaultNamedPortAPI, 8000).
+_NIM_PORT = "api"
+_NIM_DEFAULT_PROBES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("livenessProbe", {"httpGet": {"path": "/v1/health/live", "port": _NIM_PORT}, "initialDelaySeconds": 15,
+                       "timeoutSeconds": 1, "periodSeconds": 10, "failureThreshold": 3}),
+    ("readinessProbe", {"httpGet": {"path": "/v1/health/ready", "port": _NIM_PORT}, "initialDelaySeconds": 15,
+                        "timeoutSeconds": 1, "periodSeconds": 10, "failureThreshold": 3}),
+    ("startupProbe", {"httpGet": {"path": "/v1/health/ready", "port": _NIM_PORT}, "initialDelaySeconds": 30,
+                      "timeoutSeconds": 1, "periodSeconds": 10, "failureThreshold": 30}),
+)  # fmt: skip
+
+
 def _nim_container(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """The container the NIM operator makes of a NIMService's spec: named `<name>-ctr`, running
-    `image.repository:image.tag` (api/apps/v1alpha1 NIMService GetImage, GetContainerName)."""
+    `image.repository:image.tag` (api/apps/v1alpha1 NIMService GetImage, GetContainerName), with its
+    `api` port (spec.expose.service.port) and each probe the spec's `{enabled, probe}` gives: the
+    probe written, else the operator's default, none when `enabled: false` (GetDeploymentParams)."""
     seen = dict(spec)
+    for key, default in _NIM_DEFAULT_PROBES:
+        written = as_mapping(spec.get(key))
+        if written.get("enabled") is False:
+            seen.pop(key, None)
+        else:
+            probe = written.get("probe")
+            seen[key] = probe if isinstance(probe, dict) else default
+    port = as_mapping(as_mapping(as_mapping(spec.get("expose")).get("service"))).get("port")
+    seen["ports"] = [{"name": _NIM_PORT, "containerPort": port if isinstance(port, int) else 8000}]
     name = as_mapping(obj.get("metadata")).get("name")
     if isinstance(name, str) and name and "name" not in spec:
         seen["name"] = f"{name}-ctr"

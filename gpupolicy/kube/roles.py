@@ -101,7 +101,8 @@ CONTROLLER_INJECTS: dict[str, frozenset[str]] = {
     "RayClusterFleet": frozenset({"probes", "shm"}),
     "InferenceService": frozenset({"probes", "ports", "resources"}),
     "LLMInferenceService": frozenset({"probes", "ports", "shm"}),
-    "NIMService": frozenset({"probes", "ports", "shm"}),
+    # NIMService: its probes and port are read as the operator writes them (pod_spec._nim_container).
+    "NIMService": frozenset({"shm"}),
     "DynamoGraphDeployment": frozenset({"probes", "ports", "shm"}),
     # A partial spec (CONFIG_KINDS): the well-known template merged under it, or the service
     # merged over it, may give what it leaves out, resources included.
