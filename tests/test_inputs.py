@@ -212,14 +212,19 @@ spec:
 """
 
 
+def without_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PATH of one empty folder: no helm, no kubectl."""
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    monkeypatch.setenv("PATH", str(empty_bin))
+
+
 def test_a_chart_without_helm_is_one_gp004_with_the_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     helm_chart(tmp_path)
-    empty_bin = tmp_path / "bin"
-    empty_bin.mkdir()
-    monkeypatch.setenv("PATH", str(empty_bin))
+    without_tools(tmp_path, monkeypatch)
     ((file, line, message),) = gp004(["charts"])  # one finding for the chart, not one per template
     assert file == "charts/llm"
     assert line is None
@@ -348,9 +353,7 @@ def test_a_helm_template_given_as_a_file_stands_for_its_chart_rendered(
     GP004 per template action)."""
     monkeypatch.chdir(tmp_path)
     chart = helm_chart(tmp_path)
-    empty_bin = tmp_path / "bin"
-    empty_bin.mkdir()
-    monkeypatch.setenv("PATH", str(empty_bin))
+    without_tools(tmp_path, monkeypatch)
     ((file, line, message),) = gp004([str((chart / "templates" / "deployment.yaml").relative_to(tmp_path))])
     assert file == "charts/llm"
     assert line is None
@@ -500,9 +503,7 @@ def test_kustomize_without_kubectl_is_gp004_with_the_command(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     kustomize_dir(tmp_path)
-    empty_bin = tmp_path / "bin"
-    empty_bin.mkdir()
-    monkeypatch.setenv("PATH", str(empty_bin))
+    without_tools(tmp_path, monkeypatch)
     ((file, line, message),) = gp004(["overlays"])
     assert file == "overlays/prod"
     assert line is None
@@ -1000,9 +1001,7 @@ def test_manifests_below_a_chart_that_helm_does_not_read_are_linted_as_written(
         "charts/llm/files/config.yaml",
         "charts/llm/nim-local.yaml",
     ]
-    empty_bin = tmp_path / "bin"
-    empty_bin.mkdir()
-    monkeypatch.setenv("PATH", str(empty_bin))  # the chart itself: one GP004 without helm
+    without_tools(tmp_path, monkeypatch)  # the chart itself: one GP004 without helm
     loaded = load_paths(["charts"])
     assert sorted({resource.file for resource in loaded.resources}) == [
         "charts/llm/examples/nim.yaml",

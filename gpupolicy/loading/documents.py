@@ -264,7 +264,11 @@ _marks_made: dict[tuple[str, ...], frozenset[str]] = {}
 
 def text_marks(text: str, start: int, end: int) -> frozenset[str]:
     """Which of TEXT_MARKS `text[start:end]` holds (one frozenset per combination, shared)."""
-    found = tuple(mark for mark in TEXT_MARKS if holds_mark(text, mark, start, end))
+    return _shared_marks(tuple(mark for mark in TEXT_MARKS if holds_mark(text, mark, start, end)))
+
+
+def _shared_marks(found: tuple[str, ...]) -> frozenset[str]:
+    """The one frozenset of these marks (a handful of combinations, each made once)."""
     if not found:
         return _NO_MARKS
     marks = _marks_made.get(found)
@@ -281,13 +285,7 @@ def json_text_marks(text: bytes) -> frozenset[str]:
     `$`, `<`, `{` and `_` (orjson, and the standard library without ASCII escapes), so every one a
     key or string holds is in the text as written; an escape there (`\n`) writes none of them
     into the values, which are already decoded: the backslash is no mark of theirs."""
-    found = tuple(mark for mark, needle in _BYTE_MARKS if needle in text)
-    if not found:
-        return _NO_MARKS
-    marks = _marks_made.get(found)
-    if marks is None:
-        marks = _marks_made[found] = frozenset(found)
-    return marks
+    return _shared_marks(tuple(mark for mark, needle in _BYTE_MARKS if needle in text))
 
 
 # `str.find` of two characters scans about 40 times slower than of one (memchr): 3.5 against 0.09 us
