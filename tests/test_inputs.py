@@ -993,6 +993,9 @@ def test_manifests_below_a_chart_that_helm_does_not_read_are_linted_as_written(
     write(chart / "examples" / "values-gpu.yaml", "replicaCount: 3\n")
     write(chart / "nim-local.yaml", PLAIN_GPU_SERVER)
     write(chart / "files" / "config.yaml", "kind: ConfigMap\nmetadata: {name: '{{ .Release.Name }}'}\n")
+    # Plain YAML a template reads (KServe's chart renders files/ with its values' images): the chart's.
+    write(chart / "data" / "resources.yaml", PLAIN_GPU_SERVER)
+    write(chart / "templates" / "data.yaml", '{{ .Files.Get "data/resources.yaml" }}\n')
     walked = [path.relative_to(tmp_path).as_posix() for path in iter_manifest_files(tmp_path / "charts")]
     assert walked == [
         "charts/llm",

@@ -213,14 +213,55 @@ def _files_helm_does_not_read(
         entries = sorted(chart.iterdir())
     except OSError:
         return  # the chart itself reports it cannot be read when rendered
+    read = _template_text_of(chart)
     for entry in entries:
         if entry.name.startswith(".") or is_excluded(entry, base, patterns) or is_vendored(entry):
             continue
+        if _named_by_templates(chart, entry, read):
+            continue  # `.Files.Get "files/resources.yaml"`: judged as the chart renders it
         if entry.is_dir() and not entry.is_symlink():
             if entry.name not in CHART_FOLDERS:
-                yield from iter_manifest_files(entry, patterns, base=base, unreadable=unreadable)
+                yield from (
+                    path
+                    for path in iter_manifest_files(entry, patterns, base=base, unreadable=unreadable)
+                    if not _named_by_templates(chart, path, read)
+                )
         elif entry.suffix in MANIFEST_SUFFIXES and entry.is_file() and not read_by_helm(chart, entry):
             yield entry
+
+
+TEMPLATE_TEXT_READ = 1 << 22  # bytes of a chart's templates searched for the files they read
+
+
+def _template_text_of(chart: Path) -> str:
+    """The text of the chart's templates (helpers too), bounded, read once per chart walk."""
+    parts: list[str] = []
+    size = 0
+    for path in sorted((chart / "templates").rglob("*")):
+        if size >= TEMPLATE_TEXT_READ or not path.is_file():
+            continue
+        try:
+            data = path.read_bytes()[: TEMPLATE_TEXT_READ - size]
+        except OSError:
+            continue
+        size += len(data)
+        parts.append(data.decode("utf-8", "replace"))
+    text = "\n".join(parts)
+    return text if ".Files" in text else ""
+
+
+def _named_by_templates(chart: Path, path: Path, text: str) -> bool:
+    """Whether a template reads `path` (a file or folder of the chart) through `.Files`: its path
+    relative to the chart, or a folder of it, is written in the templates (`.Files.Get
+    "files/resources.yaml"`, `.Files.Glob "files/llmisvcconfigs/*"`, a helper given the path).
+    KServe's chart keeps its resources in files/ and renders them with its values' images."""
+    if not text:
+        return False
+    try:
+        relative = path.relative_to(chart).as_posix()
+    except ValueError:
+        return False
+    return any(f"{quote}{relative}{end}" in text for quote in ('"', "'", "`") for end in (quote, "/", "*"))
 
 
 def is_vendored(entry: Path) -> bool:
