@@ -504,3 +504,58 @@ spec:
     workload = workload_of(resource)
     assert workload is not None
     assert decide(workload).role is role
+
+
+def test_a_helper_that_idles_beside_a_server_does_not_make_the_pod_a_test() -> None:
+    """GKE's inference reference architecture warms the page cache with a sidecar that then runs
+    `sleep infinity`: 74 GPU servers were dev, and every serving rule went silent on them. A
+    notebook whose own container runs Jupyter on a port stays dev."""
+    text = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm, namespace: ai}
+spec:
+  selector: {matchLabels: {app: vllm}}
+  template:
+    metadata: {labels: {app: vllm}}
+    spec:
+      containers:
+        - name: fetch-safetensors
+          image: busybox:1.37
+          command: [sh, -c, "find /models -name '*.safetensors' | xargs -I{} dd if={} of=/dev/null; sleep infinity"]
+        - name: inference-server
+          image: registry.example.com/vllm:0.10.0
+          command: [python3, -m, vllm.entrypoints.openai.api_server]
+          ports: [{containerPort: 8000}]
+          resources: {limits: {nvidia.com/gpu: 8}}
+"""
+    (resource,) = load_text(text, "d.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None and decide(workload).role is Role.SERVER
+    notebook = text.replace(
+        "command: [python3, -m, vllm.entrypoints.openai.api_server]", "command: [jupyter, lab]"
+    )
+    (resource,) = load_text(notebook, "d.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None and decide(workload).role is Role.DEV
+
+
+def test_a_variables_name_is_no_benchmark() -> None:
+    """accelerated-platforms' transfer Job reads `$(MLP_STORAGE_BENCHMARK_FLAT_BUCKET)`."""
+    text = """\
+apiVersion: batch/v1
+kind: Job
+metadata: {name: transfer, namespace: ai}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: copy
+          image: google/cloud-sdk:520.0.0
+          args: [gcloud, storage, cp, -r, /models, "gs://$(MLP_STORAGE_BENCHMARK_FLAT_BUCKET)"]
+          resources: {limits: {nvidia.com/gpu: 1}}
+"""
+    (resource,) = load_text(text, "j.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None and decide(workload).role is Role.BATCH

@@ -358,7 +358,14 @@ def _only_sleeps(text: str) -> bool:
 
 
 def _dev_evidence(template: PodTemplate) -> str | None:
-    for container in template.main_containers():
+    containers = template.main_containers()
+    # A pod that serves is no test because a helper beside the server idles or runs a test tool
+    # (GKE's reference architecture warms the page cache with a sidecar that then sleeps forever):
+    # what one container runs is evidence only while no other one serves.
+    serving = [container for container in containers if _serves(container)] if len(containers) > 1 else []
+    for container in containers:
+        if any(other is not container for other in serving):
+            continue
         text = command_text(container)
         if text and _only_sleeps(text):
             return f"container {container.name!r} only sleeps ({text[:60]!r})"
@@ -387,10 +394,19 @@ def _dev_command_part(text: str) -> str | None:
     return None
 
 
+def _serves(container: Container) -> bool:
+    """Whether a container runs a serving command or declares a port other than a shell's."""
+    if first_part(SERVER_COMMAND_PARTS, command_text(container)) is not None:
+        return True
+    return any(
+        isinstance(port, dict) and not remote_access(port) for port in as_list(container.spec.get("ports"))
+    )
+
+
 def _runs_a_benchmark(text: str) -> bool:
     for word in text.split():
-        if word.startswith("-"):
-            continue  # an option (`--benchmark-dir`)
+        if word.startswith("-") or "$" in word:
+            continue  # an option (`--benchmark-dir`), a variable's name (`$(MLP_BENCHMARK_BUCKET)`)
         key, equals, value = word.partition("=")
         if "benchmark" in (value if equals else key):  # `key=value`: an option's value, not its name
             return True
