@@ -26,6 +26,16 @@ LATEST = "latest"
 # a nightly test runs the nightly build on purpose.
 MOVING_TAGS = frozenset({LATEST, "main", "master", "develop", "dev", "head"})
 
+# Images written to be replaced before the pod runs, never pulled: a kustomization's replacements
+# target (`replaced-by-kustomize`, ODH's `placeholder`, written over from params.env), and Istio's
+# `auto`, which its sidecar injector replaces in a gateway (IST0146: "The auto image is a
+# placeholder"). GP004 names the former; the latter is the injector's.
+PLACEHOLDER_IMAGES = frozenset(
+    {"placeholder", "image-placeholder", "replaced-by-kustomize", "replace-me", "replaceme", "changeme", "todo"}
+)
+STAND_IN_IMAGES = PLACEHOLDER_IMAGES | {"auto"}
+
+
 # A variant's rolling tag (`admission-amd64-latest`, `cuda12_latest`): `latest` of one build flavour.
 ROLLING_SUFFIXES = ("-latest", "_latest", ".latest")
 
@@ -90,7 +100,7 @@ def parse_image(image: str, *, placeholders: bool = False) -> ImageRef | None:
     None too, unless `placeholders`: then the parts the placeholders leave intact are parsed and
     the others are marked unknown (`registry_known`, `version_known`)."""
     raw = image.strip()
-    if not raw:
+    if not raw or raw.lower() in STAND_IN_IMAGES:
         return None
     found = scan(raw)
     if found.references or (found.spans and not placeholders):

@@ -11,7 +11,7 @@ from gpupolicy.core.findings import JsonPath
 from gpupolicy.core.json_text import json_bytes
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, input_rule, rule
-from gpupolicy.kube.images import parse_image
+from gpupolicy.kube.images import PLACEHOLDER_IMAGES, parse_image
 from gpupolicy.kube.kube_schemas import has_schema, resolve_version, schema_errors
 from gpupolicy.kube.placeholders import (
     NO_PLACEHOLDERS,
@@ -308,7 +308,7 @@ def _image_placeholder(
     symbolic = symbolic_name(image) and not agent
     if found.spans:
         texts = found.texts(image)
-    elif symbolic:
+    elif symbolic or image.lower() in PLACEHOLDER_IMAGES:
         texts = [image]
     elif agent or image.islower():
         texts = []
