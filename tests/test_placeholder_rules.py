@@ -318,3 +318,22 @@ def test_a_script_in_a_custom_resources_field_is_its_own_text(lint_text: LintTex
     assert [f.path for f in lint_text(text).findings if f.rule_id == "GP004"] == [
         ("spec", "slurmJobSpec", "name")
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "apiVersion: perses.dev/v1alpha1\nkind: PersesDashboard\nmetadata: {name: llm-d}\nspec:\n"
+        "  variables:\n  - spec: {defaultValue: $__all, allowAllValue: true}\n"
+        "  panels:\n    util: {spec: {queries: [{spec: {seriesNameFormat: '{{k8s_pod_name}}'}}]}}\n",
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: templates.template.openshift.io}\n"
+        "spec:\n  group: template.openshift.io\n  names: {kind: Template, plural: templates}\n  scope: Namespaced\n"
+        "  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n"
+        "        description: 'value may hold ${PARAMETER_REFERENCE}'\n        type: object\n",
+    ],
+)
+def test_a_document_in_another_programs_language_holds_no_deploy_time_placeholder(
+    lint_text: LintText, text: str
+) -> None:
+    """ODH's Perses dashboards (`$__all`, `{{k8s_pod_name}}`) and a CRD's schema descriptions."""
+    assert not [f for f in lint_text(text).findings if f.rule_id == "GP004"]

@@ -31,7 +31,15 @@ MOVING_TAGS = frozenset({LATEST, "main", "master", "develop", "dev", "head"})
 # `auto`, which its sidecar injector replaces in a gateway (IST0146: "The auto image is a
 # placeholder"). GP004 names the former; the latter is the injector's.
 PLACEHOLDER_IMAGES = frozenset(
-    {"placeholder", "image-placeholder", "replaced-by-kustomize", "replace-me", "replaceme", "changeme", "todo"}
+    {
+        "placeholder",
+        "image-placeholder",
+        "replaced-by-kustomize",
+        "replace-me",
+        "replaceme",
+        "changeme",
+        "todo",
+    }
 )
 STAND_IN_IMAGES = PLACEHOLDER_IMAGES | {"auto"}
 

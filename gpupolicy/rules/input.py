@@ -141,6 +141,11 @@ FREE_TEXT_KEYS = frozenset(
      "entrypoint", "runtimeEnvYAML", "rayStartParams", "managedFields", "manifest", "json"}
 )  # fmt: skip
 MAX_FIELDS = 20_000  # string fields read per object (a bound on hostile input)
+# Kinds whose spec is a document in another program's language, never a field the API server takes
+# literally: a CRD's OpenAPI schema (its descriptions document `${PARAMETER_REFERENCE}` syntax) and
+# dashboards, whose `$__all`, `${instance}` and `{{pod}}` the dashboard engine fills in when viewed
+# (Perses' variables, Grafana's; Prometheus legend formats).
+DOCUMENT_KINDS = frozenset({"CustomResourceDefinition", "GrafanaDashboard", "PersesDashboard"})
 
 
 def _miscased_keys(obj: dict[str, Any], missing: list[str]) -> list[str]:
@@ -202,7 +207,10 @@ def _field_placeholders(
     as a whole, or that holds a `${VAR}`."""
     # Each entry: the path of the parent, the key or index, the value; a value's own path is made
     # only when it is a container or a finding (most fields are neither).
-    stack: list[tuple[JsonPath, str | int | None, Any]] = [((), None, resource.obj)]
+    root = resource.obj
+    if resource.kind in DOCUMENT_KINDS and isinstance(root, dict):
+        root = {key: value for key, value in root.items() if key != "spec"}  # the document is its spec
+    stack: list[tuple[JsonPath, str | int | None, Any]] = [((), None, root)]
     parents = {path[:-1] for path in handled}
     budget = MAX_FIELDS
     secret = resource.kind == "Secret"  # a Secret's data is base64: a placeholder there was never encoded
