@@ -198,3 +198,20 @@ spec:
     assert (
         "env WANDB_API_KEY (API key) is the workflow parameter '{{inputs.parameters.wandb_key}}'" in message
     )
+
+
+def test_a_workflows_claims_are_its_pods_claims(lint_text: LintText) -> None:
+    """Argo gives every pod the workflow's `spec.resourceClaims` unless its template declares its
+    own (workflowpod.go): GP155 said a container used a claim its pod declares none of."""
+    text = (
+        "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: claims, namespace: ai}\nspec:\n"
+        "  entrypoint: main\n  resourceClaims:\n  - {name: gpu, resourceClaimTemplateName: single-gpu}\n"
+        "  templates:\n  - name: main\n    container:\n      image: busybox:1.37\n"
+        "      resources: {claims: [{name: gpu}]}\n"
+    )
+    (resource,) = load_text(text, "w.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None
+    (template,) = workload.templates
+    assert template.spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
+    assert "GP155" not in {f.rule_id for f in lint_text(text).findings}

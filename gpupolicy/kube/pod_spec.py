@@ -619,6 +619,8 @@ _ARGO_POD_DEFAULTS = (
     ("automountServiceAccountToken", "automountServiceAccountToken"), ("hostNetwork", "hostNetwork"),
     ("imagePullSecrets", "imagePullSecrets"), ("podPriorityClassName", "priorityClassName"),
     ("schedulerName", "schedulerName"),
+    # The workflow's DRA claims, given to every pod whose template declares none (workflowpod.go).
+    ("resourceClaims", "resourceClaims"),
 )  # fmt: skip
 _ARGO_MAIN = "main"
 
