@@ -834,6 +834,18 @@ def test_a_manifest_beside_an_overlay_that_does_not_list_it_is_linted(tmp_path: 
     }
 
 
+def test_a_terraform_template_is_gp004_not_a_syntax_error() -> None:
+    """GKE's accelerated-platforms keeps `*.tftpl.yaml` manifests whose structure Terraform's
+    `%{ if }` / `%{ for }` directives make: GP004 saying what renders them, not GP001."""
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n%{ if can(namespace) }  namespace: x\n"
+        "%{ endif }\ndata:\n%{ for key in keys }  ${key}: v\n%{ endfor }\n"
+    )
+    (problem,) = load_text(text, "cm.tftpl.yaml").problems
+    assert (problem.rule_id, problem.line, problem.column) == ("GP004", 5, 1)
+    assert "Terraform template directives" in problem.message
+
+
 def test_a_jinja_template_is_gp004_and_a_jinja_text_in_a_value_is_not() -> None:
     """DeepOps' Ansible roles keep manifests whose structure Jinja statements make
     (`{% if nic_policy.ofed %}` between keys): GP004, saying what renders them, not GP001's

@@ -757,9 +757,23 @@ _JINJA_STATEMENT = re.compile(
 )
 
 
+# Terraform's template directives (`%{ if … }`, `%{ for … }`: templatefile, *.tftpl), a line of
+# their own as Jinja's statements are. One line, literal words: linear.
+_TERRAFORM_DIRECTIVE = re.compile(r"^[ \t]*%\{~?[ \t]*(?:if|else|endif|for|endfor)\b", re.MULTILINE)
+
+
+def find_terraform_directive(text: str) -> tuple[int, int] | None:
+    """1-based position of the first line that opens with a Terraform template directive, if any."""
+    return _line_opening(_TERRAFORM_DIRECTIVE, text)
+
+
 def find_jinja_statement(text: str) -> tuple[int, int] | None:
     """1-based position of the first line that opens with a Jinja statement, if any."""
-    found = _JINJA_STATEMENT.search(text)
+    return _line_opening(_JINJA_STATEMENT, text)
+
+
+def _line_opening(pattern: re.Pattern[str], text: str) -> tuple[int, int] | None:
+    found = pattern.search(text)
     if found is None:
         return None
     start = found.start() + (len(found.group(0)) - len(found.group(0).lstrip(" \t")))

@@ -29,6 +29,7 @@ from gpupolicy.loading.documents import (
     Skipped,
     find_helm_action,
     find_jinja_statement,
+    find_terraform_directive,
     helm_actions_only_in_strings,
     helm_names_in,
     iter_chosen_chunks,
@@ -419,8 +420,18 @@ def _jinja_problem(text: str, file: str, limits: LoadLimits) -> LoadProblem | No
     """GP004 for a file that does not parse because Jinja statements make its structure (DeepOps'
     Ansible roles: `{% if nic_policy.ofed %}` between a manifest's keys), not GP001's syntax error."""
     jinja = find_jinja_statement(text)
-    if jinja is None or not parse_text(text, file, limits=limits).problems:
+    terraform = find_terraform_directive(text) if jinja is None else None
+    if (jinja or terraform) is None or not parse_text(text, file, limits=limits).problems:
         return None
+    if terraform is not None:
+        return LoadProblem(
+            "GP004",
+            "file holds Terraform template directives (%{ ... }); render it first (Terraform's templatefile) "
+            "and lint what it makes",
+            file,
+            *terraform,
+        )
+    assert jinja is not None
     return LoadProblem(
         "GP004",
         "file holds Jinja template statements ({% ... %}); render it first (Ansible's template module, or jinja2) "
