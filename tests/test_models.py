@@ -233,3 +233,14 @@ def test_a_client_naming_a_remote_servers_model_serves_none() -> None:
         "container",
     )
     assert [model.server for model in models_of(launcher)] == ["tgi"]
+
+
+def test_an_all_capitals_model_name_is_a_placeholder_not_a_model() -> None:
+    """accelerated-platforms' eval Deployment: `--model V_MODEL_PATH`, a name its pipeline fills in."""
+    container = Container(
+        {"name": "vllm", "image": "vllm/vllm-openai:v0.8.5", "args": ["--model", "V_MODEL_PATH"]},
+        ("spec", "containers", 0),
+        "container",
+    )
+    (model,) = models_of(container)
+    assert model.is_unresolved

@@ -588,3 +588,16 @@ def test_a_host_path_of_a_kind_whose_controller_adds_containers_is_not_said_unmo
     (finding,) = [f for f in lint_text(text).findings if f.rule_id == "GP606"]
     assert "declares the node's /dev/aperture_devices" in finding.message
     assert "no container mounts" not in finding.message
+
+
+def test_the_mps_note_is_for_pods_that_ask_for_nvidia_gpus(lint_text: LintText) -> None:
+    """ROCm's JAX examples set hostIPC on AMD pods: the finding stands, NVIDIA's MPS is no reason there."""
+    text = pod(
+        "  hostIPC: true\n  containers:\n    - name: c\n      image: rocm/jax:0.4.35\n"
+        "      resources: {limits: {amd.com/gpu: 1}}\n"
+    )
+    (finding,) = ids(lint_text(text).findings, "GP605")
+    assert finding.message.endswith("sets hostIPC: true")
+    nvidia = text.replace("amd.com/gpu", "nvidia.com/gpu")
+    (finding,) = ids(lint_text(nvidia).findings, "GP605")
+    assert "MPS needs it only on MPS node pools" in finding.message

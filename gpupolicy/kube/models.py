@@ -37,6 +37,7 @@ import yaml
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.core.immutable import immutable
 from gpupolicy.kube.images import parse_image
+from gpupolicy.kube.placeholders import symbolic_name
 from gpupolicy.kube.pod_spec import Container, as_list, as_mapping
 from gpupolicy.loading.composer import compose_document
 from gpupolicy.loading.documents import UnreadableValue, construct
@@ -79,8 +80,9 @@ class ModelRef:
 
     @property
     def is_unresolved(self) -> bool:
-        """Still a variable reference (its env var comes from a Secret or ConfigMap)."""
-        return "$" in self.name or "{{" in self.name
+        """Still a variable reference (its env var comes from a Secret or ConfigMap), or an
+        all-capitals name left to fill in (`V_MODEL_PATH`: GP004's placeholder)."""
+        return "$" in self.name or "{{" in self.name or symbolic_name(self.name)
 
     @property
     def pinned(self) -> bool:

@@ -317,12 +317,18 @@ def host_namespace(workload: Workload, ctx: Context) -> Iterator[Violation]:
         for key, path in pss.host_namespaces(template, current):
             if key == "hostIPC" and allow_mps and on_mps_pools_only(template, ctx):
                 continue
+            # MPS is NVIDIA's: the note is for pods that ask for NVIDIA GPUs (ROCm's examples set
+            # hostIPC for AMD's own reasons).
             note = (
                 " (MPS needs it only on MPS node pools, and only where the policy allows it)"
-                if key == "hostIPC"
+                if key == "hostIPC" and _asks_nvidia_gpus(template, ctx)
                 else ""
             )
             yield Violation(path, f"{template.describe()} sets {key}: true{note}")
+
+
+def _asks_nvidia_gpus(template: PodTemplate, ctx: Context) -> bool:
+    return any(demand.resource.vendor == "nvidia" for demand in ctx.gpu.template_demands(template))
 
 
 # Host paths that matter on a GPU node, most specific first: (pattern, what it is).
