@@ -1113,3 +1113,24 @@ def test_a_base_two_unbuilt_overlays_name_is_reported_once(
     findings = json.loads(capsys.readouterr().out)["findings"]
     (mismatch,) = [finding for finding in findings if finding["rule"] == "GP102"]
     assert mismatch["message"].endswith("(as rendered by dev [not built], prod [not built])")
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_one_missing_file_that_stops_several_overlays_is_one_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GKE's reference architecture: 66 overlays of one base whose Terraform-generated
+    deployment.env is not in the repository were 66 GP004 errors for one missing file."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "base" / "deployment.yaml", PLAIN_GPU_SERVER)
+    write(
+        tmp_path / "base" / "kustomization.yaml",
+        "resources:\n  - deployment.yaml\nconfigMapGenerator:\n  - name: env\n    envs: [deployment.env]\n",
+    )
+    for overlay in ("l4", "h100", "a100"):
+        write(tmp_path / overlay / "kustomization.yaml", "resources:\n  - ../base\n")
+    main(["lint", "--no-repo-policy", "-f", "json", "."])
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    (stopped,) = [finding for finding in findings if finding["rule"] == "GP004"]
+    assert stopped["file"] == "a100"
+    assert stopped["message"].endswith("; the same missing file stops 2 other overlays (h100, l4)")

@@ -72,6 +72,7 @@ from gpupolicy.loading.documents import (
 )
 from gpupolicy.loading.inputs import Loaded, Source
 from gpupolicy.loading.positions import LineStarts, PositionTable
+from gpupolicy.loading.rendering import merge_unbuilt_overlays
 from gpupolicy.policy.loading import Policy
 
 # Kinds whose rules read plain workloads of any file: checked after the stream.
@@ -231,6 +232,7 @@ def merge_overlay_findings(report: Report, sources: Iterable[Source]) -> None:
         if session.overlays:
             report.findings = session.overlays.merge(report.findings)
             report.suppressed = session.overlays.merge_pairs(report.suppressed)
+    report.findings = merge_unbuilt_overlays(report.findings)
 
 
 def lint_in_memory(

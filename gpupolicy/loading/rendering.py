@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import field
 from pathlib import Path
@@ -483,3 +484,43 @@ class OverlayFindings:
             else:
                 result.append(item)
         return result
+
+
+# What stops a kustomize build, when it names a file: kustomize's "lstat <path>: no such file or
+# directory" (a base's generated .env, operator-sdk's CSV base). Linear: a bounded run of one class.
+_MISSING_FILE = re.compile(r"lstat ([^:\s']{1,4096}): no such file or directory")
+
+
+def merge_unbuilt_overlays(findings: list[Finding]) -> list[Finding]:
+    """One GP004 per missing file that stops several overlays' builds, naming the others (GKE's
+    reference architecture: 66 overlays of one base that misses its Terraform-generated
+    `deployment.env`); the first overlay's finding stands for all, in the report's order."""
+    first: dict[str, int] = {}
+    others: dict[int, list[str]] = {}
+    kept: list[Finding] = []
+    for finding in findings:
+        missing = _missing_file(finding)
+        if missing is None:
+            kept.append(finding)
+        elif missing in first:
+            others[first[missing]].append(finding.file or "?")
+        else:
+            first[missing] = len(kept)
+            others[len(kept)] = []
+            kept.append(finding)
+    for index, names in others.items():
+        if names:
+            listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            overlays = "overlay" if len(names) == 1 else "overlays"
+            message = (
+                f"{kept[index].message}; the same missing file stops {len(names)} other {overlays} ({listed})"
+            )
+            kept[index] = replace(kept[index], message=message)
+    return kept
+
+
+def _missing_file(finding: Finding) -> str | None:
+    if finding.rule_id != "GP004" or not finding.message.startswith("kubectl kustomize "):
+        return None
+    found = _MISSING_FILE.search(finding.message)
+    return found.group(1) if found is not None else None
