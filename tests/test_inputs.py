@@ -331,6 +331,20 @@ def test_kubectls_klog_error_on_one_line_is_its_quoted_error() -> None:
     assert renderer_error(klog) == 'accumulating: "x" missing'
 
 
+def test_a_renderer_that_crashed_is_said_to_have_crashed() -> None:
+    """kustomize v5.5.0 panics on ODH's odh-xks overlay: the finding quoted a stack frame."""
+    stderr = (
+        "panic: runtime error: invalid memory address or nil pointer dereference\n"
+        "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x1]\n\ngoroutine 1 [running]:\n"
+        "sigs.k8s.io/kustomize/api/krusty.(*Kustomizer).Run(...)\n"
+        "\tk8s.io/kubernetes/cmd/kubectl-sdk/kubectl.go:41 +0x85\n"
+    )
+    assert renderer_error(stderr) == (
+        "the renderer crashed (panic: runtime error: invalid memory address or nil pointer dereference); "
+        "a bug of the tool on this input, not an error it reports"
+    )
+
+
 def test_kubectls_klog_error_is_read_to_its_closing_line() -> None:
     """kubectl 1.3x logs a failed kustomize through klog: the error sits between `err=<` and `>`."""
     klog = (

@@ -961,7 +961,7 @@ def renderer_error(stderr: str) -> str:
     up to a lone `>`), else its last line. Bounded: the finding's message is one line of a report;
     a long one keeps its end too, where a nested error's innermost cause is."""
     lines = [line.strip() for line in stderr.strip().splitlines()]
-    said = _klog_error(lines)
+    said = _klog_error(lines) or _go_panic(lines)
     if said is None:
         said = _error_paragraph(lines)
     if len(said) <= RENDERER_ERROR_CHARS:
@@ -986,6 +986,16 @@ def _klog_error(lines: list[str]) -> str | None:
             text = line[quoted + len(KLOG_ERROR_QUOTED) : -1]
             return text.replace("\\n", " ").replace('\\"', '"').replace("\\\\", "\\")
     return None
+
+
+def _go_panic(lines: list[str]) -> str | None:
+    """A renderer that crashed (`panic: runtime error: invalid memory address …`, then a stack):
+    its panic line, said to be the tool's crash, not the manifest's error (whose last line, a stack
+    frame, said nothing)."""
+    found = next((line for line in lines if line.startswith("panic: ")), None)
+    if found is None:
+        return None
+    return f"the renderer crashed ({found}); a bug of the tool on this input, not an error it reports"
 
 
 def _error_paragraph(lines: list[str]) -> str:
