@@ -590,3 +590,48 @@ def test_iter_parse_compares_the_documents_given_when_an_error_follows() -> None
     text = "kind: Pod\nmetadata: {name: a}\n...\n%TAG !e! tag:e.com,2000:\n---\nkind: Pod\nmetadata: {name: c}\n---\nkind: [\n"
     with pytest.raises(StreamReadsDifferently):
         list(_released(iter_parse(text, "x.yaml")))
+
+
+OPENSHIFT_TEMPLATE = """\
+apiVersion: template.openshift.io/v1
+kind: Template
+metadata:
+  name: vllm-rt-template
+objects:
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata:
+    name: vllm
+    namespace: ${NAMESPACE}
+  spec:
+    replicas: ${{REPLICAS}}
+    selector: {matchLabels: {app: vllm}}
+    template:
+      metadata: {labels: {app: vllm}}
+      spec:
+        containers:
+        - name: vllm
+          image: ${IMAGE}:${TAG}
+          env:
+          - {name: HF_TOKEN, value: '${HF_TOKEN}'}
+parameters:
+- {name: NAMESPACE, value: ai}
+- {name: REPLICAS, value: '2'}
+- {name: IMAGE, value: vllm/vllm-openai}
+- {name: TAG, value: latest}
+- {name: HF_TOKEN, required: true}
+"""
+
+
+def test_an_openshift_templates_objects_are_objects_made_with_its_parameters() -> None:
+    """ODH wraps its vLLM ServingRuntimes in OpenShift Templates: the objects were judged as pod
+    templates of a `Template` (GP901 and GP401 on a runtime, a Deployment's PDB and annotations
+    unseen). Each object is one of its own kind, as `oc process` makes it from the parameters'
+    values; a parameter without one stays a reference."""
+    (resource,) = load_text(OPENSHIFT_TEMPLATE, "t.yaml").resources
+    assert (resource.kind, resource.name, resource.namespace) == ("Deployment", "vllm", "ai")
+    assert resource.obj["spec"]["replicas"] == 2
+    container = resource.obj["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "vllm/vllm-openai:latest"
+    assert container["env"][0]["value"] == "${HF_TOKEN}"
+    assert resource.position(("spec", "replicas")) == (12, 5)  # where the Template writes it

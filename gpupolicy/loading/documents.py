@@ -995,15 +995,19 @@ def _syntax_message(exc: yaml.YAMLError, line_offset: int = 0) -> str:
 def _expand_lists(
     obj: Any, node: yaml.Node | None, entry: Entry
 ) -> Iterator[tuple[Any, yaml.Node | None, Entry]]:
-    """`kind: List` and `*List` wrap their objects in `items`; each item is an object of its own,
+    """`kind: List` and `*List` wrap their objects in `items` (an OpenShift Template in `objects`,
+    made with its parameters' values); each item is an object of its own,
     with its node and its entry in the position table (the List's own where `items` is merged).
     `node` None: a document read directly (no node graph, no merge key: `items` is written)."""
     kind = obj.get("kind") if isinstance(obj, dict) else None
-    items = obj.get("items") if isinstance(obj, dict) else None
-    if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
-        value_node = _mapping_value(node, "items")
+    key = "objects" if is_openshift_template(obj) else "items"
+    items = obj.get(key) if isinstance(obj, dict) else None
+    if isinstance(kind, str) and (kind.endswith("List") or key == "objects") and isinstance(items, list):
+        if key == "objects":
+            items = _processed(items, _template_parameters(obj))
+        value_node = _mapping_value(node, key)
         table = child_of(entry)
-        written = table.get("items") if isinstance(table, dict) else None
+        written = table.get(key) if isinstance(table, dict) else None
         item_entries = child_of(written) if written is not None else None
         for index, item in enumerate(items):
             if node is None and isinstance(item_entries, list):
@@ -1014,6 +1018,66 @@ def _expand_lists(
                 yield item, node, entry
         return
     yield obj, node, entry
+
+
+def is_openshift_template(obj: Any) -> bool:
+    """An OpenShift Template (template.openshift.io/v1, a built-in type of OpenShift's API): its
+    `objects` are what `oc process` makes, each an object of its own, as a List's items are."""
+    if not isinstance(obj, dict) or obj.get("kind") != "Template":
+        return False
+    api_version = obj.get("apiVersion")
+    return isinstance(api_version, str) and api_version.startswith("template.openshift.io/")
+
+
+# `${NAME}` (text) and `${{NAME}}` (a value of its own type): a Template's parameter references
+# (https://docs.okd.io/latest/openshift_images/using-templates.html). Linear: no nested repetition.
+_TEMPLATE_PARAMETER = re.compile(r"\$\{(\{?)([A-Za-z0-9_]{1,253})\}(\}?)")
+
+
+def _template_parameters(obj: dict[str, Any]) -> dict[str, str]:
+    """The Template's parameters that have a value: what `oc process` writes without `-p`. A
+    parameter without one (required, or generated) stays a reference, GP004's to name."""
+    found: dict[str, str] = {}
+    for item in obj.get("parameters") or ():
+        if (
+            isinstance(item, dict)
+            and isinstance(item.get("name"), str)
+            and isinstance(item.get("value"), str)
+        ):
+            found[item["name"]] = item["value"]
+    return found
+
+
+def _processed(items: list[Any], parameters: dict[str, str]) -> list[Any]:
+    """The Template's objects as `oc process` makes them with its parameters' values (copies;
+    the positions of the fields are the written ones)."""
+    if not parameters:
+        return items
+    return [_substituted(item, parameters) for item in items]
+
+
+def _substituted(value: Any, parameters: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        if "${" not in value:
+            return value
+        whole = _TEMPLATE_PARAMETER.fullmatch(value)
+        if whole is not None and whole.group(1) and whole.group(3) and whole.group(2) in parameters:
+            return _typed(parameters[whole.group(2)])  # `${{REPLICAS}}`: the value, not its text
+        return _TEMPLATE_PARAMETER.sub(lambda found: parameters.get(found.group(2), found.group(0)), value)
+    if isinstance(value, dict):
+        return {key: _substituted(item, parameters) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_substituted(item, parameters) for item in value]
+    return value
+
+
+def _typed(text: str) -> Any:
+    """A `${{…}}` parameter's value as the JSON it is written in: a number, a boolean, else text."""
+    if text in ("true", "false"):
+        return text == "true"
+    if text.lstrip("-").isdigit() and len(text) <= 18:
+        return int(text)
+    return text
 
 
 def _mapping_value(node: yaml.Node | None, key: str) -> yaml.Node | None:
