@@ -763,8 +763,9 @@ _TERRAFORM_DIRECTIVE = re.compile(r"^[ \t]*%\{~?[ \t]*(?:if|else|endif|for|endfo
 
 
 def find_terraform_directive(text: str) -> tuple[int, int] | None:
-    """1-based position of the first line that opens with a Terraform template directive, if any."""
-    return _line_opening(_TERRAFORM_DIRECTIVE, text)
+    """1-based position of the first line that opens with a Terraform template directive, if any
+    (a text without `%{`, most of them, is not searched line by line)."""
+    return _line_opening(_TERRAFORM_DIRECTIVE, text) if "%{" in text else None
 
 
 def find_jinja_statement(text: str) -> tuple[int, int] | None:
