@@ -277,6 +277,7 @@ KIND_GROUPS = {
     "CronWorkflow": "argoproj.io",
     "SparkApplication": "sparkoperator.k8s.io",
     "ScheduledSparkApplication": "sparkoperator.k8s.io",
+    "PodCliqueSet": "grove.io",
     "RayCluster": "ray.io",
     "RayService": "ray.io",
     "RayJob": "ray.io",

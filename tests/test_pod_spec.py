@@ -737,3 +737,32 @@ def test_a_nimservices_probes_are_the_written_ones_else_the_operators(lint_text:
     assert not defaults & {"GP401", "GP402", "GP403", "GP404", "GP405", "GP407"}
     disabled = text.split("  startupProbe:")[0] + "  readinessProbe: {enabled: false}\n"
     assert "GP401" in {f.rule_id for f in lint_text(disabled).findings}
+
+
+def test_a_pod_clique_sets_cliques_are_pod_templates_of_all_their_replicas(lint_text: LintText) -> None:
+    """NVIDIA Grove: 2 sets × a clique of 2 = 4 GPU server pods, labelled by the operator with the
+    set's name. Walked generically they counted as one replica (no GP501, no GP208)."""
+    text = (
+        "apiVersion: grove.io/v1alpha1\nkind: PodCliqueSet\nmetadata: {name: llm, namespace: serving}\nspec:\n"
+        "  replicas: 2\n  template:\n    cliques:\n    - name: worker\n      labels: {role: decode}\n"
+        "      spec:\n        replicas: 2\n        podSpec:\n          containers:\n          - name: vllm\n"
+        "            image: vllm/vllm-openai:v0.10.1\n            ports: [{containerPort: 8000}]\n"
+        "            resources: {limits: {nvidia.com/gpu: 1}}\n"
+        "    podCliqueScalingGroups: [{name: decode, cliqueNames: [worker], replicas: 3}]\n"
+    )
+    (resource,) = load_text(text, "g.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None
+    (template,) = workload.templates
+    assert (template.role, template.replicas) == ("worker", 12)
+    assert template.pod_labels == {
+        "role": "decode",
+        "app.kubernetes.io/managed-by": "grove-operator",
+        "app.kubernetes.io/part-of": "llm",
+    }
+    assert {"GP501", "GP208"} <= {f.rule_id for f in lint_text(text).findings}
+    pdb = (
+        "\n---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: llm, namespace: serving}\n"
+        "spec: {maxUnavailable: 1, selector: {matchLabels: {app.kubernetes.io/part-of: llm}}}\n"
+    )
+    assert "GP501" not in {f.rule_id for f in lint_text(text + pdb).findings}

@@ -581,6 +581,51 @@ _NIM_DEFAULT_PROBES: tuple[tuple[str, dict[str, Any]], ...] = (
 )  # fmt: skip
 
 
+def _pod_clique_set(obj: dict[str, Any]) -> Iterator[PodTemplate]:
+    """NVIDIA Grove's PodCliqueSet (grove.io/v1alpha1): each clique of `spec.template.cliques` is a
+    pod template (`spec.podSpec`) whose pods are the set's replicas × the clique's × those of the
+    scaling group that names it; the operator labels them with the set's name (part-of) and its
+    own name (managed-by), besides the clique's labels (operator/api/common/labels.go)."""
+    spec = as_mapping(obj.get("spec"))
+    template = as_mapping(spec.get("template"))
+    copies = int_or_default(spec.get("replicas"), 1)
+    grouped: dict[str, int | None] = {}
+    for group in as_list(template.get("podCliqueScalingGroups")):
+        group = as_mapping(group)
+        for name in as_list(group.get("cliqueNames")):
+            grouped[str(name)] = int_or_default(group.get("replicas"), 1)
+    name = str(as_mapping(obj.get("metadata")).get("name") or "")
+    for index, clique in enumerate(as_list(template.get("cliques"))):
+        clique = as_mapping(clique)
+        clique_spec = as_mapping(clique.get("spec"))
+        pod = clique_spec.get("podSpec")
+        if not isinstance(pod, dict):
+            continue
+        own = str(clique.get("name") or "")
+        pods, group = int_or_default(clique_spec.get("replicas"), 1), grouped.get(own, 1)
+        replicas = (
+            copies * pods * group if copies is not None and pods is not None and group is not None else None
+        )
+        metadata = {
+            key: clique[key] for key in ("labels", "annotations") if isinstance(clique.get(key), dict)
+        }
+        base: JsonPath = ("spec", "template", "cliques", index)
+        found = PodTemplate(
+            pod,
+            (*base, "spec", "podSpec"),
+            role=own,
+            replicas=replicas,
+            metadata=metadata,
+            metadata_path=base,
+        )
+        found.pod_labels = {
+            **found.labels,
+            "app.kubernetes.io/managed-by": "grove-operator",
+            "app.kubernetes.io/part-of": name,
+        }
+        yield found
+
+
 def _nim_container(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """The container the NIM operator makes of a NIMService's spec: named `<name>-ctr`, running
     `image.repository:image.tag` (api/apps/v1alpha1 NIMService GetImage, GetContainerName), with its
@@ -890,6 +935,7 @@ EXTRACTORS: dict[str, Extractor] = {
     "LeaderWorkerSet": _leader_worker_set,
     "InferenceService": _inference_service,
     "NIMService": _nim_service,
+    "PodCliqueSet": _pod_clique_set,
     "SparkApplication": _spark_application,
     "ScheduledSparkApplication": _scheduled_spark_application,
     "LLMInferenceService": _llm_inference_service,
