@@ -190,7 +190,7 @@ def test_the_policy_names_the_namespace_the_chart_is_rendered_in(
     write(chart / "templates" / "deployment.yaml", template)
     [refused] = [finding for finding in lint(capsys, "charts") if finding["rule"] == "GP004"]
     assert refused["message"].startswith(
-        "helm template gpupolicy-lint charts/trainer failed: Error: execution"
+        "helm template gpupolicy-lint-trainer-chart charts/trainer failed: Error: execution"
     )
     assert refused["message"].endswith(
         "/templates/guard.yaml:1:44): not in the default namespace"
@@ -532,3 +532,26 @@ def test_a_template_gated_on_a_controllers_api_renders_where_the_policy_serves_i
     write(repo / "policy.yaml", "helm:\n  apiVersions: []\n")
     kinds = {finding["object"]["kind"] for finding in lint(capsys, "--policy", "policy.yaml", "charts")}
     assert "NIMService" not in kinds
+
+
+@needs_helm
+def test_two_charts_are_two_releases_whose_services_select_only_their_own_pods(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NVIDIA's Triton tutorials: a frontend chart's Service and PDB select `app: {{ .Release.Name }}`,
+    and a multi-node chart's MPI workers carry the same label. Rendered as one release name, the
+    frontend's Service made the workers servers (GP401, GP901) and its PDB covered them."""
+    for chart, body in (
+        ("frontend", "apiVersion: v1\nkind: Service\nmetadata: {name: '{{ .Release.Name }}'}\n"
+         "spec: {selector: {app: '{{ .Release.Name }}'}, ports: [{port: 8000}]}\n"),
+        ("workers", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: '{{ .Release.Name }}-worker'}\nspec:\n"
+         "  selector: {matchLabels: {app: '{{ .Release.Name }}'}}\n  template:\n"
+         "    metadata: {labels: {app: '{{ .Release.Name }}'}}\n    spec:\n      containers:\n"
+         "      - name: worker\n        image: nvcr.io/nvidia/tritonserver:24.08-trtllm-python-py3\n"
+         "        command: [python3, ./server.py, worker]\n"
+         "        resources: {limits: {nvidia.com/gpu: 1}}\n"),
+    ):  # fmt: skip
+        write(repo / "tutorials" / chart / "Chart.yaml", f"apiVersion: v2\nname: {chart}\nversion: 0.1.0\n")
+        write(repo / "tutorials" / chart / "templates" / "all.yaml", body)
+    findings = lint(capsys, "tutorials")
+    assert not where(findings, "GP401") and not where(findings, "GP901")

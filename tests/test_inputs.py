@@ -228,7 +228,7 @@ def test_a_chart_without_helm_is_one_gp004_with_the_command(
     ((file, line, message),) = gp004(["charts"])  # one finding for the chart, not one per template
     assert file == "charts/llm"
     assert line is None
-    assert "helm template gpupolicy-lint charts/llm | gpupolicy lint -" in message
+    assert "helm template gpupolicy-lint-llm charts/llm | gpupolicy lint -" in message
 
 
 HELM = shutil.which("helm") or next(
@@ -248,7 +248,7 @@ def test_a_chart_is_rendered_with_helm_and_linted(tmp_path: Path, monkeypatch: p
     loaded = load_paths(["charts"])
     assert loaded.files == ["charts/llm"]
     (deployment,) = [r for r in loaded.resources if r.kind == "Deployment"]
-    assert deployment.name == "gpupolicy-lint-llm" and deployment.rendered_from == "helm"
+    assert deployment.name == "gpupolicy-lint-llm-llm" and deployment.rendered_from == "helm"
     report = evaluate(loaded.resources, default_policy(), problems=loaded.problems)
     (gp102,) = [f for f in report.findings if f.rule_id == "GP102"]
     # Reported on the template (Helm's `# Source:` comment), at the line of the field in it.
@@ -281,7 +281,7 @@ def test_a_chart_that_fails_to_render_says_why_on_one_line(
     ((file, _, message),) = gp004(["charts"])
     assert file == "charts/llm"
     assert "\n" not in message and "--debug" not in message
-    assert message.startswith("helm template gpupolicy-lint charts/llm failed: Error: execution error at")
+    assert message.startswith("helm template gpupolicy-lint-llm charts/llm failed: Error: execution error at")
     assert message.endswith(
         "Running in the default namespace is not recommended. Set allowDefaultNamespace=true to bypass. "
         "(gpupolicy renders a chart with the policy's helm.valuesFiles and helm.namespace)"
@@ -371,7 +371,7 @@ def test_a_helm_template_given_as_a_file_stands_for_its_chart_rendered(
     ((file, line, message),) = gp004([str((chart / "templates" / "deployment.yaml").relative_to(tmp_path))])
     assert file == "charts/llm"
     assert line is None
-    assert "helm template gpupolicy-lint charts/llm | gpupolicy lint -" in message
+    assert "helm template gpupolicy-lint-llm charts/llm | gpupolicy lint -" in message
 
 
 def test_helm_template_outside_a_chart_still_says_helm(

@@ -571,6 +571,30 @@ RENDER_TIMEOUT_SECONDS = KUSTOMIZE_TIMEOUT_SECONDS
 CHART_FILE = "Chart.yaml"
 # The release name used to render a chart for linting (names only show up in object names).
 CHART_RELEASE = "gpupolicy-lint"
+# Helm refuses a release name longer than this (helm install's "release name" validation).
+RELEASE_NAME_LIMIT = 53
+
+
+def chart_release(folder: Path) -> str:
+    """The release a chart is rendered as: `gpupolicy-lint-<its Chart.yaml name>`. Each chart its
+    own, as each is installed as its own release: two charts rendered as one release name in one
+    namespace had one's Service and PDB select the other's pods (`app: {{ .Release.Name }}`, NVIDIA's
+    Triton tutorials). A chart named as the chart's common helpers expect makes the usual names
+    (`fullname` is the release when it holds the chart's name)."""
+    name = ""
+    try:
+        with (folder / CHART_FILE).open("rb") as chart:
+            text = chart.read(CHART_FILE_READ).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key == "name":  # a top-level line
+            name = value.split("#", 1)[0].strip().strip("'\"")
+            break
+    cleaned = "-".join(part for part in re.split(r"[^a-z0-9]+", name.lower()) if part)
+    release = f"{CHART_RELEASE}-{cleaned}" if cleaned else CHART_RELEASE
+    return release[:RELEASE_NAME_LIMIT].rstrip("-")
 
 
 def is_chart(folder: Path) -> bool:
@@ -847,9 +871,10 @@ def load_chart(
     if session.helm_namespace is not None:  # a DNS label (the policy's schema): never an option
         options.append(f"--namespace={session.helm_namespace}")
     # The policy's API versions are many, and rarely why a chart fails: not spelt out in messages.
-    command = " ".join(["helm", "template", CHART_RELEASE, shown, *options])
+    release = chart_release(folder)
+    command = " ".join(["helm", "template", release, shown, *options])
     served = [f"--api-versions={version}" for version in session.helm_api_versions]
-    argv = ["helm", "template", CHART_RELEASE, str(folder), *options, *served]
+    argv = ["helm", "template", release, str(folder), *options, *served]
     output = session.render(("helm", *argv), lambda: _run(argv, shown, command))
     if isinstance(output, LoadProblem):
         return LoadedText(problems=[_with_chart_settings(output)])
