@@ -163,3 +163,15 @@ def test_tags_are_the_grammar_in_ascii(tag: str, valid: bool) -> None:
 def test_a_branchs_tag_floats_as_latest(image: str, floating: bool) -> None:
     ref = parse_image(image)
     assert ref is not None and ref.floating is floating
+
+
+@pytest.mark.parametrize(
+    ("image", "known"),
+    [("${REGISTRY}train:latest", True), ("${REGISTRY}${IMAGE}:latest", True), ("${REGISTRY}/train:latest", True),
+     ("${REGISTRY}train", False), ("train:${TAG}", False), ("train:v1-${SUFFIX}", False)],
+)  # fmt: skip
+def test_a_placeholder_before_the_tags_colon_leaves_the_tag_known(image: str, known: bool) -> None:
+    """aws-do-ray's `${REGISTRY}aws-ray-custom:latest`: the registry prefix is glued to the name,
+    and the tag written after the colon is the tag."""
+    ref = parse_image(image, placeholders=True)
+    assert ref is not None and ref.version_known is known

@@ -165,6 +165,13 @@ def _parse(
     first_end = slash if slash >= 0 else name_end
     last_start = last_slash + 1 if last_slash >= 0 else path_start
     digest = raw[at + 1 :] if at >= 0 and at + 1 < len(raw) else None
+    versions = spans if version_spans is None else version_spans
+    # `${REGISTRY}app:latest`: a placeholder before the tag's colon cannot hold the tag written after it.
+    version_known = (
+        not _touched(versions, colon, len(raw))
+        if colon >= 0
+        else not _touched(versions, last_start, len(raw))
+    )
     return ImageRef(
         raw=raw,
         registry=registry.lower(),
@@ -174,7 +181,7 @@ def _parse(
         registry_explicit=explicit,
         placeholders=tuple(raw[start:end] for start, end in spans) if spans else (),
         registry_known=not spans or not _touched(spans, 0, first_end),
-        version_known=not _touched(spans if version_spans is None else version_spans, last_start, len(raw)),
+        version_known=version_known,
         digest_valid=digest is not None and _DIGEST.fullmatch(digest) is not None,
     )
 
