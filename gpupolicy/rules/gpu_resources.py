@@ -9,6 +9,7 @@ https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#e
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 from gpupolicy.engine.context import Context
@@ -500,25 +501,44 @@ def _asks_for_a_slice(container: Container, ctx: Context) -> bool:
     id="GP112",
     name="gpu-in-init-container",
     severity="warning",
-    summary="Reports an init or ephemeral container that requests GPUs (a native sidecar, an init container "
-    "with `restartPolicy: Always`, runs for the pod's life and is judged as a main container).",
-    rationale="An init container's GPUs are counted in the pod's effective request but sit idle once it ends; "
-    "ephemeral containers cannot be given resources at all.",
-    remediation="Move GPU work into the main container, or drop the GPU from the init container.",
+    summary="Reports an init container that requests more GPUs than the pod's other containers use together (a "
+    "native sidecar, an init container with `restartPolicy: Always`, runs for the pod's life and is judged as a "
+    "main container), and an ephemeral container that requests any.",
+    rationale="A pod's effective GPU request is the larger of its largest init container's and the sum of its "
+    "containers': an init container asking for more holds GPUs that sit idle once it ends. One asking no more "
+    "than the containers (TensorRT-LLM's engine build on the GPUs that serve it) costs nothing: the device "
+    "manager gives its devices to the containers. Ephemeral containers cannot be given resources at all.",
+    remediation="Ask the init container for no more GPUs than the main containers use, or move the GPU work into them.",
     references=(
         "https://kubernetes.io/docs/concepts/workloads/pods/init-containers/#resource-sharing-within-containers",
     ),
 )
 def gpu_in_init_container(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    for _, container in _gpu_containers(workload, ctx):
-        if container.role in ("init", "ephemeral"):
-            yield Violation(
-                container.resource_path("limits")
-                if container.limits
-                else container.resource_path("requests"),
-                f"{container.label} requests GPUs",
-                container=container.name,
-            )
+    for template, container in _gpu_containers(workload, ctx):
+        if container.role not in ("init", "ephemeral"):
+            continue
+        asked = ctx.gpu.container_gpu_count(container)
+        used = sum(
+            (
+                ctx.gpu.container_gpu_count(other)
+                for other in template.containers
+                if other.role in ("container", "sidecar")
+            ),
+            Decimal(0),
+        )
+        if container.role == "init" and asked <= used:
+            continue
+        what = (
+            f"requests {asked} GPU(s), more than the {used} the pod's containers use: {asked - used} sit idle "
+            "once it ends"
+            if container.role == "init"
+            else "requests GPUs, which an ephemeral container cannot be given"
+        )
+        yield Violation(
+            container.resource_path("limits") if container.limits else container.resource_path("requests"),
+            f"{container.label} {what}",
+            container=container.name,
+        )
 
 
 def _runtime_supplied(workload: Workload, container: Container) -> bool:
