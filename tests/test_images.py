@@ -52,8 +52,8 @@ def test_pinned_and_floating() -> None:
 
 @pytest.mark.parametrize(
     ("tag", "floating"),
-    [("admission-amd64-latest", True), ("cuda12_latest", True), ("main", True), ("v1.7.0", False),
-     ("nightly", False), ("latest-fix", False), ("notlatest", False)],
+    [("admission-amd64-latest", True), ("cuda12_latest", True), ("latest-gpu", True), ("main", True), ("v1.7.0", False),
+     ("nightly", False), ("latestfix", False), ("notlatest", False)],
 )  # fmt: skip
 def test_a_flavours_rolling_tag_floats_as_latest(tag: str, floating: bool) -> None:
     """YuniKorn's `apache/yunikorn:admission-amd64-latest` is the latest build of one flavour."""

@@ -44,14 +44,20 @@ PLACEHOLDER_IMAGES = frozenset(
 STAND_IN_IMAGES = PLACEHOLDER_IMAGES | {"auto"}
 
 
-# A variant's rolling tag (`admission-amd64-latest`, `cuda12_latest`): `latest` of one build flavour.
+# A variant's rolling tag (`admission-amd64-latest`, `cuda12_latest`, TorchServe's `latest-gpu`):
+# `latest` of one build flavour, written after the flavour or before it.
 ROLLING_SUFFIXES = ("-latest", "_latest", ".latest")
+ROLLING_PREFIXES = ("latest-", "latest_", "latest.")
 
 
 def moving_tag(tag: str) -> bool:
     """Whether a tag moves with every push: `latest`, a branch's name, or a flavour's `…-latest`."""
+    return tag.lower() in MOVING_TAGS or rolling_tag(tag)
+
+
+def rolling_tag(tag: str) -> bool:
     lowered = tag.lower()
-    return lowered in MOVING_TAGS or lowered.endswith(ROLLING_SUFFIXES)
+    return lowered.endswith(ROLLING_SUFFIXES) or lowered.startswith(ROLLING_PREFIXES)
 
 
 # Matched whole (`fullmatch`): `$` also matches before a final newline, so `^…$` took "ab\n" as a

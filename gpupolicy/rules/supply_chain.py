@@ -16,7 +16,7 @@ from gpupolicy.core.findings import Severity
 from gpupolicy.core.vocabulary import MODEL_ANNOTATION
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
-from gpupolicy.kube.images import LATEST, ROLLING_SUFFIXES, ImageRef, parse_image, registry_allowed
+from gpupolicy.kube.images import LATEST, ImageRef, parse_image, registry_allowed, rolling_tag
 from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, served_names, workload_models
 from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import Container, Workload
@@ -103,7 +103,7 @@ def image_latest_or_untagged(workload: Workload, ctx: Context) -> Iterator[Viola
                 what = "has no tag (it means latest)"
             elif ref.tag.lower() == LATEST:
                 what = "is tagged latest"
-            elif ref.tag.lower().endswith(ROLLING_SUFFIXES):
+            elif rolling_tag(ref.tag):
                 what = f"is tagged {excerpt(ref.tag, 40)}, a rolling tag that every build of the flavour moves, as latest"
             else:
                 what = f"is tagged {excerpt(ref.tag, 40)}, a branch's tag that every push moves, as latest"
