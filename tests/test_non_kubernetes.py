@@ -523,3 +523,14 @@ def test_what_an_attempt_lacks_is_one_finding() -> None:
     assert [f.message for f in report.findings if f.rule_id == "GP003"] == [
         "object has no apiVersion, kind or metadata.name (or generateName)"
     ]
+
+
+def test_another_tools_typed_file_is_no_object() -> None:
+    """kubeflow/examples' ksonnet apps: `apiVersion: 0.3.0`, `kind: ksonnet.io/app` (44 GP003
+    errors). A path for a kind and a version no API group writes is another tool's file; either
+    alone is an object's own mistake."""
+    app = "apiVersion: 0.3.0\nkind: ksonnet.io/app\nname: ks_app\nenvironments: {default: {}}\n"
+    loaded = load_text(app, "app.yaml")
+    assert loaded.resources == [] and loaded.problems == [] and loaded.skipped
+    typo = "apiVersion: apps/v1\nkind: apps/Deployment\nmetadata: {name: x}\nspec: {}\n"
+    assert [resource.kind for resource in load_text(typo, "d.yaml").resources] == ["apps/Deployment"]

@@ -29,6 +29,7 @@ group: a controller's manager config, a router's).
 
 from __future__ import annotations
 
+import re
 from dataclasses import field
 from typing import Any
 
@@ -91,6 +92,18 @@ def own_template_dialect(api_version: object, kind: object) -> str | None:
 KUBECONFIG = ("v1", "Config")
 
 
+# An API version as Kubernetes writes them: `v1`, `apps/v1`, `serving.kserve.io/v1beta1`. A bounded
+# literal pattern of one line, matched whole: linear.
+_API_VERSION = re.compile(r"(?:[a-z0-9][a-z0-9.-]{0,252}/)?v[0-9]{1,4}[a-z0-9]{0,20}")
+
+
+def _another_tools_type(api_version: str, kind: str) -> bool:
+    """ksonnet's `apiVersion: 0.3.0`, `kind: ksonnet.io/app`: a version no API group writes and a
+    kind that is a path, neither a Kubernetes object's (a kind is one CamelCase word). Either
+    alone is the object's own mistake (GP003, GP005); both, another tool's file."""
+    return ("/" in kind or "." in kind) and _API_VERSION.fullmatch(api_version.strip()) is None
+
+
 def tries_to_be_object(value: Any) -> bool:
     """Whether a mapping document carries the evidence of an object (the module's list)."""
     if not isinstance(value, dict):
@@ -99,7 +112,7 @@ def tries_to_be_object(value: Any) -> bool:
     # "name" among 50,000 keys, each a number.
     api_version, kind = isinstance(value.get("apiVersion"), str), isinstance(value.get("kind"), str)
     if api_version and kind:  # most documents: asked first, without the body's keys
-        return True
+        return not _another_tools_type(value["apiVersion"], value["kind"])
     if (api_version or kind) and any(isinstance(value.get(key), dict | list) for key in OBJECT_BODY_KEYS):
         return True
     metadata = value.get("metadata")
