@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupolicy.kube.placeholders import EXCERPT, braced, excerpt, scan, whole
+from gpupolicy.kube.placeholders import EXCERPT, braced, excerpt, field_placeholder, scan, whole
 
 
 @pytest.mark.parametrize(
@@ -98,3 +98,15 @@ def test_a_programs_scheme_reference_is_no_envsubst_placeholder(value: str, foun
     """The OpenTelemetry collector's `${env:VAR}` (soperator's chart values): no shell or envsubst
     writes a lowercase scheme and a colon before a name."""
     assert braced(value) == found
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [("gs://<gpt-fast-url>/v1", "<gpt-fast-url>"), ("s3://<BUCKET_NAME>/model", "<BUCKET_NAME>"),
+     ("gs://bucket/v1", None), ("a < b > c", None)],
+)  # fmt: skip
+def test_a_word_in_angle_brackets_inside_a_literal_field_is_a_placeholder(
+    value: str, found: str | None
+) -> None:
+    """pytorch/serve's KServe example: `storageUri: gs://<gpt-fast-url>/v1`."""
+    assert field_placeholder(value) == found

@@ -177,9 +177,22 @@ def _scheme_reference(text: str) -> bool:
 
 def field_placeholder(value: str) -> str | None:
     """The placeholder GP004 reports in a field the API server takes literally (a name, a
-    quantity, a selector): the whole value, or a `${VAR}` in it. Rules that judge such a field
-    leave a value holding one to GP004 (one problem, one finding)."""
-    return whole(value) or braced(value)
+    quantity, a selector): the whole value, or a `${VAR}` or a `<name>` in it (`gs://<bucket>/v1`:
+    no URI, name or quantity holds `<`). Rules that judge such a field leave a value holding one to
+    GP004 (one problem, one finding)."""
+    return whole(value) or braced(value) or angled(value)
+
+
+# `<gpt-fast-url>`, `<BUCKET_NAME>`: a bounded word in angle brackets. Linear: no nested repetition.
+_ANGLED = re.compile(r"<[A-Za-z][A-Za-z0-9_.-]{0,63}>")
+
+
+def angled(value: str) -> str | None:
+    """The first `<name>` in a value, where a word to fill in stands inside a literal one."""
+    if "<" not in value:
+        return None
+    found = _ANGLED.search(value)
+    return found.group(0) if found is not None else None
 
 
 def quantity_placeholder(value: str) -> bool:
