@@ -244,3 +244,25 @@ def test_an_all_capitals_model_name_is_a_placeholder_not_a_model() -> None:
     )
     (model,) = models_of(container)
     assert model.is_unresolved
+
+
+@pytest.mark.parametrize(
+    ("args", "revision"),
+    [(["lmdeploy serve api_server internlm/internlm2-chat-7b --server-port 23333"], None),
+     (["lmdeploy", "serve", "api_server", "internlm/internlm2-chat-7b", "--revision", "v1.1.0"], "v1.1.0")],
+)  # fmt: skip
+def test_lmdeploy_serves_its_first_argument(args: list[str], revision: str | None) -> None:
+    """InternLM/lmdeploy's k8s/deployment.yaml: `lmdeploy serve api_server MODEL`, which takes
+    `--revision` (lmdeploy/cli/serve.py)."""
+    container = Container(
+        {
+            "name": "lmdeploy",
+            "image": "openmmlab/lmdeploy:v0.6.0",
+            "command": ["/bin/sh", "-c"],
+            "args": args,
+        },
+        ("spec", "containers", 0),
+        "container",
+    )
+    (model,) = models_of(container)
+    assert (model.name, model.revision, model.server) == ("internlm/internlm2-chat-7b", revision, "lmdeploy")

@@ -57,6 +57,9 @@ MODEL_ENV = {"MODEL_ID": "tgi", "NIM_MODEL_NAME": "nim"}
 # What shows that the container runs the server an env variable configures (its image or its
 # command): `MODEL_ID` is TGI's, and a client that names the model a remote server serves (a
 # Gradio app's MODEL_ID beside INFERENCE_SERVER_URL) serves none.
+# Servers whose subcommand is followed by the model as a positional argument: vLLM's `vllm serve
+# MODEL`, LMDeploy's `lmdeploy serve api_server MODEL` (lmdeploy/cli/serve.py; `--revision` as vLLM's).
+SERVE_SUBCOMMANDS: dict[str, tuple[str, ...]] = {"vllm": ("serve",), "lmdeploy": ("serve", "api_server")}
 SERVER_SIGNS = {"tgi": ("text-generation", "tgi"), "nim": ("nvcr.io/nim/", "nim")}
 REVISION_ENV = frozenset({"REVISION"})
 # vLLM's OpenAI-compatible server image, whose ENTRYPOINT is `vllm serve`
@@ -70,7 +73,7 @@ _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\
 class ModelRef:
     name: str  # as resolved: "meta-llama/Llama-3.1-8B-Instruct", "gs://bucket/repo", "/models/x"
     revision: str | None
-    server: str  # "annotation", "vllm", "tgi", "sglang", "triton", "nim"
+    server: str  # "annotation", "vllm", "lmdeploy", "tgi", "sglang", "triton", "nim"
     path: JsonPath  # where the model is named
 
     @property
@@ -155,12 +158,16 @@ def models_of(container: Container) -> list[ModelRef]:
     found: list[ModelRef] = []
     for flag, value, path in _flag_values(words, set(MODEL_FLAGS)):
         found.append(ModelRef(value, revision, MODEL_FLAGS[flag], path))
-    for position, (word, _) in enumerate(words[:-1]):  # `vllm serve MODEL`
-        following, path = words[position + 1]
-        if word.rsplit("/", 1)[-1] == "vllm" and following == "serve" and position + 2 < len(words):
-            model, model_path = words[position + 2]
+    for position, (word, _) in enumerate(words[:-1]):  # `vllm serve MODEL`, `lmdeploy serve api_server MODEL`
+        program = word.rsplit("/", 1)[-1]
+        subcommand = SERVE_SUBCOMMANDS.get(program)
+        if subcommand is None:
+            continue
+        at = position + 1 + len(subcommand)
+        if tuple(item for item, _ in words[position + 1 : at]) == subcommand and at < len(words):
+            model, model_path = words[at]
             if not model.startswith("-"):
-                found.append(ModelRef(model, revision, "vllm", model_path))
+                found.append(ModelRef(model, revision, program, model_path))
     if not found and not container.spec.get("command") and VLLM_IMAGE in container.image.lower() and words:
         # vLLM's image runs `vllm serve` (its ENTRYPOINT): a first argument that is no flag is the model.
         model, model_path = words[0]
