@@ -444,7 +444,8 @@ def test_the_pause_image_is_a_placeholder_pod_whatever_its_tag(lint_text: LintTe
 @pytest.mark.parametrize(
     ("path", "agent"),
     [("/", True), ("/dev/infiniband", True), ("/var/lib", True), ("/var/lib/kubelet/", True),
-     ("/devices", False), ("/var/log", False), ("/data/models", False)],
+     ("/devices", False), ("/var/log", True), ("/var/lib/docker/containers", True), ("/var/lib/models", False),
+     ("/data/models", False)],
 )  # fmt: skip
 def test_a_daemonset_mounting_the_node_root_is_a_node_agent(
     lint_text: LintText, path: str, agent: bool

@@ -147,8 +147,12 @@ AGENT_NAMESPACES = frozenset(
 )  # fmt: skip
 # Host paths only node agents mount: the kubelet's own directory (device-plugin and CSI/DRA
 # sockets, its CPU manager state), the driver root, the devices, the CNI plugins and their
-# configuration (a network stack's installer).
-AGENT_HOST_PATHS = ("/var/lib/kubelet", "/run/nvidia", "/dev", "/opt/cni", "/etc/cni")
+# configuration (a network stack's installer), and the containers' logs.
+AGENT_HOST_PATHS = (
+    "/var/lib/kubelet", "/run/nvidia", "/dev", "/opt/cni", "/etc/cni",
+    # The containers' logs a log collector reads (fluentd, fluent-bit, the Stackdriver agent).
+    "/var/log/pods", "/var/log/containers", "/var/lib/docker/containers",
+)  # fmt: skip
 # Where the cluster's own add-ons run (kube-proxy, CNI and CSI agents, the cloud's node tuning):
 # https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces
 SYSTEM_NAMESPACE = "kube-system"
