@@ -337,3 +337,23 @@ def test_a_document_in_another_programs_language_holds_no_deploy_time_placeholde
 ) -> None:
     """ODH's Perses dashboards (`$__all`, `{{k8s_pod_name}}`) and a CRD's schema descriptions."""
     assert not [f for f in lint_text(text).findings if f.rule_id == "GP004"]
+
+
+def test_an_all_capitals_name_is_a_placeholder_to_fill_in(lint_text: LintText) -> None:
+    """kubeflow/examples' serving template names its Deployment MODEL_NAME in KUBEFLOW_NAMESPACE:
+    GP005 left names with `_` to GP004, which said nothing; Helm 2's `RELEASE-NAME-redis` was GP005's
+    'not a DNS subdomain'. The GPU operator's FILLED_BY_OPERATOR says who fills it in."""
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: MODEL_NAME\n  namespace: KUBEFLOW_NAMESPACE\n"
+        "spec:\n  selector: {matchLabels: {app: m}}\n  template:\n    metadata: {labels: {app: m}}\n"
+        "    spec:\n      containers: [{name: m, image: 'redis:7.2.4'}]\n"
+    )
+    found = [(f.rule_id, f.path) for f in lint_text(text).findings if f.rule_id in ("GP004", "GP005")]
+    assert found == [("GP004", ("metadata", "name")), ("GP004", ("metadata", "namespace"))]
+    helm2 = text.replace("MODEL_NAME", "RELEASE-NAME-redis").replace("  namespace: KUBEFLOW_NAMESPACE\n", "")
+    found = [(f.rule_id, f.path) for f in lint_text(helm2).findings if f.rule_id in ("GP004", "GP005")]
+    assert found == [("GP004", ("metadata", "name"))]
+    operator = text.replace("MODEL_NAME", "FILLED_BY_OPERATOR").replace(
+        "  namespace: KUBEFLOW_NAMESPACE\n", ""
+    )
+    assert not [f for f in lint_text(operator).findings if f.rule_id in ("GP004", "GP005")]

@@ -88,6 +88,7 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
         if may_hold:
             yield from _env_placeholders(container, own=own)
             yield from _list_placeholders(container, own=own)
+    yield from _symbolic_names(resource, containers)
     if may_hold:
         # Judged above, or the program's own text (shell scripts, Katib's ${trialParameters.x}).
         handled = {container.field(key) for container in containers for key in PROGRAM_KEYS}
@@ -240,6 +241,35 @@ def _field_placeholders(
             )
         else:
             stack.extend((path, index, item) for index, item in enumerate(value))
+
+
+def _symbolic_names(resource: Resource, containers: list[Container]) -> Iterator[Violation]:
+    """`name: MODEL_NAME`, `namespace: KUBEFLOW_NAMESPACE`, Helm 2's `RELEASE-NAME-redis`: a name
+    still to fill in where the API server wants a lowercase one (the object's name and namespace, a
+    container's, the service account), as an all-capitals image is. GP005 leaves such a name to
+    GP004, which said nothing of it: no placeholder character is in it."""
+    metadata = as_mapping(as_mapping(resource.obj).get("metadata"))
+    named: list[tuple[JsonPath, Any]] = [
+        (("metadata", key), metadata.get(key)) for key in ("name", "namespace")
+    ]
+    named.extend((container.field("name"), container.spec.get("name")) for container in containers)
+    for path, value in named:
+        if isinstance(value, str) and _stands_in(value):
+            yield Violation(path, f"{field_excerpt(path)} is the placeholder {excerpt(value)!r}: {RENDER}")
+
+
+def _stands_in(name: str) -> bool:
+    """A name left to fill in at deploy time; not one that says a program fills it in (the GPU
+    operator's assets: `FILLED_BY_OPERATOR`, which the operator writes when it renders them)."""
+    if name.startswith(FILLED_BY):
+        return False
+    return ("_" in name and symbolic_name(name)) or name.startswith(HELM2_RELEASE)
+
+
+FILLED_BY = "FILLED_BY"
+
+
+HELM2_RELEASE = "RELEASE-NAME"  # what Helm 2's `helm template` wrote for the release's name
 
 
 FIELD_EXCERPT = 60
@@ -621,7 +651,13 @@ _PLACEHOLDER_CHARS = frozenset("${}<>_")  # GP004's to judge (`$NAME`, `{{ .Name
 
 def _invalid_names(resource: Resource, ctx: Context) -> Iterator[Violation]:
     name = as_mapping(resource.obj.get("metadata")).get("name")
-    if isinstance(name, str) and name and not _is_dns_subdomain(name) and _PLACEHOLDER_CHARS.isdisjoint(name):
+    if (
+        isinstance(name, str)
+        and name
+        and not _is_dns_subdomain(name)
+        and _PLACEHOLDER_CHARS.isdisjoint(name)
+        and not _stands_in(name)
+    ):
         yield Violation(
             ("metadata", "name"),
             f"name {excerpt(name)!r} is not a lowercase DNS subdomain (a-z, 0-9, '-' and '.'; at most 253): "
