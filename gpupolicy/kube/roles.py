@@ -368,7 +368,7 @@ def _dev_evidence(template: PodTemplate) -> str | None:
     # what one container runs is evidence only while no other one serves.
     serving = [container for container in containers if _serves(container)] if len(containers) > 1 else []
     for container in containers:
-        if any(other is not container for other in serving):
+        if serving and any(other is not container for other in serving):
             continue
         text = command_text(container)
         if text and _only_sleeps(text):

@@ -249,13 +249,18 @@ def _symbolic_names(resource: Resource, containers: list[Container]) -> Iterator
     container's, the service account), as an all-capitals image is. GP005 leaves such a name to
     GP004, which said nothing of it: no placeholder character is in it."""
     metadata = as_mapping(as_mapping(resource.obj).get("metadata"))
-    named: list[tuple[JsonPath, Any]] = [
-        (("metadata", key), metadata.get(key)) for key in ("name", "namespace")
-    ]
-    named.extend((container.field("name"), container.spec.get("name")) for container in containers)
-    for path, value in named:
-        if isinstance(value, str) and _stands_in(value):
-            yield Violation(path, f"{field_excerpt(path)} is the placeholder {excerpt(value)!r}: {RENDER}")
+    for key in ("name", "namespace"):
+        value = metadata.get(key)
+        # A lowercase name (most of them) is asked nothing more: `str.islower`, in C.
+        if isinstance(value, str) and not value.islower() and _stands_in(value):
+            yield _name_placeholder(("metadata", key), value)
+    for container in containers:
+        if container.name and not container.name.islower() and _stands_in(container.name):
+            yield _name_placeholder(container.field("name"), container.name)
+
+
+def _name_placeholder(path: JsonPath, value: str) -> Violation:
+    return Violation(path, f"{field_excerpt(path)} is the placeholder {excerpt(value)!r}: {RENDER}")
 
 
 def _stands_in(name: str) -> bool:
