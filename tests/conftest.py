@@ -12,6 +12,7 @@ import pytest
 import gpupolicy.rules  # noqa: F401  (registers the built-in rules)
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.engine.report import Report
+from gpupolicy.kube.pod_spec import Workload, workload_of
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
 
@@ -98,3 +99,11 @@ def _provision(command: list[str], what: str) -> None:
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["exit code " + str(done.returncode)])[-1]
         print(f"conftest: could not install {what}: {reason}", file=sys.stderr)
+
+
+def workload_in(text: str) -> Workload:
+    """The workload view of the one object `text` holds (the test fails if it carries no pods)."""
+    (resource,) = load_text(text, "object.yaml").resources
+    workload = workload_of(resource)
+    assert workload is not None
+    return workload

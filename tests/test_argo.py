@@ -6,9 +6,8 @@ to these, `{{$}}` included). https://argo-workflows.readthedocs.io/en/latest/fie
 from __future__ import annotations
 
 from gpupolicy.core.findings import Finding
-from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.loading.inputs import load_text
-from tests.conftest import LintText
+from tests.conftest import LintText, workload_in
 
 WORKFLOW = """\
 apiVersion: argoproj.io/v1alpha1
@@ -78,9 +77,7 @@ def of(findings: list[Finding], rule: str) -> list[Finding]:
 
 
 def test_each_template_that_runs_a_pod_is_a_pod_template() -> None:
-    (resource,) = load_text(WORKFLOW, "wf.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None
+    workload = workload_in(WORKFLOW)
     assert [(t.path, t.role) for t in workload.templates] == [
         (("spec", "templates", 1), "train"),
         (("spec", "templates", 2), "report"),
@@ -109,9 +106,8 @@ def test_a_pod_patched_when_the_step_runs_is_not_judged_from_the_manifest() -> N
         "    - name: report\n",
         "    - name: report\n      podSpecPatch: '{{inputs.parameters.pod-spec-patch}}'\n",
     )
-    (resource,) = load_text(patched, "wf.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None and [t.role for t in workload.templates] == ["train", "pair"]
+    workload = workload_in(patched)
+    assert [t.role for t in workload.templates] == ["train", "pair"]
 
 
 def test_a_cron_workflow_runs_its_workflow_spec() -> None:
@@ -121,9 +117,8 @@ def test_a_cron_workflow_runs_its_workflow_spec() -> None:
     lines = cron.splitlines()
     start = lines.index("    entrypoint: main")
     cron = "\n".join(lines[: start + 1] + ["  " + line for line in lines[start + 1 :]]) + "\n"
-    (resource,) = load_text(cron, "cron.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None and workload.templates[0].path == ("spec", "workflowSpec", "templates", 1)
+    workload = workload_in(cron)
+    assert workload.templates[0].path == ("spec", "workflowSpec", "templates", 1)
 
 
 def test_a_workflows_gpu_pod_is_judged(lint_text: LintText) -> None:
@@ -209,9 +204,7 @@ def test_a_workflows_claims_are_its_pods_claims(lint_text: LintText) -> None:
         "  templates:\n  - name: main\n    container:\n      image: busybox:1.37\n"
         "      resources: {claims: [{name: gpu}]}\n"
     )
-    (resource,) = load_text(text, "w.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None
+    workload = workload_in(text)
     (template,) = workload.templates
     assert template.spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
     assert "GP155" not in {f.rule_id for f in lint_text(text).findings}

@@ -9,7 +9,7 @@ import pytest
 from gpupolicy.kube.pod_spec import Workload, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.loading.inputs import load_text
-from tests.conftest import LintText
+from tests.conftest import LintText, workload_in
 
 C = "containers: [{name: main, image: nvcr.io/nvidia/pytorch:24.10-py3}]"
 
@@ -674,9 +674,7 @@ spec:
 def test_a_spark_application_is_read_as_the_operator_builds_its_pods(lint_text: LintText) -> None:
     """data-on-eks' Spark RAPIDS job asks for its executors' GPU through `executor.gpu`, and both
     pods run `spec.image` (spark-operator api/v1beta2): the job counted as a CPU workload."""
-    (resource,) = load_text(SPARK_RAPIDS, "s.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None
+    workload = workload_in(SPARK_RAPIDS)
     (template,) = workload.templates
     driver, executor = template.containers
     assert (driver.name, driver.image) == ("spark-kubernetes-driver", "nvcr.io/nvidia/rapids-spark:24.08")
@@ -710,9 +708,7 @@ def test_a_nimservice_runs_its_images_repository_and_tag(lint_text: LintText) ->
         "spec:\n  image:\n    repository: nvcr.io/nim/meta/llama-3.1-8b-instruct\n    tag: latest\n"
         "  resources: {limits: {nvidia.com/gpu: 1}}\n"
     )
-    (resource,) = load_text(text, "n.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None
+    workload = workload_in(text)
     ((_, container),) = workload.containers()
     assert (container.name, container.image) == (
         "nim-llm-ctr",
@@ -750,9 +746,7 @@ def test_a_pod_clique_sets_cliques_are_pod_templates_of_all_their_replicas(lint_
         "            resources: {limits: {nvidia.com/gpu: 1}}\n"
         "    podCliqueScalingGroups: [{name: decode, cliqueNames: [worker], replicas: 3}]\n"
     )
-    (resource,) = load_text(text, "g.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None
+    workload = workload_in(text)
     (template,) = workload.templates
     assert (template.role, template.replicas) == ("worker", 12)
     assert template.pod_labels == {

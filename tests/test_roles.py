@@ -10,7 +10,7 @@ from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.kube.roles import COMMAND_TEXT_LIMIT, Role, decide
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import default_policy
-from tests.conftest import LintText, rule_ids
+from tests.conftest import LintText, rule_ids, workload_in
 
 DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -501,9 +501,7 @@ spec:
           ports: [{{containerPort: 9000}}]
           resources: {{limits: {{nvidia.com/gpu: 1}}}}
 """
-    (resource,) = load_text(text, "d.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None
+    workload = workload_in(text)
     assert decide(workload).role is role
 
 
@@ -530,15 +528,13 @@ spec:
           ports: [{containerPort: 8000}]
           resources: {limits: {nvidia.com/gpu: 8}}
 """
-    (resource,) = load_text(text, "d.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None and decide(workload).role is Role.SERVER
+    workload = workload_in(text)
+    assert decide(workload).role is Role.SERVER
     notebook = text.replace(
         "command: [python3, -m, vllm.entrypoints.openai.api_server]", "command: [jupyter, lab]"
     )
-    (resource,) = load_text(notebook, "d.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None and decide(workload).role is Role.DEV
+    workload = workload_in(notebook)
+    assert decide(workload).role is Role.DEV
 
 
 def test_a_variables_name_is_no_benchmark() -> None:
@@ -557,6 +553,5 @@ spec:
           args: [gcloud, storage, cp, -r, /models, "gs://$(MLP_STORAGE_BENCHMARK_FLAT_BUCKET)"]
           resources: {limits: {nvidia.com/gpu: 1}}
 """
-    (resource,) = load_text(text, "j.yaml").resources
-    workload = workload_of(resource)
-    assert workload is not None and decide(workload).role is Role.BATCH
+    workload = workload_in(text)
+    assert decide(workload).role is Role.BATCH
