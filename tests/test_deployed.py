@@ -555,3 +555,22 @@ def test_two_charts_are_two_releases_whose_services_select_only_their_own_pods(
         write(repo / "tutorials" / chart / "templates" / "all.yaml", body)
     findings = lint(capsys, "tutorials")
     assert not where(findings, "GP401") and not where(findings, "GP901")
+
+
+@needs_helm
+def test_a_chart_renders_for_the_kubernetes_the_policy_names(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ClearML's charts declare `kubeVersion: >= 1.21.0-0 < 1.32.0-0`: Helm rendered them for its
+    own default (v1.35), and every one was a GP004 whatever the policy's kubernetesVersion said."""
+    chart = repo / "charts" / "trainer"
+    write(
+        chart / "Chart.yaml",
+        'apiVersion: v2\nname: trainer-chart\nversion: 0.1.0\nkubeVersion: ">= 1.21.0-0 < 1.32.0-0"\n',
+    )
+    [refused] = [finding for finding in lint(capsys, "charts") if finding["rule"] == "GP004"]
+    assert "requires kubeVersion" in refused["message"]
+    assert refused["message"].endswith("(gpupolicy renders charts for the policy's kubernetesVersion)")
+    write(repo / "policy.yaml", 'kubernetesVersion: "1.31"\n')
+    findings = lint(capsys, "--policy", "policy.yaml", "charts")
+    assert not where(findings, "GP004") and any(f["object"]["kind"] == "Deployment" for f in findings)

@@ -356,6 +356,7 @@ def _lint(
         helm_values=list(policy.helm.values_files),
         helm_namespace=policy.helm.namespace,
         helm_api_versions=policy.helm.api_versions,
+        kube_version=policy.kubernetes_version,
     )
     context = None
     if context_root is None:

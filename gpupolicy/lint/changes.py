@@ -221,6 +221,7 @@ class LintRun:
             helm_values=self.session.helm_values if self.session else (),
             helm_namespace=self.session.helm_namespace if self.session else None,
             helm_api_versions=self.session.helm_api_versions if self.session else (),
+            kube_version=self.session.kube_version if self.session else None,
         )
 
 

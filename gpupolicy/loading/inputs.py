@@ -575,6 +575,9 @@ CHART_RELEASE = "gpupolicy-lint"
 RELEASE_NAME_LIMIT = 53
 
 
+_KUBE_VERSION = re.compile(r"v?[0-9]{1,3}\.[0-9]{1,4}(?:\.[0-9]{1,4})?")  # never an option
+
+
 def chart_release(folder: Path) -> str:
     """The release a chart is rendered as: `gpupolicy-lint-<its Chart.yaml name>`. Each chart its
     own, as each is installed as its own release: two charts rendered as one release name in one
@@ -651,10 +654,14 @@ class RenderSession:
         helm_values: Sequence[str] = (),
         helm_namespace: str | None = None,
         helm_api_versions: Sequence[str] = (),
+        kube_version: str | None = None,
     ) -> None:
         self.helm_values = tuple(helm_values)
         self.helm_namespace = helm_namespace
         self.helm_api_versions = tuple(helm_api_versions)
+        # The Kubernetes the policy judges against (`kubernetesVersion`): charts render for it, as a
+        # chart's `kubeVersion` range and `.Capabilities.KubeVersion` read it (else Helm's own default).
+        self.kube_version = kube_version
         self.outputs: dict[tuple[str, ...], str | LoadProblem] = {}
         self.overlays = OverlayFindings()
         self._tops: dict[Path, list[tuple[Path, Reach]]] = {}
@@ -874,6 +881,8 @@ def load_chart(
     release = chart_release(folder)
     command = " ".join(["helm", "template", release, shown, *options])
     served = [f"--api-versions={version}" for version in session.helm_api_versions]
+    if session.kube_version is not None and _KUBE_VERSION.fullmatch(session.kube_version):
+        served.append(f"--kube-version={session.kube_version}")
     argv = ["helm", "template", release, str(folder), *options, *served]
     output = session.render(("helm", *argv), lambda: _run(argv, shown, command))
     if isinstance(output, LoadProblem):
@@ -916,9 +925,14 @@ _VALUES_ERRORS = ("Error: execution error at", "nil pointer evaluating")
 
 
 def _with_chart_settings(problem: LoadProblem) -> LoadProblem:
+    if "requires kubeVersion" in problem.message:  # the chart's `kubeVersion` range
+        return replace(problem, message=problem.message + _KUBE_VERSION_HINT)
     if not any(error in problem.message for error in _VALUES_ERRORS):
         return problem
     return replace(problem, message=problem.message + _CHART_SETTINGS_HINT)
+
+
+_KUBE_VERSION_HINT = " (gpupolicy renders charts for the policy's kubernetesVersion)"
 
 
 def chart_values_files(chart: Path, patterns: Sequence[str]) -> list[Path]:
