@@ -10,7 +10,7 @@ import pytest
 
 from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.engine.report import Report
-from gpupolicy.kube.gpu import GpuCatalog, GpuKind, dra_gpu_claims
+from gpupolicy.kube.gpu import GpuCatalog, GpuKind, dra_gpu_claims, names_gpu_resource
 from gpupolicy.kube.pod_spec import Container, PodTemplate
 from gpupolicy.loading.inputs import load_text
 from gpupolicy.policy.loading import default_policy
@@ -421,3 +421,18 @@ spec:
     ]
     for finding in findings:
         assert "GPU container 'server'" not in finding.message, finding.message
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu"),
+    [("nvidia.com/GH100_H100_PCIE", True), ("nvidia.com/GRID_T4-1Q", True), ("nvidia.com/hostdev", False),
+     ("nvidia.com/rdma_shared_device_a", False), ("example.com/gpu-slice", True)],
+)  # fmt: skip
+def test_a_gpu_passed_through_by_its_pci_name_names_a_gpu(name: str, gpu: bool) -> None:
+    """NVIDIA's sandbox device plugin (Kata) and KubeVirt ask for GPUs by PCI product or GRID profile:
+    GP105 said a pod asking nvidia.com/GP102GL_Tesla_P40 requests no GPU."""
+    container = Container(
+        {"name": "c", "image": "x", "resources": {"limits": {name: 1}}}, ("spec",), "container"
+    )
+    template = PodTemplate({"containers": [container.spec]}, ("spec",), containers=[container])
+    assert names_gpu_resource(template) is gpu

@@ -72,3 +72,17 @@ def test_helms_own_names_are_helms_in_a_runtime_too(lint_text: LintText) -> None
     chart = RUNTIME.replace('"{{.Name}}"', '"{{ .Values.modelName }}"')
     (finding,) = of(lint_text(chart).findings, "GP004")
     assert "Helm template actions" in finding.message
+
+
+def test_a_kwok_stages_status_template_is_kwoks() -> None:
+    """knavigator's and fake-gpu-operator's KWOK Stages: `statusTemplate` is a Go template KWOK
+    evaluates against the object it simulates, applied as written (a GP004 error said to render it)."""
+    text = (
+        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: pod-complete}\nspec:\n"
+        "  resourceRef: {apiGroup: v1, kind: Pod}\n  selector: {matchExpressions: [{key: .status.phase, "
+        "operator: In, values: [Running]}]}\n  next:\n    statusTemplate: |\n      {{ $now := Now }}\n"
+        "      phase: Succeeded\n      containerStatuses:\n      {{ range .spec.containers }}\n"
+        "      - name: {{ .name }}\n      {{ end }}\n"
+    )
+    loaded = load_text(text, "stage.yaml")
+    assert loaded.problems == [] and [resource.kind for resource in loaded.resources] == ["Stage"]

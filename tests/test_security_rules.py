@@ -601,3 +601,16 @@ def test_the_mps_note_is_for_pods_that_ask_for_nvidia_gpus(lint_text: LintText) 
     nvidia = text.replace("amd.com/gpu", "nvidia.com/gpu")
     (finding,) = ids(lint_text(nvidia).findings, "GP605")
     assert "MPS needs it only on MPS node pools" in finding.message
+
+
+def test_a_sharing_schedulers_visible_devices_are_not_the_users(lint_text: LintText) -> None:
+    """KAI Scheduler's binder gives a fractional-GPU pod NVIDIA_VISIBLE_DEVICES from its sharing
+    ConfigMap: GP607 errors would deny every such pod in enforce mode. Set by hand, it still is one."""
+    text = pod(
+        "  containers:\n    - name: frac\n      image: nvcr.io/nvidia/pytorch:25.01-py3\n"
+        "      env: [{name: NVIDIA_VISIBLE_DEVICES, valueFrom: {configMapKeyRef: "
+        "{name: frac-runai-sh-gpu-0, key: RUNAI-VISIBLE-DEVICES}}}]\n"
+    ).replace("metadata: {", "metadata: {annotations: {gpu-fraction: '0.5'}, ", 1)
+    assert not ids(lint_text(text).findings, "GP607")
+    by_hand = text.replace("annotations: {gpu-fraction: '0.5'}, ", "")
+    assert ids(lint_text(by_hand).findings, "GP607")

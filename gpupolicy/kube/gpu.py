@@ -400,9 +400,21 @@ def hides_every_gpu(value: object) -> bool:
 
 def names_gpu_resource(template: PodTemplate) -> bool:
     """Whether a container asks for an extended resource whose name says it is a GPU or a share of
-    one, known to the policy or not (another sharing plugin's `…/gpu-slice`, `…/vcuda-core`)."""
+    one, known to the policy or not (another sharing plugin's `…/gpu-slice`, `…/vcuda-core`), or a
+    GPU passed through by its PCI product name (`nvidia.com/GH100_H100_PCIE`, `nvidia.com/GRID_T4-1Q`:
+    NVIDIA's sandbox device plugin for Kata and KubeVirt; the stack's other resources, such as
+    `nvidia.com/hostdev`, are lowercase)."""
     return any(
-        "/" in str(name) and any(word in str(name).rsplit("/", 1)[1].lower() for word in ("gpu", "vcuda"))
+        _names_a_gpu(str(name))
         for container in template.containers
         for name in (*container.limits, *container.requests)
     )
+
+
+def _names_a_gpu(name: str) -> bool:
+    domain, slash, resource = name.rpartition("/")
+    if not slash:
+        return False
+    if any(word in resource.lower() for word in ("gpu", "vcuda")):
+        return True
+    return domain == "nvidia.com" and not resource.islower()

@@ -72,6 +72,10 @@ ARGO_WORKFLOW_KINDS = frozenset({"Workflow", "WorkflowTemplate", "ClusterWorkflo
 ARGO_GROUP = "argoproj.io"
 KSERVE_TEMPLATED_KINDS = frozenset({"ServingRuntime", "ClusterServingRuntime", "LLMInferenceServiceConfig"})
 KSERVE_GROUP = "serving.kserve.io"
+# KWOK's Stage: its `statusTemplate` (and `next` patches) are Go templates KWOK evaluates against the
+# object it simulates (https://kwok.sigs.k8s.io/docs/user/stages-configuration/).
+KWOK_TEMPLATED_KINDS = frozenset({"Stage"})
+KWOK_GROUP = "kwok.x-k8s.io"
 ARGO, GO = "argo", "go"  # the dialects
 
 
@@ -84,6 +88,8 @@ def own_template_dialect(api_version: object, kind: object) -> str | None:
     if kind in ARGO_WORKFLOW_KINDS and group == ARGO_GROUP:
         return ARGO
     if kind in KSERVE_TEMPLATED_KINDS and group == KSERVE_GROUP:
+        return GO
+    if kind in KWOK_TEMPLATED_KINDS and group == KWOK_GROUP:
         return GO
     return None
 

@@ -15,7 +15,7 @@ https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/security.htm
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from gpupolicy.core.findings import Severity
 from gpupolicy.engine.context import Context
@@ -441,6 +441,14 @@ def _mounted_by(container: Container) -> set[str]:
 NVIDIA_ENV = (VISIBLE_DEVICES,)
 
 
+def _sharing_scheduler_wrote(item: Mapping[str, object], template: PodTemplate, ctx: Context) -> bool:
+    """KAI Scheduler (and run:ai) give a fractional-GPU pod NVIDIA_VISIBLE_DEVICES from its sharing
+    ConfigMap (the binder's AddGPUSharingEnvVars, in its mutating webhook): a variable read from a
+    ConfigMap in a pod that asks the scheduler for a fraction is the scheduler's, not a bypass."""
+    source = as_mapping(item.get("valueFrom"))
+    return "configMapKeyRef" in source and ctx.gpu.uses_gpu_fraction(template)
+
+
 @rule(
     id="GP607",
     roles=NOT_AGENT,
@@ -460,11 +468,11 @@ NVIDIA_ENV = (VISIBLE_DEVICES,)
 )
 def nvidia_visible_devices_env(workload: Workload, ctx: Context) -> Iterator[Violation]:
     namespace = workload.namespace
-    for _template, container in workload.containers():
+    for template, container in workload.containers():
         for path, item in container.env_items():
             name, value = item.get("name"), item.get("value")
             narrows = name == VISIBLE_DEVICES and hides_every_gpu(value)
-            if name in NVIDIA_ENV and not narrows:
+            if name in NVIDIA_ENV and not narrows and not _sharing_scheduler_wrote(item, template, ctx):
                 shown = f"={value}" if value is not None else " (from valueFrom)"
                 yield Violation(
                     path,
