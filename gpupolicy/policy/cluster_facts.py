@@ -442,11 +442,15 @@ def resource_quota_projection(quota: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def device_class_projection(device_class: Mapping[str, Any]) -> dict[str, Any]:
-    """Name and selectors: what says whether the class hands out GPUs."""
+    """Name and selectors: what says whether the class hands out GPUs; and the extended resource
+    it maps to its devices (`extendedResourceName`, KEP-5004), which GP152 reads."""
     spec = as_mapping(device_class.get("spec"))
+    kept: dict[str, Any] = {"selectors": as_list(spec.get("selectors"))}
+    if isinstance(spec.get("extendedResourceName"), str):
+        kept["extendedResourceName"] = spec["extendedResourceName"]
     return {
         "apiVersion": device_class.get("apiVersion"),
         "kind": device_class.get("kind", "DeviceClass"),
         "metadata": {"name": as_mapping(device_class.get("metadata")).get("name")},
-        "spec": {"selectors": as_list(spec.get("selectors"))},
+        "spec": kept,
     }

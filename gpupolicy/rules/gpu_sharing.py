@@ -112,6 +112,9 @@ def sharing_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
         demands = [
             d for d in ctx.gpu.counted_demands(template) if d.resource.kind in (GpuKind.SHARED, GpuKind.MIG)
         ]
+        if demands:
+            allocated = _dra_extended_resources(ctx)
+            demands = [d for d in demands if d.resource.name not in allocated]
         if not demands or _targets_sharing(targeted_keys(template), ctx):
             continue
         demand = demands[0]
@@ -121,6 +124,23 @@ def sharing_without_node_targeting(workload: Workload, ctx: Context) -> Iterator
             "MIG config or GPU product",
             container=demand.container.name,
         )
+
+
+def _dra_extended_resources(ctx: Context) -> frozenset[str]:
+    """The extended resources a DeviceClass of the inventory maps to DRA devices
+    (`spec.extendedResourceName`, KEP-5004, DRAExtendedResource): the scheduler allocates a
+    matching device from the ResourceSlices and places the pod by it, as it places a claim."""
+    found: frozenset[str] = ctx.memo(
+        "dra-extended-resources",
+        lambda: frozenset(
+            str(name)
+            for device_class in ctx.inventory.list("DeviceClass")
+            if isinstance(
+                name := as_mapping(as_mapping(device_class.obj).get("spec")).get("extendedResourceName"), str
+            )
+        ),
+    )
+    return found
 
 
 def _targets_sharing(keys: Set[str], ctx: Context) -> bool:
