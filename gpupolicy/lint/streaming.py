@@ -83,7 +83,7 @@ INDEX_KINDS = READER_KINDS | frozenset(
     {
         "Service", "ConfigMap", "ServiceAccount", "NetworkPolicy", "PriorityClass", "WorkloadPriorityClass",
         "RuntimeClass", "AnalysisTemplate", "ClusterAnalysisTemplate", "Canary", "Rollout", "ResourceClaim",
-        "ResourceClaimTemplate", "ComputeDomain",
+        "ResourceClaimTemplate", "ComputeDomain", "DeviceClass",
     }
 )  # fmt: skip
 # `kind: Service`, `"kind": "Service"`, `kind: !!str 'Service'`, `kind:\n  Service`; or a kind
