@@ -524,7 +524,7 @@ def _spark_pods(spec: dict[str, Any], path: JsonPath) -> Iterator[PodTemplate]:
 
 
 # Spark's memory sizes are JVM sizes (`512m` is 512 MiB, not Kubernetes' 0.512 bytes).
-_JVM_SIZE = re.compile(r"^([0-9]{1,12})([kmgtp])b?$", re.IGNORECASE)
+_JVM_SIZE = re.compile(r"([0-9]{1,12})([kmgtp])b?", re.IGNORECASE)  # matched whole
 
 
 def _spark_resources(body: dict[str, Any], base: JsonPath) -> WrittenResources | None:
@@ -542,7 +542,7 @@ def _spark_resources(body: dict[str, Any], base: JsonPath) -> WrittenResources |
         put("requests", "cpu", body["cores"], (*base, "cores"))
     if isinstance(body.get("coreLimit"), str | int | float):
         put("limits", "cpu", body["coreLimit"], (*base, "coreLimit"))
-    size = _JVM_SIZE.match(body["memory"]) if isinstance(body.get("memory"), str) else None
+    size = _JVM_SIZE.fullmatch(body["memory"]) if isinstance(body.get("memory"), str) else None
     if size is not None:
         memory = f"{size.group(1)}{size.group(2).upper()}i"
         put("requests", "memory", memory, (*base, "memory"))
@@ -579,6 +579,35 @@ _NIM_DEFAULT_PROBES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("startupProbe", {"httpGet": {"path": "/v1/health/ready", "port": _NIM_PORT}, "initialDelaySeconds": 30,
                       "timeoutSeconds": 1, "periodSeconds": 10, "failureThreshold": 30}),
 )  # fmt: skip
+
+
+def _nim_container(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The container the NIM operator makes of a NIMService's spec: named `<name>-ctr`, running
+    `image.repository:image.tag` (api/apps/v1alpha1 NIMService GetImage, GetContainerName), with its
+    `api` port (spec.expose.service.port) and each probe the spec's `{enabled, probe}` gives: the
+    probe written, else the operator's default, none when `enabled: false` (GetDeploymentParams)."""
+    seen = dict(spec)
+    for key, default in _NIM_DEFAULT_PROBES:
+        written = as_mapping(spec.get(key))
+        if written.get("enabled") is False:
+            seen.pop(key, None)
+        else:
+            probe = written.get("probe")
+            seen[key] = probe if isinstance(probe, dict) else default
+    port = as_mapping(as_mapping(as_mapping(spec.get("expose")).get("service"))).get("port")
+    seen["ports"] = [{"name": _NIM_PORT, "containerPort": port if isinstance(port, int) else 8000}]
+    name = as_mapping(obj.get("metadata")).get("name")
+    if isinstance(name, str) and name and "name" not in spec:
+        seen["name"] = f"{name}-ctr"
+    image = spec.get("image")
+    if isinstance(image, dict) and isinstance(image.get("repository"), str):
+        tag = image.get("tag")
+        seen["image"] = (
+            f"{image['repository']}:{tag}"
+            if isinstance(tag, str | int | float) and tag != ""
+            else image["repository"]
+        )
+    return seen
 
 
 def _pod_clique_set(obj: dict[str, Any]) -> Iterator[PodTemplate]:
@@ -624,35 +653,6 @@ def _pod_clique_set(obj: dict[str, Any]) -> Iterator[PodTemplate]:
             "app.kubernetes.io/part-of": name,
         }
         yield found
-
-
-def _nim_container(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    """The container the NIM operator makes of a NIMService's spec: named `<name>-ctr`, running
-    `image.repository:image.tag` (api/apps/v1alpha1 NIMService GetImage, GetContainerName), with its
-    `api` port (spec.expose.service.port) and each probe the spec's `{enabled, probe}` gives: the
-    probe written, else the operator's default, none when `enabled: false` (GetDeploymentParams)."""
-    seen = dict(spec)
-    for key, default in _NIM_DEFAULT_PROBES:
-        written = as_mapping(spec.get(key))
-        if written.get("enabled") is False:
-            seen.pop(key, None)
-        else:
-            probe = written.get("probe")
-            seen[key] = probe if isinstance(probe, dict) else default
-    port = as_mapping(as_mapping(as_mapping(spec.get("expose")).get("service"))).get("port")
-    seen["ports"] = [{"name": _NIM_PORT, "containerPort": port if isinstance(port, int) else 8000}]
-    name = as_mapping(obj.get("metadata")).get("name")
-    if isinstance(name, str) and name and "name" not in spec:
-        seen["name"] = f"{name}-ctr"
-    image = spec.get("image")
-    if isinstance(image, dict) and isinstance(image.get("repository"), str):
-        tag = image.get("tag")
-        seen["image"] = (
-            f"{image['repository']}:{tag}"
-            if isinstance(tag, str | int | float) and tag != ""
-            else image["repository"]
-        )
-    return seen
 
 
 # Argo Workflows: the pod-level fields a workflow sets for all its pods, and the name each has in

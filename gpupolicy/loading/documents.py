@@ -790,6 +790,7 @@ def find_helm_action(text: str) -> tuple[int, int] | None:
     literal = _go_template_text_ranges(text)
     program = (_go_template_text_ranges(text, _PROGRAM_TEXT_KEYS) if literal is not None else None) or []
     strings: list[tuple[tuple[int, int], tuple[int, int]]] | None = None  # every string, when needed
+    starts: list[tuple[int, int]] = []
     for match in matches:
         line = text.count("\n", 0, match.start()) + 1
         line_start = text.rfind("\n", 0, match.start()) + 1
@@ -799,8 +800,9 @@ def find_helm_action(text: str) -> tuple[int, int] | None:
         before = text[line_start : match.start()]
         if literal is not None and "#" in before:
             if strings is None:
-                strings = _go_template_text_ranges(text, None) or []
-            if _in_comment(before, line, strings):
+                strings = sorted(_go_template_text_ranges(text, None) or [])
+                starts = [start for start, _ in strings]
+            if _in_comment(before, line, strings, starts):
                 continue  # `# named {{ .Release.Name }}-x by the chart`: a note in a file that parses
         action = text[match.start() : match.start() + 200]
         if any(start <= (line, column) < end for start, end in program) and not any(
@@ -809,18 +811,6 @@ def find_helm_action(text: str) -> tuple[int, int] | None:
             continue
         return line, column
     return None
-
-
-def _in_comment(before: str, line: int, strings: list[tuple[tuple[int, int], tuple[int, int]]]) -> bool:
-    """Whether a line's text `before` a position opens a YAML comment: a `#` at its start or after
-    a space or tab, outside every string scalar (`strings`: their spans, of a text that parses)."""
-    index = before.find("#")
-    while index >= 0:
-        opens = index == 0 or before[index - 1] in " \t"
-        if opens and not any(start <= (line, index + 1) < end for start, end in strings):
-            return True
-        index = before.find("#", index + 1)
-    return False
 
 
 def helm_actions_only_in_strings(text: str) -> bool:
@@ -844,19 +834,21 @@ def helm_actions_only_in_strings(text: str) -> bool:
         position = (line, start - line_start + 1)
         index = bisect.bisect_right(starts, position) - 1
         if index < 0 or not position < spans[index][1]:
-            if _comment_before(text[line_start:start], line, spans, starts):
+            if _in_comment(text[line_start:start], line, spans, starts):
                 continue  # a commented-out line of the program's own text
             return False
     return True
 
 
-def _comment_before(
+def _in_comment(
     before: str,
     line: int,
     spans: list[tuple[tuple[int, int], tuple[int, int]]],
     starts: list[tuple[int, int]],
 ) -> bool:
-    """`_in_comment` over sorted, disjoint string spans: each `#` is looked up by bisection."""
+    """Whether a line's text `before` a position opens a YAML comment: a `#` at its start or after
+    a space or tab, outside every string scalar (`spans`: theirs, sorted and disjoint, of a text
+    that parses; `starts`: their starts), each `#` looked up by bisection."""
     index = before.find("#")
     while index >= 0:
         if index == 0 or before[index - 1] in " \t":

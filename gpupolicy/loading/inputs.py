@@ -18,6 +18,7 @@ from dataclasses import field
 from pathlib import Path
 
 from gpupolicy.core.immutable import immutable, mutable, replace
+from gpupolicy.core.wording import listed
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import (
     DEFAULT_LIMITS,
@@ -359,9 +360,10 @@ def _template_text(text: str, file: str, hint_path: Path | None, limits: LoadLim
     configuration = _configuration_template(text)
     if configuration is not None:
         return LoadedText(skipped=[Skipped(file, None, configuration)])
-    chart = chart_of(hint_path) if hint_path is not None and helm.rule_id == "GP004" else None
-    if chart is not None and not read_by_helm(chart, hint_path):  # type: ignore[arg-type]
-        return LoadedText(skipped=[Skipped(file, None, CHART_READS_IT)])
+    if hint_path is not None and helm.rule_id == "GP004":
+        chart = chart_of(hint_path)
+        if chart is not None and not read_by_helm(chart, hint_path):
+            return LoadedText(skipped=[Skipped(file, None, CHART_READS_IT)])
     return LoadedText(problems=[helm])
 
 
@@ -585,12 +587,7 @@ def chart_release(folder: Path) -> str:
     Triton tutorials). A chart named as the chart's common helpers expect makes the usual names
     (`fullname` is the release when it holds the chart's name)."""
     name = ""
-    try:
-        with (folder / CHART_FILE).open("rb") as chart:
-            text = chart.read(CHART_FILE_READ).decode("utf-8", "replace")
-    except OSError:
-        text = ""
-    for line in text.splitlines():
+    for line in _chart_file_text(folder).splitlines():
         key, sep, value = line.partition(":")
         if sep and key == "name":  # a top-level line
             name = value.split("#", 1)[0].strip().strip("'\"")
@@ -616,12 +613,18 @@ def is_library_chart(folder: Path) -> bool:
     """A chart whose Chart.yaml says `type: library` (a top-level line): Helm refuses to render it
     ("library charts are not installable"); the charts that depend on it render its templates.
     https://helm.sh/docs/topics/library_charts/"""
+    return any(
+        line.split("#", 1)[0].rstrip() in _LIBRARY_TYPES for line in _chart_file_text(folder).splitlines()
+    )
+
+
+def _chart_file_text(folder: Path) -> str:
+    """The chart's Chart.yaml, bounded (a Chart.yaml is a few lines); empty when it cannot be read."""
     try:
         with (folder / CHART_FILE).open("rb") as chart:
-            text = chart.read(CHART_FILE_READ).decode("utf-8", "replace")  # a Chart.yaml is a few lines
+            return chart.read(CHART_FILE_READ).decode("utf-8", "replace")
     except OSError:
-        return False
-    return any(line.split("#", 1)[0].rstrip() in _LIBRARY_TYPES for line in text.splitlines())
+        return ""
 
 
 @immutable
@@ -784,13 +787,10 @@ def _unbuilt_overlay(
         loaded.directives.extend(part.directives)
         loaded.skipped.extend(part.skipped)
     if files:
-        listed = ", ".join(display_path(path) for path in files[:3]) + (
-            f" and {len(files) - 3} more" if len(files) > 3 else ""
-        )
         problem = replace(
             problem,
             message=f"{problem.message}; the files it names as resources are linted as written, without what "
-            f"the overlay would change of them ({listed})",
+            f"the overlay would change of them ({listed([display_path(path) for path in files], ', ')})",
         )
     loaded.problems.insert(0, problem)
     return loaded
@@ -908,7 +908,7 @@ def _rendered_nothing(chart: Path, used: Sequence[Path], command: str, shown: st
     )
     hint = ""
     if others:
-        named = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        named = listed(others, ", ", shown=5)
         hint = (
             f"; name the values files that choose what to deploy ({named}) in the policy's helm.valuesFiles"
         )

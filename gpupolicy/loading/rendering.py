@@ -33,6 +33,7 @@ import yaml
 
 from gpupolicy.core.findings import Finding, JsonPath
 from gpupolicy.core.immutable import immutable, mutable, replace
+from gpupolicy.core.wording import listed
 from gpupolicy.loading.directives import InlineDirective, scan_comments
 from gpupolicy.loading.documents import LoadedText, Resource
 from gpupolicy.loading.positions import Place
@@ -510,10 +511,10 @@ def merge_unbuilt_overlays(findings: list[Finding]) -> list[Finding]:
             kept.append(finding)
     for index, names in others.items():
         if names:
-            listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             overlays = "overlay" if len(names) == 1 else "overlays"
             message = (
-                f"{kept[index].message}; the same missing file stops {len(names)} other {overlays} ({listed})"
+                f"{kept[index].message}; the same missing file stops {len(names)} other {overlays} "
+                f"({listed(names, ', ')})"
             )
             kept[index] = replace(kept[index], message=message)
     return kept

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from gpupolicy.core.findings import JsonPath
+from gpupolicy.core.wording import listed
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Violation, rule
 from gpupolicy.engine.unknowns import NETWORK_POLICIES, said_unknown, unknown_fact
@@ -289,12 +290,6 @@ def bound_workloads(binding: Resource, ctx: Context) -> list[str]:
             ]
     # A workflow's templates, or one installer copied twice, run as the same account: each once.
     return list(dict.fromkeys(found))
-
-
-def listed(names: list[str], separator: str = "; ", shown: int = 3) -> str:
-    """The first `shown` names, and how many more there are."""
-    more = len(names) - shown
-    return separator.join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _bindings_of(role: Resource, ctx: Context) -> list[Resource]:

@@ -26,7 +26,7 @@ from gpupolicy.kube.placeholders import (
 from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, value_at
 from gpupolicy.kube.roles import Role
 from gpupolicy.kube.secrets_detect import credential_name_kind
-from gpupolicy.loading.documents import DuplicateKey, Resource, names_helm
+from gpupolicy.loading.documents import DuplicateKey, Resource, is_openshift_template, names_helm
 from gpupolicy.loading.object_evidence import GO, own_template_dialect
 
 input_rule(
@@ -73,11 +73,7 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
     may_hold = _may_hold_placeholder(resource)
     # An Argo workflow's or a KServe runtime's `{{…}}` are its controller's to fill in (`{{item}}`,
     # `{{$}}`, `{{.Name}}`): the template language it speaks, or None.
-    own = (
-        OPENSHIFT_TEMPLATE
-        if is_openshift_template(resource)
-        else own_template_dialect(resource.api_version, resource.kind)
-    )
+    own = own_template_dialect(resource.api_version, resource.kind)
     if own is None and resource.rendered_from == "helm":
         own = HELM_OUTPUT
     for container in containers:
@@ -97,13 +93,9 @@ def unrendered_template(resource: Resource, ctx: Context) -> Iterator[Violation]
 
 def _deploy_time(placeholder: str | None, own: str | None) -> str | None:
     """`placeholder`, unless it is a `{{…}}` of an object that fills them in itself (`own`: its
-    template language) and not Helm's (`{{ .Values.image }}` in a chart's workflow is Helm's still),
-    or a parameter of an OpenShift Template (`${NAMESPACE}`, `${{REPLICAS}}`: `oc process` fills
-    them in from the Template's own `parameters`)."""
+    template language) and not Helm's (`{{ .Values.image }}` in a chart's workflow is Helm's still)."""
     if placeholder is None or own is None:
         return placeholder
-    if own == OPENSHIFT_TEMPLATE:
-        return None if placeholder.startswith("${") else placeholder
     if own == HELM_OUTPUT:
         return None if placeholder.startswith("{{") else placeholder
     if not placeholder.startswith("{{"):
@@ -111,18 +103,9 @@ def _deploy_time(placeholder: str | None, own: str | None) -> str | None:
     return placeholder if names_helm(placeholder, dot=own != GO) else None
 
 
-# An OpenShift Template (template.openshift.io/v1, a built-in type of OpenShift's API): its objects
-# hold `${PARAM}` references that `oc process` replaces with its parameters' values; its top-level
-# `labels` is a field of its own (applied to every object it makes), not misplaced metadata.
-# https://docs.okd.io/latest/openshift_images/using-templates.html
-OPENSHIFT_TEMPLATE = "openshift-template"
 # An object Helm rendered: a `{{…}}` left in it is a value's own text (Helm would have failed on
 # an action of its own), which the object's controller fills in.
 HELM_OUTPUT = "helm-output"
-
-
-def is_openshift_template(resource: Resource) -> bool:
-    return resource.kind == "Template" and resource.api_version.startswith("template.openshift.io/")
 
 
 # Container fields that hold a program's text, or that GP004 judges on their own. A probe's or
@@ -513,7 +496,7 @@ def malformed_object(resource: Resource, ctx: Context) -> Iterator[Violation]:
         missing.append("metadata.name (or generateName)")
         path = ("metadata",) if len(missing) == 1 else ()
     custom = not has_schema(resource.api_version, resource.kind, ctx.policy.kubernetes_version) and not (
-        is_openshift_template(resource)
+        is_openshift_template(resource.obj)
     )
     # Metadata's fields written beside a missing metadata (armadactl's Queue: `name: test`) are
     # the same problem as the missing mapping: said with it, once.

@@ -120,11 +120,6 @@ class DecisionCache:
     def nbytes(self) -> int:
         return self._entries.nbytes
 
-    def key(self, *, operation: str, kind: str, namespace: str | None, obj: dict[str, Any]) -> bytes | None:
-        """The digest of what the decision rests on, or None for content that cannot be keyed."""
-        keyed = self.keyed(operation=operation, kind=kind, namespace=namespace, obj=obj)
-        return keyed[0] if keyed is not None else None
-
     def keyed(
         self, *, operation: str, kind: str, namespace: str | None, obj: dict[str, Any]
     ) -> tuple[bytes, bytes] | None:

@@ -390,16 +390,15 @@ def _evaluated(
         namespace=admission.namespace,
         obj=admission.object,
     )
-    key = None
-    if keyed is not None:
-        key, text = keyed
+    key, text = keyed if keyed is not None else (None, None)
+    outcome = cache.get(key, cluster) if key is not None else None
+    if outcome is not None:
+        return _decision(admission, outcome, remembered=True)
+    if text is not None:
         # The key's text holds every key and string the rules read but the server's own metadata
         # (uid, resourceVersion, timestamps: written by the API server, never a placeholder): a
         # mark it lacks, no field holds, and GP004 need not serialise the object again to look.
         resource.text_marks = json_text_marks(text)
-    outcome = cache.get(key, cluster) if key is not None else None
-    if outcome is not None:
-        return _decision(admission, outcome, remembered=True)
     read = ReadKinds(cluster)
     outcome = _outcome(admission, resource, workload, engine, read, gpu_workload=gpu_workload)
     if key is not None:
