@@ -318,9 +318,10 @@ def _agent_evidence(workload: Workload) -> str | None:
 
 
 def mounts_agent_path(path: str) -> bool:
-    """Whether a host path is, or holds, one only node agents mount: `/dev/infiniband` and the
-    node's root `/` (which holds them all, as a mount helper that nsenters PID 1 mounts it) are;
-    `/devices` and `/var/log` are not."""
+    """Whether a host path is, or holds, one only node agents mount: `/dev/infiniband`, `/var/log`
+    (a log collector's, holding the containers' logs) and the node's root `/` (which holds them
+    all, as a mount helper that nsenters PID 1 mounts it) are; `/devices` and `/var/lib/models`
+    are not."""
     path = "/" + "/".join(part for part in path.split("/") if part and part != ".")
     return any(
         path == known or path.startswith(known + "/") or known.startswith(path.rstrip("/") + "/")
