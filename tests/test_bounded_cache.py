@@ -33,6 +33,17 @@ def test_an_entry_larger_than_the_budget_is_computed_not_remembered() -> None:
     assert cache.get("small") == "value"  # and it evicted nothing
 
 
+def test_a_held_key_keeps_its_value_unless_told_to_replace_it() -> None:
+    cache: BoundedCache[str, str] = BoundedCache(max_bytes=4096)
+    cache.put("pod", "first")
+    assert cache.put("pod", "second") == "second" and cache.get("pod") == "first"
+    cache.put("pod", "third, longer", replace=True)
+    assert cache.get("pod") == "third, longer" and len(cache) == 1
+    assert cache.nbytes == estimate_size("pod") + estimate_size("third, longer") + ENTRY_OVERHEAD
+    cache.put("pod", "x" * 10_000, replace=True)  # too large: the old value no longer answers either
+    assert "pod" not in cache and cache.nbytes == 0
+
+
 def test_none_is_a_value_like_any_other() -> None:
     cache: BoundedCache[str, None] = BoundedCache(max_bytes=4096)
     missing = object()

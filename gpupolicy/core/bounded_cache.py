@@ -81,14 +81,19 @@ class BoundedCache(Generic[K, V]):
     def __contains__(self, key: object) -> bool:
         return key in self._data
 
-    def put(self, key: K, value: V) -> V:
-        """Remember `value` for `key` when it fits in the budget; returns `value`."""
+    def put(self, key: K, value: V, *, replace: bool = False) -> V:
+        """Remember `value` for `key` when it fits in the budget; returns `value`. A key already
+        held keeps its value (two threads computed the same thing) unless `replace` says the new
+        value is to be kept instead (the old one no longer answers)."""
         size = self._size_of(key, value) + ENTRY_OVERHEAD
-        if size > self.max_bytes:
-            return value  # larger than the whole cache: computed again when asked again
         with self._lock:
             if key in self._sizes:
-                return value
+                if not replace:
+                    return value
+                self._bytes -= self._sizes.pop(key)
+                del self._data[key]
+            if size > self.max_bytes:
+                return value  # larger than the whole cache: computed again when asked again
             while self._bytes + size > self.max_bytes:
                 oldest = next(iter(self._sizes))
                 self._bytes -= self._sizes.pop(oldest)

@@ -2,7 +2,10 @@
 
 The Pods of one ReplicaSet, Job or StatefulSet share their template: the API server sends one
 AdmissionReview per Pod, each the same object but for a generated name, a uid and bookkeeping
-the server writes (`resourceVersion`, `managedFields`, `creationTimestamp` ...). Argo CD and
+the server writes (`resourceVersion`, `managedFields`, `creationTimestamp` ...). A validating
+webhook sees the generated name (the server makes it from `generateName` before validating
+admission, after mutating admission), so a name that is `generateName` and the server's five
+random characters is left out of the key like the rest of its bookkeeping. Argo CD and
 Flux re-apply unchanged objects. Evaluating the same content again gives the same answer as long
 as three things hold, which together are the key:
 
@@ -17,8 +20,10 @@ as three things hold, which together are the key:
   an entry whose kinds have moved since is evaluated again.
 
 A decision in which a rule raised or ran out of time is never remembered. What is kept is the
-answer without the request's uid, the report and the findings; the hit is made a `Decision` of
-the new admission (its uid, dry run, name for provenance). Entries are keyed by a SHA-256 digest
+answer without the request's uid, the report and the findings, and the name it was evaluated
+under; the hit is made a `Decision` of the new admission (its uid, dry run, name for
+provenance). A decision whose findings or warnings quote that name answers only an object of the
+same name; the deny message names the object, and is written again for another (review.py). Entries are keyed by a SHA-256 digest
 of the content and bounded in bytes (`core.bounded_cache`).
 """
 
@@ -61,6 +66,12 @@ UNREAD_ANNOTATIONS = frozenset(
     {"kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision"}
 )
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+# How the API server names an object from `generateName` (k8s.io/apiserver/pkg/storage/names:
+# the prefix cut to 63 - 5 characters, then 5 of k8s.io/apimachinery's rand alphabet, which has no
+# vowels): https://kubernetes.io/docs/reference/using-api/api-concepts/#generated-values
+GENERATED_SUFFIX_LENGTH = 5
+GENERATED_PREFIX_MAX = 63 - GENERATED_SUFFIX_LENGTH
+GENERATED_SUFFIX_CHARACTERS = frozenset("bcdfghjklmnpqrstvwxz2456789")
 
 
 class Generations(Inventory, Protocol):
@@ -81,12 +92,14 @@ class Outcome:
     report: Report
     findings: tuple[Finding, ...]
     gpu_workload: bool
+    name: str = ""  # the object's name when it was evaluated (the deny message quotes it)
 
 
 @immutable
 class _Entry:
     outcome: Outcome
     cluster: tuple[tuple[str, int, bool], ...]  # the generations of the kinds its evaluation read
+    renamable: bool  # no finding or warning quotes its name: it answers another of the key's names
 
 
 class ReadKinds:
@@ -135,18 +148,29 @@ class DecisionCache:
         # (a 10 KB key cost 30 µs and more on a busy loop where the hash itself takes 6).
         return sha256(text), text
 
-    def get(self, key: bytes, cluster: Generations) -> Outcome | None:
+    def get(self, key: bytes, cluster: Generations, name: str) -> Outcome | None:
+        """The outcome remembered for `key` if the cluster caches it read have not moved and it
+        may answer an object named `name`."""
         entry = self._entries.get(key)
-        if entry is not None and cluster.generations([kind for kind, _, _ in entry.cluster]) == entry.cluster:
+        if (
+            entry is not None
+            and (entry.renamable or entry.outcome.name == name)
+            and cluster.generations([kind for kind, _, _ in entry.cluster]) == entry.cluster
+        ):
             self.hits += 1
             return entry.outcome
         self.misses += 1
         return None
 
-    def put(self, key: bytes, outcome: Outcome, read: ReadKinds, cluster: Generations) -> None:
+    def put(self, key: bytes, text: bytes, outcome: Outcome, read: ReadKinds, cluster: Generations) -> None:
+        """Remember `outcome` under `key`, the digest of `text`, in place of what was remembered
+        there (evaluated again because the caches it read moved, or for another name)."""
         if outcome.report.errors:
             return  # a rule raised or timed out: the next admission must try again
-        self._entries.put(key, _Entry(outcome, cluster.generations(sorted(read.kinds))))
+        renamable = is_renamable(outcome, text)
+        self._entries.put(
+            key, _Entry(outcome, cluster.generations(sorted(read.kinds)), renamable), replace=True
+        )
 
 
 def generations_of(inventory: Inventory | None) -> Generations | None:
@@ -162,12 +186,47 @@ def _without_server_metadata(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(metadata, dict):
         return obj
     kept = {key: value for key, value in metadata.items() if key not in SERVER_METADATA}
+    if is_generated_name(kept.get("name"), kept.get("generateName")):
+        del kept["name"]  # generateName, kept, is what the object's author wrote
     annotations = kept.get("annotations")
     if isinstance(annotations, dict) and not UNREAD_ANNOTATIONS.isdisjoint(annotations):
         kept["annotations"] = {
             key: value for key, value in annotations.items() if key not in UNREAD_ANNOTATIONS
         }
     return {**obj, "metadata": kept}
+
+
+def is_renamable(outcome: Outcome, text: bytes) -> bool:
+    """Whether the outcome, its object's name replaced by another generated from the same
+    prefix, is what an evaluation of that other object says. Its texts may quote the name (a
+    rule's "serving GPU Pod <name>"), but only whole and only as the name: the key's text (the
+    content, without the generated name) must not hold it, and the prefix must appear in a message
+    only as part of the name (a name cut short, or the prefix quoted alone, would not be replaced).
+    The name is of the same length with the same prefix, so answers cut to a length (warnings,
+    the deny message) are made again from the messages as an evaluation makes them."""
+    name = outcome.name
+    if not name:
+        return True
+    if name.encode() in text:
+        return False
+    stem = name[:-GENERATED_SUFFIX_LENGTH]
+    return all(message.count(stem) == message.count(name) for message in _messages(outcome))
+
+
+def _messages(outcome: Outcome) -> list[str]:
+    return [finding.message for finding in (*outcome.findings, *outcome.report.findings)]
+
+
+def is_generated_name(name: object, prefix: object) -> bool:
+    """Whether `name` is one the API server made from the `generateName` `prefix`."""
+    if not isinstance(name, str) or not isinstance(prefix, str) or not prefix:
+        return False
+    stem = prefix[:GENERATED_PREFIX_MAX]
+    return (
+        len(name) == len(stem) + GENERATED_SUFFIX_LENGTH
+        and name.startswith(stem)
+        and GENERATED_SUFFIX_CHARACTERS.issuperset(name[len(stem) :])
+    )
 
 
 class Today:

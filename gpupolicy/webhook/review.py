@@ -20,7 +20,7 @@ from dataclasses import field
 from typing import Any
 
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.core.immutable import immutable
+from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.core.json_text import use_encoder
 from gpupolicy.engine.evaluation import RulePlan, evaluate_subject
 from gpupolicy.engine.registry import REGISTRY, Rule
@@ -390,19 +390,20 @@ def _evaluated(
         namespace=admission.namespace,
         obj=admission.object,
     )
-    key, text = keyed if keyed is not None else (None, None)
-    outcome = cache.get(key, cluster) if key is not None else None
+    if keyed is None:
+        evaluated = _outcome(admission, resource, workload, engine, cluster, gpu_workload=gpu_workload)
+        return _decision(admission, evaluated)  # content that cannot be keyed is never remembered
+    key, text = keyed
+    outcome = cache.get(key, cluster, resource.name)
     if outcome is not None:
-        return _decision(admission, outcome, remembered=True)
-    if text is not None:
-        # The key's text holds every key and string the rules read but the server's own metadata
-        # (uid, resourceVersion, timestamps: written by the API server, never a placeholder): a
-        # mark it lacks, no field holds, and GP004 need not serialise the object again to look.
-        resource.text_marks = json_text_marks(text)
+        return _decision(admission, _renamed(outcome, resource, engine), remembered=True)
+    # The key's text holds every key and string the rules read but the server's own metadata
+    # (uid, resourceVersion, timestamps, a generated name's five letters and digits: never a
+    # placeholder): a mark it lacks, no field holds, and GP004 need not serialise the object again.
+    resource.text_marks = json_text_marks(text)
     read = ReadKinds(cluster)
     outcome = _outcome(admission, resource, workload, engine, read, gpu_workload=gpu_workload)
-    if key is not None:
-        cache.put(key, outcome, read, cluster)
+    cache.put(key, text, outcome, read, cluster)
     return _decision(admission, outcome)
 
 
@@ -440,7 +441,41 @@ def _outcome(
         report=report,
         findings=tuple(findings),
         gpu_workload=gpu_workload,
+        name=resource.name,
     )
+
+
+def _renamed(outcome: Outcome, resource: Resource, engine: ReviewEngine) -> Outcome:
+    """A remembered outcome as an evaluation of `resource` says it: another Pod of the same
+    template has its own generated name, which messages may quote and the deny message does
+    (decision_cache.is_renamable says when replacing it is exact). The warnings and the deny
+    message, cut to their lengths, are made again from the messages. What else holds the first
+    object's reference (the findings' `object`, the report's roles) is read by nothing the webhook
+    answers, logs or records."""
+    old, new = outcome.name, resource.name
+    if old == new:
+        return outcome
+    findings = tuple(_renamed_finding(finding, old, new) for finding in outcome.findings)
+    report = outcome.report
+    report = replace(report, findings=[_renamed_finding(finding, old, new) for finding in report.findings])
+    status = outcome.status
+    if status is not None:
+        errors = [finding for finding in findings if finding.severity is Severity.ERROR]
+        status = {**status, "message": deny_message(resource, errors, engine.policy)}
+    return replace(
+        outcome,
+        findings=findings,
+        report=report,
+        warnings=tuple(shown_warnings(report, outcome.mode)),
+        status=status,
+        name=new,
+    )
+
+
+def _renamed_finding(finding: Finding, old: str, new: str) -> Finding:
+    if old and old in finding.message:
+        return replace(finding, message=finding.message.replace(old, new))
+    return finding
 
 
 def _decision(admission: Admission, outcome: Outcome, *, remembered: bool = False) -> Decision:

@@ -19,7 +19,7 @@ from gpupolicy.kube.inventory import Bundle, Coverage
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import default_policy, policy_from_mapping
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
-from gpupolicy.webhook.decision_cache import Today
+from gpupolicy.webhook.decision_cache import Today, is_generated_name
 from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import ReviewEngine, review
 from tests.webhook.fake_apiserver import FakeApiServer
@@ -61,12 +61,22 @@ def cluster() -> GenerationalBundle:
     return GenerationalBundle(cluster_resources())
 
 
+# k8s.io/apimachinery's rand alphabet, from which the API server makes a generated name's suffix.
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def generated_suffix(index: int) -> str:
+    return "".join(SUFFIX_ALPHABET[(index * 7 + place * 11) % len(SUFFIX_ALPHABET)] for place in range(5))
+
+
 def replica_pod(index: int, **changes: Any) -> dict[str, Any]:
-    """A Pod of the ReplicaSet of tests.webhook.reviews' Deployment, as admission sends it: a
-    generated name, its own uid, resourceVersion, creation time and managedFields."""
+    """A Pod of the ReplicaSet of tests.webhook.reviews' Deployment, as validating admission sees
+    it: its name generated from generateName (the API server names it before validating
+    admission), its own uid, resourceVersion, creation time and managedFields."""
     template = gpu_deployment()["spec"]["template"]
     metadata = copy.deepcopy(template["metadata"])
     metadata.update(
+        name=f"llm-server-7d4b9c-{generated_suffix(index)}",
         generateName="llm-server-7d4b9c-",
         namespace="ai-lab",
         uid=f"0c1d2e3f-0000-4000-8000-{index:012d}",
@@ -93,8 +103,104 @@ def test_the_pods_of_one_replicaset_are_evaluated_once(cluster: GenerationalBund
     assert engine.decisions is not None
     assert (engine.decisions.hits, engine.decisions.misses) == (1, 1)
     assert second.response["response"]["uid"] == "two" and second.uid == "two"
-    assert answer(second) == answer(first) and first.findings  # the same findings, not an empty answer
+    assert first.findings  # not an empty answer
+    fresh = ReviewEngine(engine.policy, replace(engine.settings, decision_cache_bytes=0), rules=engine.rules)
+    assert answer(second) == answer(review(admission_review(replica_pod(2), uid="two"), fresh, cluster))
     assert second.admission.object is not None and second.admission.object["metadata"]["uid"].endswith("2")
+    assert second.admission.name == f"llm-server-7d4b9c-{generated_suffix(2)}" != first.admission.name
+
+
+def test_a_denied_pods_remembered_answer_names_the_pod_it_answers(cluster: GenerationalBundle) -> None:
+    """The deny message quotes the object; another Pod of the template has its own generated name."""
+    remembered = ReviewEngine.from_policy(default_policy())
+    fresh = ReviewEngine(
+        remembered.policy, replace(remembered.settings, decision_cache_bytes=0), rules=remembered.rules
+    )
+    pods = [replica_pod(index) for index in (1, 2)]
+    for pod in pods:
+        pod["spec"]["containers"][0]["securityContext"]["privileged"] = True
+    first = review(admission_review(pods[0], uid="one"), remembered, cluster)
+    second = review(admission_review(pods[1], uid="two"), remembered, cluster)
+    assert remembered.decisions is not None and remembered.decisions.hits == 1 and second.remembered
+    message = second.response["response"]["status"]["message"]
+    assert not second.allowed and pods[1]["metadata"]["name"] in message
+    assert pods[0]["metadata"]["name"] not in message
+    assert answer(second) == answer(review(admission_review(pods[1], uid="two"), fresh, cluster))
+    assert first.response["response"]["status"]["message"] != message
+
+
+def _quoting_rule(quote: Callable[[Any], str]) -> Rule:
+    def quoting(workload: Any, ctx: Any) -> Iterator[Violation]:
+        yield Violation(("metadata", "name"), f"{quote(workload)} is quoted")
+
+    return Rule(
+        id="GP997",
+        name="quotes-the-object",
+        severity=REGISTRY["GP601"].severity,
+        scope=Scope.WORKLOAD,
+        summary="Quotes the object's name.",
+        rationale="A test.",
+        remediation="None.",
+        check=quoting,
+    )
+
+
+@pytest.mark.parametrize(
+    ("quote", "hits"),
+    [
+        (lambda workload: workload.name, 2),  # the name, whole: replaced in the remembered answer
+        (lambda workload: workload.name[:-2], 1),  # cut short: only that name
+        (lambda workload: "generated from llm-server-7d4b9c-", 1),  # the prefix alone: only that name
+    ],
+    ids=["whole", "cut", "prefix"],
+)
+def test_a_remembered_answer_that_quotes_the_name_is_exact_or_not_given(
+    cluster: GenerationalBundle, quote: Callable[[Any], str], hits: int
+) -> None:
+    rules = (*REGISTRY, _quoting_rule(quote))
+    engine = ReviewEngine.from_policy(default_policy(), rules=rules)
+    fresh = ReviewEngine(engine.policy, replace(engine.settings, decision_cache_bytes=0), rules=rules)
+    for index, uid in ((1, "a"), (2, "b"), (2, "c")):
+        body = admission_review(replica_pod(index), uid=uid)
+        remembered = review(body, engine, cluster)
+        assert answer(remembered) == answer(review(body, fresh, cluster))
+        assert any(f.rule_id == "GP997" for f in remembered.findings)
+    assert engine.decisions is not None and engine.decisions.hits == hits
+
+
+def test_a_name_the_content_holds_is_not_replaced(cluster: GenerationalBundle) -> None:
+    """A label holding the first Pod's name is the same in the second Pod: a message quoting it
+    must not become the second's name."""
+    rules = (*REGISTRY, _quoting_rule(lambda workload: workload.labels.get("first", "")))
+    engine = ReviewEngine.from_policy(default_policy(), rules=rules)
+    fresh = ReviewEngine(engine.policy, replace(engine.settings, decision_cache_bytes=0), rules=rules)
+    first_name = replica_pod(1)["metadata"]["name"]
+    for index in (1, 2):
+        pod = replica_pod(index)
+        pod["metadata"]["labels"]["first"] = first_name
+        body = admission_review(pod, uid=str(index))
+        assert answer(review(body, engine, cluster)) == answer(review(body, fresh, cluster))
+    assert engine.decisions is not None and engine.decisions.hits == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix", "generated"),
+    [
+        ("llm-server-7d4b9c-x2x9z", "llm-server-7d4b9c-", True),
+        ("llm-server-7d4b9c-x2x9", "llm-server-7d4b9c-", False),  # four characters
+        ("llm-server-7d4b9c-canar", "llm-server-7d4b9c-", False),  # vowels: not the server's alphabet
+        ("llm-server-7d4b9c-X2X9Z", "llm-server-7d4b9c-", False),
+        ("other-7d4b9c-x2x9z", "llm-server-7d4b9c-", False),
+        ("x2x9z", "", False),
+        ("a" * 58 + "bcdfg", "a" * 70, True),  # the prefix cut to 58 characters
+        ("a" * 70 + "bcdfg", "a" * 70, False),
+        (None, "llm-", False),
+    ],
+)
+def test_a_generated_name_is_the_prefix_and_the_servers_five_characters(
+    name: str | None, prefix: str, generated: bool
+) -> None:
+    assert is_generated_name(name, prefix) is generated
 
 
 def test_a_hit_answers_what_an_evaluation_would(cluster: GenerationalBundle) -> None:
@@ -122,6 +228,8 @@ def test_a_change_to_a_cluster_cache_the_decision_read_is_evaluated_again(
     after = review(admission_review(gpu_deployment(), uid="2"), engine, cluster)
     assert "GP501" in {f.rule_id for f in after.findings}
     assert engine.decisions is not None and engine.decisions.hits == 0
+    again = review(admission_review(gpu_deployment(), uid="3"), engine, cluster)  # remembered anew
+    assert again.remembered and answer(again) == answer(after) and engine.decisions.hits == 1
 
 
 def test_a_change_to_a_cache_it_did_not_read_keeps_the_decision(cluster: GenerationalBundle) -> None:
@@ -138,7 +246,7 @@ def test_a_change_to_a_cache_it_did_not_read_keeps_the_decision(cluster: Generat
         lambda pod: pod["spec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": "4"}),
         lambda pod: pod["metadata"]["labels"].update({"gpupolicy.io/arm": "treatment"}),
         lambda pod: pod["metadata"].setdefault("annotations", {}).update({"gpupolicy.io/ignore": "GP613: x"}),
-        lambda pod: pod["metadata"].update({"name": "llm-server-7d4b9c-x2x9z"}),
+        lambda pod: pod["metadata"].update({"name": "llm-server-7d4b9c-canary"}),  # not generated
         lambda pod: pod["metadata"].update({"namespace": "ai-lab-2"}),
     ],
     ids=["spec", "label", "suppression", "name", "namespace"],
