@@ -31,7 +31,13 @@ from gpupolicy.loading.documents import Resource, json_text_marks
 from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.validation import PolicyError
 from gpupolicy.webhook.answers import audit_annotations, deny_message, shown_warnings
-from gpupolicy.webhook.decision_cache import DecisionCache, Outcome, ReadKinds, generations_of
+from gpupolicy.webhook.decision_cache import (
+    GENERATED_SUFFIX_LENGTH,
+    DecisionCache,
+    Outcome,
+    ReadKinds,
+    generations_of,
+)
 from gpupolicy.webhook.kinds import is_cross_object, names_gpus
 from gpupolicy.webhook.settings import Mode, OnRuleError, WebhookSettings
 
@@ -455,27 +461,32 @@ def _renamed(outcome: Outcome, resource: Resource, engine: ReviewEngine) -> Outc
     old, new = outcome.name, resource.name
     if old == new:
         return outcome
-    findings = tuple(_renamed_finding(finding, old, new) for finding in outcome.findings)
     report = outcome.report
-    report = replace(report, findings=[_renamed_finding(finding, old, new) for finding in report.findings])
+    renamed = {
+        id(finding): replace(finding, message=finding.message.replace(old, new))
+        for finding in report.findings
+        if old in finding.message
+    }
     status = outcome.status
+    if not renamed and status is None:
+        return outcome  # nothing quotes the name: the warnings are made of the messages
+    if renamed:
+        report = replace(report, findings=[renamed.get(id(finding), finding) for finding in report.findings])
+    findings = tuple(renamed.get(id(finding), finding) for finding in outcome.findings)
     if status is not None:
         errors = [finding for finding in findings if finding.severity is Severity.ERROR]
         status = {**status, "message": deny_message(resource, errors, engine.policy)}
-    return replace(
-        outcome,
-        findings=findings,
-        report=report,
-        warnings=tuple(shown_warnings(report, outcome.mode)),
-        status=status,
-        name=new,
-    )
+    warnings = _renamed_warnings(outcome, report, old, new) if renamed else outcome.warnings
+    return replace(outcome, findings=findings, report=report, warnings=warnings, status=status, name=new)
 
 
-def _renamed_finding(finding: Finding, old: str, new: str) -> Finding:
-    if old and old in finding.message:
-        return replace(finding, message=finding.message.replace(old, new))
-    return finding
+def _renamed_warnings(outcome: Outcome, report: Report, old: str, new: str) -> tuple[str, ...]:
+    """The warnings with the name replaced where they quote it whole (the two names are of one
+    length, so each is cut where an evaluation cuts it); made again where one is cut inside it."""
+    stem = old[: len(old) - GENERATED_SUFFIX_LENGTH]
+    if all(warning.count(stem) == warning.count(old) for warning in outcome.warnings):
+        return tuple(warning.replace(old, new) for warning in outcome.warnings)
+    return tuple(shown_warnings(report, outcome.mode))
 
 
 def _decision(admission: Admission, outcome: Outcome, *, remembered: bool = False) -> Decision:

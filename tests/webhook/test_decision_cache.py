@@ -22,6 +22,7 @@ from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.decision_cache import Today, is_generated_name
 from gpupolicy.webhook.records import should_record
 from gpupolicy.webhook.review import ReviewEngine, review
+from gpupolicy.webhook.settings import Mode
 from tests.webhook.fake_apiserver import FakeApiServer
 from tests.webhook.reviews import admission_review, gpu_deployment
 from tests.webhook.test_cluster_inventory import PDBS, make_inventory
@@ -166,6 +167,22 @@ def test_a_remembered_answer_that_quotes_the_name_is_exact_or_not_given(
         assert answer(remembered) == answer(review(body, fresh, cluster))
         assert any(f.rule_id == "GP997" for f in remembered.findings)
     assert engine.decisions is not None and engine.decisions.hits == hits
+
+
+def test_a_warning_cut_inside_the_name_is_cut_as_an_evaluation_cuts_it(cluster: GenerationalBundle) -> None:
+    """Warnings are cut to 120 characters: with the name at every place around the cut, the
+    remembered answer's warnings are the evaluation's, word for word."""
+    for pad in range(40, 110, 3):
+        rules = (*REGISTRY, _quoting_rule(lambda workload, pad=pad: "w" * pad + " " + workload.name))
+        settings = replace(ReviewEngine.from_policy(default_policy()).settings, default_mode=Mode.WARN)
+        engine = ReviewEngine(default_policy(), settings, rules=rules)
+        fresh = ReviewEngine(engine.policy, replace(settings, decision_cache_bytes=0), rules=rules)
+        for index in (1, 2):
+            body = admission_review(replica_pod(index), uid=str(index))
+            remembered = review(body, engine, cluster)
+            assert answer(remembered) == answer(review(body, fresh, cluster)), pad
+            assert any("GP997" in warning for warning in remembered.response["response"]["warnings"])
+        assert engine.decisions is not None and engine.decisions.hits == 1
 
 
 def test_a_name_the_content_holds_is_not_replaced(cluster: GenerationalBundle) -> None:
