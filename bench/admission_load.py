@@ -6,8 +6,8 @@ and `wrk` when installed, and the baseline routes served beside `/validate`. Use
 Bodies are AdmissionReviews as the API server sends them, in three mixes:
 - `realistic`: what a cluster sends while teams roll out GPU workloads: for each Deployment (of
   about 10 KB, managedFields included, one in ten denied), its CREATE, the CREATE of its
-  ReplicaSet and of the ReplicaSet's Pods (a generated name, their own uid, resourceVersion,
-  creation time and managedFields each), UPDATEs that change only `replicas` (a scale) or only
+  ReplicaSet and of the ReplicaSet's Pods (each its name generated from `generateName`, as a
+  validating webhook sees it, its own uid, resourceVersion, creation time and managedFields), UPDATEs that change only `replicas` (a scale) or only
   annotations tools write (a re-apply by kubectl, a revision bump), and the Pod the scale adds;
   for each Job, its CREATE and its Pods (every other Job Indexed: each Pod its completion index).
   A pass over the mix is one generation of rollouts: the next pass renames every workload, so a
@@ -167,6 +167,7 @@ def _owned(owner: dict[str, Any], kind: str, api_version: str, suffix: str, seri
     _server_metadata(metadata, serial)
     if kind == "Pod":
         metadata["generateName"] = f"{owner['metadata']['name']}-{suffix}-"
+        metadata["name"] = _generated_name(metadata["generateName"], serial)
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -180,6 +181,19 @@ def _owned(owner: dict[str, Any], kind: str, api_version: str, suffix: str, seri
         "template": template,
     }
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+# k8s.io/apimachinery's rand alphabet: the API server names an object `generateName` (cut to 58
+# characters) and five of these, before validating admission, so a validating webhook sees it.
+NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _generated_name(prefix: str, serial: int) -> str:
+    """The name the API server would give `prefix`, its random part made from `serial`."""
+    mixed = serial * 2_654_435_761 % 2**32  # Knuth's multiplicative hash: neighbours look unrelated
+    base = len(NAME_SUFFIX_ALPHABET)
+    suffix = "".join(NAME_SUFFIX_ALPHABET[mixed // base**place % base] for place in range(5))
+    return prefix[:58] + suffix
 
 
 def _rollout(index: int, serial: int) -> list[dict[str, Any]]:
@@ -262,6 +276,7 @@ def _job(index: int, serial: int) -> list[dict[str, Any]]:
             )
         else:
             pod["metadata"]["generateName"] = f"{job['metadata']['name']}-"
+        pod["metadata"]["name"] = _generated_name(pod["metadata"]["generateName"], serial + completion)
         reviews.append(_reviews().admission_review(pod, uid=UID_MARK))
     return reviews
 
