@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from gpupolicy.core.bounded_cache import BoundedCache
 from gpupolicy.core.findings import Finding
@@ -173,15 +174,94 @@ class JsonFormatter(logging.Formatter):
         return _dumps(entry)
 
 
+# Lines held for the end of the loop's turn at most: past it they are written at once.
+TURN_BUFFER_CHARS = 64 * 1024
+
+
+class TurnBufferedHandler(logging.StreamHandler[TextIO]):
+    """A stream handler that writes the lines emitted on an event loop within one turn of it as one
+    write, at the end of the turn (`call_soon`), instead of one write and flush per line: a
+    saturated webhook answers several admissions per turn, each with its line, and the write was
+    a third of what the line cost (15-25 µs of about 40, in process). Lines emitted off the loop
+    (the inventory's watch threads, the journal's writers, the replayer) are written at once,
+    after whatever the loop holds, so the order of the lines is the order they were emitted. A
+    SIGKILL loses what one turn holds (a few milliseconds of lines); `flush()` (shutdown, the
+    shutdown deadline, logging's own at exit) writes it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self._held: list[str] = []
+        self._held_chars = 0
+        self._flush_on: asyncio.AbstractEventLoop | None = None  # the loop a flush is scheduled on
+
+    def emit(self, record: logging.LogRecord) -> None:  # called with the handler's lock held
+        try:
+            line = self.format(record) + self.terminator
+            self._hold_or_write(line)
+        except Exception:  # logging's contract: a failed line is reported, not raised
+            self.handleError(record)
+
+    def flush(self) -> None:
+        self.acquire()
+        try:
+            self._write([])
+            self.stream.flush()
+        finally:
+            self.release()
+
+    def _hold_or_write(self, line: str) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or self._held_chars + len(line) > TURN_BUFFER_CHARS:
+            self._write([line])
+            return
+        if self._flush_on is not loop:
+            self._write([])  # anything held for a loop that stopped before its turn ended
+            loop.call_soon(self._end_of_turn)
+            self._flush_on = loop
+        self._held.append(line)
+        self._held_chars += len(line)
+
+    def _end_of_turn(self) -> None:
+        self.acquire()
+        try:
+            self._flush_on = None
+            self._write([])
+        except Exception:  # as in emit: reported, never raised into the loop
+            self.handleError(logging.makeLogRecord({"msg": "log lines held for the end of a turn"}))
+        finally:
+            self.release()
+
+    def _write(self, lines: list[str]) -> None:
+        """What is held, then `lines`, in one write and a flush."""
+        if self._held or lines:
+            text = "".join([*self._held, *lines])
+            self._held, self._held_chars = [], 0
+            self.stream.write(text)
+            self.stream.flush()
+
+
+CONFIGURED_LOGGERS = ("gpupolicy", "uvicorn", "uvicorn.error")
+
+
 def configure_logging(level: str = "info") -> None:
     """JSON on stderr for gpupolicy's and uvicorn's loggers."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = TurnBufferedHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    for name in ("gpupolicy", "uvicorn", "uvicorn.error"):
+    for name in CONFIGURED_LOGGERS:
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(level.upper())
         logger.propagate = False
+
+
+def flush_logs() -> None:
+    """Write the lines `configure_logging`'s handler holds (before the process ends)."""
+    for name in CONFIGURED_LOGGERS:
+        for handler in logging.getLogger(name).handlers:
+            handler.flush()
 
 
 def log(logger: logging.Logger, level: int, message: str, **fields: Any) -> None:

@@ -25,7 +25,7 @@ from gpupolicy.webhook.app import WebhookState, create_app, create_provenance_ap
 from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.collector import fewer_collections
 from gpupolicy.webhook.live_facts import DEFAULT_MIN_INTERVAL_SECONDS, LiveFacts
-from gpupolicy.webhook.logs import LOGGER, configure_logging, log
+from gpupolicy.webhook.logs import LOGGER, configure_logging, flush_logs, log
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlineProtocol
 from gpupolicy.webhook.recording import Provenance
@@ -199,6 +199,7 @@ class WebhookServer(uvicorn.Server):
             for server, _sock in self.companions:
                 server.should_exit = True
             await asyncio.gather(*tasks, return_exceptions=True)
+            flush_logs()  # the last turn's lines: the process may end without logging's own flush
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -229,8 +230,7 @@ class WebhookServer(uvicorn.Server):
             deadline_seconds=self.shutdown_deadline,
             requests_in_flight=len(self.server_state.tasks),
         )
-        for handler in logging.getLogger(LOGGER).handlers:
-            handler.flush()
+        flush_logs()
         os._exit(1)
 
 

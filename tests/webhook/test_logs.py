@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
+import threading
 from pathlib import Path
 
-from gpupolicy.webhook.logs import JsonFormatter
+from gpupolicy.webhook.logs import TURN_BUFFER_CHARS, JsonFormatter, TurnBufferedHandler
 
 
 def _format(**fields: object) -> str:
@@ -170,3 +172,107 @@ def test_a_finding_entry_is_the_admission_lines_excerpts_remembered_within_a_byt
     for number in range(20_000):
         logs.finding_entry(finding(f"container 'server-{number:05d}' has no readinessProbe " + "." * 200))
     assert 0 < logs._FINDING_ENTRIES.nbytes <= logs._FINDING_ENTRIES.max_bytes
+
+
+class RecordedStream:
+    """A text stream that keeps each write apart (and counts flushes)."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+        self.flushes = 0
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+def _turn_logger(stream: RecordedStream) -> tuple[logging.Logger, TurnBufferedHandler]:
+    handler = TurnBufferedHandler(stream)  # type: ignore[arg-type]
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger(f"gpupolicy.test.turn.{id(stream)}")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger, handler
+
+
+def test_lines_of_one_turn_of_the_loop_are_one_write_at_its_end() -> None:
+    stream = RecordedStream()
+    logger, _ = _turn_logger(stream)
+
+    async def answers() -> list[list[str]]:
+        seen = []
+        for turn in range(3):
+            for index in range(4):
+                logger.info("turn %d line %d", turn, index)
+            seen.append(list(stream.writes))  # nothing written while the turn runs
+            await asyncio.sleep(0)  # the turn ends: its lines are written
+        return seen
+
+    seen = asyncio.run(answers())
+    assert seen == [
+        [],
+        ["turn 0 line 0\nturn 0 line 1\nturn 0 line 2\nturn 0 line 3\n"],
+        seen[1] + ["turn 1 line 0\nturn 1 line 1\nturn 1 line 2\nturn 1 line 3\n"],
+    ]
+    assert stream.writes[-1] == "turn 2 line 0\nturn 2 line 1\nturn 2 line 2\nturn 2 line 3\n"
+
+
+def test_a_line_off_the_loop_is_written_at_once_after_what_the_loop_holds() -> None:
+    stream = RecordedStream()
+    logger, _ = _turn_logger(stream)
+
+    async def mixed() -> None:
+        logger.info("on the loop")
+        thread = threading.Thread(target=logger.info, args=("from a watch thread",))
+        thread.start()
+        thread.join()
+        assert stream.writes == ["on the loop\nfrom a watch thread\n"]  # in the order emitted
+        logger.info("later on the loop")
+
+    asyncio.run(mixed())
+    assert stream.writes == ["on the loop\nfrom a watch thread\n", "later on the loop\n"]
+    logger.info("no loop at all")
+    assert stream.writes[-1] == "no loop at all\n"
+
+
+def test_flush_writes_what_is_held_and_a_full_turn_is_written_at_once() -> None:
+    stream = RecordedStream()
+    logger, handler = _turn_logger(stream)
+    loop = asyncio.new_event_loop()
+    try:
+
+        async def held() -> None:
+            logger.info("held")
+            handler.flush()  # the shutdown deadline's flush, from the loop or any thread
+            assert stream.writes == ["held\n"]
+            big = "x" * (TURN_BUFFER_CHARS // 2)
+            logger.info(big)
+            logger.info(big)  # past the bound: what is held and this line go out now
+            assert stream.writes[-1] == f"{big}\n{big}\n"
+
+        loop.run_until_complete(held())
+        logger.info("after the loop stopped")  # off any loop: at once
+        assert stream.writes[-1] == "after the loop stopped\n"
+    finally:
+        loop.close()
+
+
+def test_lines_held_for_a_loop_that_stopped_mid_turn_go_out_before_the_next_loops() -> None:
+    stream = RecordedStream()
+    logger, _ = _turn_logger(stream)
+    first = asyncio.new_event_loop()
+    first.call_soon(first.stop)  # this turn is the loop's last: the flush it schedules never runs
+    first.call_soon(logger.info, "first loop")
+    first.run_forever()
+    assert stream.writes == []
+    first.close()
+
+    async def one(text: str) -> None:
+        logger.info(text)
+
+    asyncio.run(one("second loop"))
+    assert stream.writes == ["first loop\n", "second loop\n"]

@@ -228,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
+        from gpupolicy.webhook.logs import flush_logs
         from gpupolicy.webhook.server import UnusableSettings, build_server
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise UsageError(
@@ -247,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("could not start the server (uvicorn logged why above)") from exc
     finally:
         cleanup()
+        flush_logs()  # what the loop's last turn held: the CLI ends the process without logging's own
     return EXIT_CLEAN
 
 
