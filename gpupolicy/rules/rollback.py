@@ -48,10 +48,20 @@ FLAGGER_HOW = "https://docs.flagger.app/usage/how-it-works"
 ROLLBACK_SCHEMA = "https://gpupolicy.io/schemas/rollback-criteria.schema.json"
 TEMPLATE_KINDS = ("AnalysisTemplate", "ClusterAnalysisTemplate")
 _INNER_LINE = re.compile(r"\(line ([0-9]+) of the annotation\)")
+# What is never rolled out, so has no rollback criteria of its own: a Pod, and a ReplicaSet or
+# ReplicationController, which keep their Pods when their template changes (the Deployment that owns
+# a ReplicaSet rolls out: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/#when-to-use-a-replicaset).
+# In admission they are also what controllers make: the criteria are on their owner (a Deployment's
+# annotations, which Pods do not get; a Canary or Rollout that targets the Deployment).
+NOT_ROLLED_OUT = frozenset({"Pod", "ReplicaSet", "ReplicationController"})
 
 
 def _serving_gpu(workload: Workload, ctx: Context) -> bool:
     return ctx.is_serving(workload) and ctx.uses_gpus(workload)
+
+
+def _rolls_out(workload: Workload) -> bool:
+    return workload.kind not in NOT_ROLLED_OUT
 
 
 def _forms(workload: Workload, ctx: Context) -> RollbackForms:
@@ -70,7 +80,8 @@ def _forms(workload: Workload, ctx: Context) -> RollbackForms:
     name="rollback-criteria-missing",
     severity="error",
     summary="Reports a serving GPU workload with no rollback criteria in any accepted form: the annotation "
-    "`gpupolicy.io/rollback-criteria`, an Argo Rollouts analysis, or a Flagger Canary targeting it.",
+    "`gpupolicy.io/rollback-criteria`, an Argo Rollouts analysis, or a Flagger Canary targeting it. Pods, "
+    "ReplicaSets and ReplicationControllers are never rolled out (their owner is), so are not judged.",
     rationale="Rollback criteria decided after a failure are decided under pressure and bent to the moment. "
     "A GPU server that is Running may not have loaded its model or met its SLO; the criteria that pull it "
     "back must exist before the rollout.",
@@ -78,7 +89,7 @@ def _forms(workload: Workload, ctx: Context) -> RollbackForms:
     references=(ROLLBACK_SCHEMA, ARGO_ANALYSIS, FLAGGER_METRICS),
 )
 def rollback_criteria_missing(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if not _serving_gpu(workload, ctx):
+    if not _rolls_out(workload) or not _serving_gpu(workload, ctx):
         return
     forms = _forms(workload, ctx)
     if forms.present:
@@ -110,6 +121,8 @@ def rollback_criteria_missing(workload: Workload, ctx: Context) -> Iterator[Viol
     references=(ROLLBACK_SCHEMA,),
 )
 def rollback_criteria_invalid(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not _rolls_out(workload):
+        return
     forms = _forms(workload, ctx)
     if forms.annotation_path is None:
         return
@@ -134,6 +147,8 @@ def rollback_criteria_invalid(workload: Workload, ctx: Context) -> Iterator[Viol
     references=(ROLLBACK_SCHEMA, ARGO_ANALYSIS, FLAGGER_METRICS),
 )
 def rollback_criteria_utilization_only(workload: Workload, ctx: Context) -> Iterator[Violation]:
+    if not _rolls_out(workload):
+        return
     forms = _forms(workload, ctx)
     names = forms.metric_names(ctx.inventory)
     if not names:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gpupolicy.core.findings import Finding, ObjectRef, Severity
+from gpupolicy.core.vocabulary import ROLLBACK_ANNOTATION
 from gpupolicy.kube.inventory import Bundle, Coverage
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy, default_policy, policy_from_mapping
@@ -129,6 +130,67 @@ def test_a_good_gpu_deployment_is_allowed_and_recorded() -> None:
     assert annotations["policy-version"] == default_policy().version
     assert annotations["experiment"] == "day29-experiment" and annotations["arm"] == "control"
     assert annotations["decision"] == "allowed" and annotations["mode"] == "enforce"
+
+
+def _made_by_controllers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ReplicaSet the Deployment controller makes (its owner's annotations copied but kubectl's
+    and the revision's) and a Pod the ReplicaSet makes (the template's metadata only), as
+    validating admission sees them."""
+    name, namespace = deployment["metadata"]["name"], deployment["metadata"]["namespace"]
+    template = copy.deepcopy(deployment["spec"]["template"])
+    labels = {**template["metadata"].get("labels", {}), "pod-template-hash": "7d4b9c6f5"}
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": f"{name}-7d4b9c6f5",
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": dict(deployment["metadata"].get("annotations", {})),
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "controller": True}
+            ],
+        },
+        "spec": {
+            "replicas": deployment["spec"]["replicas"],
+            "selector": {"matchLabels": labels},
+            "template": {**template, "metadata": {**template["metadata"], "labels": labels}},
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            **copy.deepcopy(template["metadata"]),
+            "name": f"{name}-7d4b9c6f5-x2kq9",
+            "generateName": f"{name}-7d4b9c6f5-",
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{name}-7d4b9c6f5",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": template["spec"],
+    }
+    return [replica_set, pod]
+
+
+def test_what_controllers_make_of_an_allowed_deployment_is_allowed() -> None:
+    """The rollback criteria are the Deployment's (its annotation; a Canary that targets it): its
+    ReplicaSet and its Pods, which never roll out, are not denied for lacking them."""
+    deployment = gpu_deployment()
+    assert ROLLBACK_ANNOTATION in deployment["metadata"]["annotations"]
+    assert ROLLBACK_ANNOTATION not in deployment["spec"]["template"]["metadata"].get("annotations", {})
+    assert review(admission_review(deployment), engine(), CLUSTER).allowed
+    for made in _made_by_controllers(deployment):
+        decision = review(admission_review(made), engine(), CLUSTER)
+        assert decision.allowed and not error_ids(decision), (made["kind"], error_ids(decision))
+        assert not {"GP901", "GP902", "GP903"} & {f.rule_id for f in decision.findings}
 
 
 def test_deny_lists_every_error_with_rule_path_and_fix() -> None:
