@@ -193,6 +193,40 @@ def test_what_controllers_make_of_an_allowed_deployment_is_allowed() -> None:
         assert not {"GP901", "GP902", "GP903"} & {f.rule_id for f in decision.findings}
 
 
+def test_a_suppression_reaches_the_pods_when_the_pod_template_carries_it() -> None:
+    """docs/suppressions.md: Pods carry their template's metadata, not their owner's."""
+    daemon_set = gpu_deployment(kind="DaemonSet")
+    daemon_set["spec"].pop("replicas")
+    daemon_set["spec"].pop("strategy", None)
+    daemon_set["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
+    entry = "GP601[vllm]: the driver validator needs it"
+    daemon_set["metadata"]["annotations"]["gpupolicy.io/ignore"] = entry
+
+    def pod_errors() -> list[str]:
+        template = copy.deepcopy(daemon_set["spec"]["template"])
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                **template["metadata"],
+                "name": "llm-x2kq9",
+                "generateName": "llm-",
+                "namespace": daemon_set["metadata"]["namespace"],
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "llm", "controller": True}
+                ],
+            },
+            "spec": template["spec"],
+        }
+        return error_ids(review(admission_review(pod), engine(), CLUSTER))
+
+    assert review(admission_review(daemon_set), engine(), CLUSTER).allowed
+    assert pod_errors() == ["GP601"]  # on the metadata only, its Pods are denied (as the docs warn)
+    daemon_set["spec"]["template"]["metadata"].setdefault("annotations", {})["gpupolicy.io/ignore"] = entry
+    assert review(admission_review(daemon_set), engine(), CLUSTER).allowed
+    assert pod_errors() == []
+
+
 def test_deny_lists_every_error_with_rule_path_and_fix() -> None:
     decision = review(admission_review(broken_deployment()), engine(), CLUSTER)
     body = decision.response["response"]
