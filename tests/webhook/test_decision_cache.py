@@ -130,20 +130,25 @@ def test_a_denied_pods_remembered_answer_names_the_pod_it_answers(cluster: Gener
     assert first.response["response"]["status"]["message"] != message
 
 
+def _test_rule(rule_id: str, name: str, check: Callable[[Any, Any], Iterator[Violation]]) -> Rule:
+    """A workload rule at GP601's severity (an error), for the engine of one test."""
+    return Rule(
+        id=rule_id,
+        name=name,
+        severity=REGISTRY["GP601"].severity,
+        scope=Scope.WORKLOAD,
+        summary="A test's rule.",
+        rationale="A test.",
+        remediation="None.",
+        check=check,
+    )
+
+
 def _quoting_rule(quote: Callable[[Any], str]) -> Rule:
     def quoting(workload: Any, ctx: Any) -> Iterator[Violation]:
         yield Violation(("metadata", "name"), f"{quote(workload)} is quoted")
 
-    return Rule(
-        id="GP997",
-        name="quotes-the-object",
-        severity=REGISTRY["GP601"].severity,
-        scope=Scope.WORKLOAD,
-        summary="Quotes the object's name.",
-        rationale="A test.",
-        remediation="None.",
-        check=quoting,
-    )
+    return _test_rule("GP997", "quotes-the-object", quoting)
 
 
 @pytest.mark.parametrize(
@@ -318,16 +323,7 @@ def test_a_decision_in_which_a_rule_raised_is_not_remembered(cluster: Generation
         raise RuntimeError("a bug")
         yield  # pragma: no cover
 
-    rule = Rule(
-        id="GP998",
-        name="flaky-rule",
-        severity=REGISTRY["GP601"].severity,
-        scope=Scope.WORKLOAD,
-        summary="Raises.",
-        rationale="A test.",
-        remediation="None.",
-        check=flaky,
-    )
+    rule = _test_rule("GP998", "flaky-rule", flaky)
     engine = ReviewEngine.from_policy(default_policy(), rules=(*REGISTRY, rule))
     for uid in ("1", "2"):
         decision = review(admission_review(gpu_deployment(), uid=uid), engine, cluster)
