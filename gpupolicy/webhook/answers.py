@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL
+from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL, IGNORE_ANNOTATION
 from gpupolicy.engine.report import InternalError, Report
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
+from gpupolicy.provenance.record import controller_of
 from gpupolicy.webhook.settings import Mode
 
 # The API server's limits on warnings (k8s.io/apiserver/pkg/warning): each is truncated past
@@ -81,7 +82,26 @@ def deny_message(
     ids = ", ".join(dict.fromkeys(finding.rule_id for finding in errors))
     if ids:
         lines.append(f"Details: gpupolicy explain <rule> ({ids})")
+    made_by = _made_by(resource, policy)
+    if made_by and size + len(made_by) <= DENY_MESSAGE_MAX_CHARS:
+        lines.append(made_by)
     return "\n".join(lines)
+
+
+def _made_by(resource: Resource, policy: Policy) -> str | None:
+    """For a Pod a controller made, why its owner's suppression did not help: a Pod carries its
+    pod template's metadata, not its owner's (docs/suppressions.md). Said only where the policy
+    lets annotations suppress."""
+    if resource.kind != "Pod" or not policy.suppressions.annotations:
+        return None
+    owner = controller_of(resource.metadata)
+    if owner is None:
+        return None
+    kind, name = owner["kind"] or "controller", owner["name"]
+    return (
+        f"This Pod was made by {kind} {name} from its pod template: a {IGNORE_ANNOTATION} annotation "
+        f"on the {kind} (or its owner) does not reach it; write it in the pod template's metadata too"
+    )
 
 
 def _warning(finding: Finding) -> str:

@@ -202,7 +202,7 @@ def test_a_suppression_reaches_the_pods_when_the_pod_template_carries_it() -> No
     entry = "GP601[vllm]: the driver validator needs it"
     daemon_set["metadata"]["annotations"]["gpupolicy.io/ignore"] = entry
 
-    def pod_errors() -> list[str]:
+    def pod_decision(overrides: dict[str, Any] | None = None, *, owned: bool = True) -> Any:
         template = copy.deepcopy(daemon_set["spec"]["template"])
         pod = {
             "apiVersion": "v1",
@@ -218,13 +218,24 @@ def test_a_suppression_reaches_the_pods_when_the_pod_template_carries_it() -> No
             },
             "spec": template["spec"],
         }
-        return error_ids(review(admission_review(pod), engine(), CLUSTER))
+        if not owned:
+            del pod["metadata"]["ownerReferences"]
+        return review(admission_review(pod), engine(overrides), CLUSTER)
 
     assert review(admission_review(daemon_set), engine(), CLUSTER).allowed
-    assert pod_errors() == ["GP601"]  # on the metadata only, its Pods are denied (as the docs warn)
+    denied = pod_decision()  # on the metadata only, its Pods are denied (as the docs warn) ...
+    assert error_ids(denied) == ["GP601"]
+    message = denied.response["response"]["status"]["message"]
+    assert message.splitlines()[-1] == (  # ... and the deny message says why
+        "This Pod was made by DaemonSet llm from its pod template: a gpupolicy.io/ignore annotation on "
+        "the DaemonSet (or its owner) does not reach it; write it in the pod template's metadata too"
+    )
+    refused = pod_decision({"suppressions": {"annotations": False}})  # no annotation could help
+    assert "was made by" not in refused.response["response"]["status"]["message"]
+    assert "was made by" not in pod_decision(owned=False).response["response"]["status"]["message"]
     daemon_set["spec"]["template"]["metadata"].setdefault("annotations", {})["gpupolicy.io/ignore"] = entry
     assert review(admission_review(daemon_set), engine(), CLUSTER).allowed
-    assert pod_errors() == []
+    assert error_ids(pod_decision()) == []
 
 
 def test_deny_lists_every_error_with_rule_path_and_fix() -> None:
