@@ -29,6 +29,7 @@ from gpupolicy.core.vocabulary import (
 )
 from gpupolicy.engine.report import Report
 from gpupolicy.kube.gpu import dra_gpu_claims
+from gpupolicy.kube.owners import controller_of
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
@@ -316,21 +317,6 @@ def finding_entry(finding: Finding) -> dict[str, Any]:
         "message": finding.message,
         "container": finding.container,
     }
-
-
-def controller_of(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The ownerReference with `controller: true` (at most one may have it):
-    https://kubernetes.io/docs/concepts/overview/working-with-objects/owners-dependents/"""
-    for reference in as_list(metadata.get("ownerReferences")):
-        reference = as_mapping(reference)
-        if reference.get("controller") is True:
-            return {
-                "api_version": _str(reference.get("apiVersion")),
-                "kind": _str(reference.get("kind")),
-                "name": _str(reference.get("name")),
-                "uid": _str(reference.get("uid")),
-            }
-    return None
 
 
 def _str(value: Any) -> str | None:

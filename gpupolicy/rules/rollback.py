@@ -19,6 +19,7 @@ from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, rule
 from gpupolicy.kube.experiments import MetricCategory
 from gpupolicy.kube.inventory import Coverage, namespace_of
+from gpupolicy.kube.owners import controller_of
 from gpupolicy.kube.pod_spec import Workload, as_mapping
 from gpupolicy.kube.roles import SERVERS
 from gpupolicy.kube.rollback import (
@@ -51,8 +52,6 @@ _INNER_LINE = re.compile(r"\(line ([0-9]+) of the annotation\)")
 # What is never rolled out, so has no rollback criteria of its own: a Pod, and a ReplicaSet or
 # ReplicationController, which keep their Pods when their template changes (the Deployment that owns
 # a ReplicaSet rolls out: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/#when-to-use-a-replicaset).
-# In admission they are also what controllers make: the criteria are on their owner (a Deployment's
-# annotations, which Pods do not get; a Canary or Rollout that targets the Deployment).
 NOT_ROLLED_OUT = frozenset({"Pod", "ReplicaSet", "ReplicationController"})
 
 
@@ -61,7 +60,12 @@ def _serving_gpu(workload: Workload, ctx: Context) -> bool:
 
 
 def _rolls_out(workload: Workload) -> bool:
-    return workload.kind not in NOT_ROLLED_OUT
+    """Whether the workload is rolled out as itself: not a kind that never is, and not made by a
+    controller, whose owner rolls it out and carries the criteria (a Deployment's annotations,
+    which its Pods do not get; a LeaderWorkerSet's, not copied to the StatefulSets it makes; a
+    Canary that targets the Deployment, not its ReplicaSet). The webhook reviews what controllers
+    make as well as what is applied."""
+    return workload.kind not in NOT_ROLLED_OUT and controller_of(workload.resource.metadata) is None
 
 
 def _forms(workload: Workload, ctx: Context) -> RollbackForms:
@@ -81,7 +85,8 @@ def _forms(workload: Workload, ctx: Context) -> RollbackForms:
     severity="error",
     summary="Reports a serving GPU workload with no rollback criteria in any accepted form: the annotation "
     "`gpupolicy.io/rollback-criteria`, an Argo Rollouts analysis, or a Flagger Canary targeting it. Pods, "
-    "ReplicaSets and ReplicationControllers are never rolled out (their owner is), so are not judged.",
+    "ReplicaSets and ReplicationControllers are never rolled out, and what a controller makes (its "
+    "ownerReference says so) is rolled out by its owner: neither is judged.",
     rationale="Rollback criteria decided after a failure are decided under pressure and bent to the moment. "
     "A GPU server that is Running may not have loaded its model or met its SLO; the criteria that pull it "
     "back must exist before the rollout.",

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from gpupolicy.core.findings import Finding, Severity
 from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL, IGNORE_ANNOTATION
 from gpupolicy.engine.report import InternalError, Report
+from gpupolicy.kube.owners import controller_of
 from gpupolicy.loading.documents import Resource
 from gpupolicy.policy.loading import Policy
-from gpupolicy.provenance.record import controller_of
 from gpupolicy.webhook.settings import Mode
 
 # The API server's limits on warnings (k8s.io/apiserver/pkg/warning): each is truncated past

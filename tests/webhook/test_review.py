@@ -193,6 +193,24 @@ def test_what_controllers_make_of_an_allowed_deployment_is_allowed() -> None:
         assert not {"GP901", "GP902", "GP903"} & {f.rule_id for f in decision.findings}
 
 
+def test_a_workload_a_controller_made_is_rolled_out_by_its_owner() -> None:
+    """A LeaderWorkerSet's StatefulSet carries none of the LeaderWorkerSet's annotations."""
+    made = gpu_deployment(kind="StatefulSet")
+    made["metadata"]["annotations"].pop(ROLLBACK_ANNOTATION)
+    made["spec"]["serviceName"] = made["metadata"]["name"]
+    assert error_ids(review(admission_review(made), engine(), CLUSTER)) == ["GP901"]  # applied by hand
+    made["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "name": "llm",
+            "controller": True,
+        }
+    ]
+    decision = review(admission_review(made), engine(), CLUSTER)
+    assert decision.allowed and error_ids(decision) == []
+
+
 def test_a_suppression_reaches_the_pods_when_the_pod_template_carries_it() -> None:
     """docs/suppressions.md: Pods carry their template's metadata, not their owner's."""
     daemon_set = gpu_deployment(kind="DaemonSet")
