@@ -139,6 +139,45 @@ def test_roles_from_evidence(text: str, role: Role, evidence: str) -> None:
     assert evidence in why
 
 
+def test_a_class_declared_on_the_pod_template_is_the_workloads_and_its_pods() -> None:
+    """A Pod carries its template's labels, not its owner's: declared there, the class reaches
+    the Pods a controller makes (the webhook reviews them)."""
+    deployment = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trainer, namespace: ai-lab}
+spec:
+  selector: {matchLabels: {app: trainer}}
+  template:
+    metadata:
+      labels: {app: trainer, gpupolicy.io/workload-class: batch}
+    spec:
+      containers:
+        - name: train
+          image: registry.example.com/train:1
+          ports: [{containerPort: 8000}]
+          resources: {limits: {nvidia.com/gpu: 1}}
+"""
+    pod = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer-7d4b9c6f5-x2kq9
+  namespace: ai-lab
+  labels: {app: trainer, gpupolicy.io/workload-class: batch, pod-template-hash: 7d4b9c6f5}
+spec:
+  containers:
+    - name: train
+      image: registry.example.com/train:1
+      ports: [{containerPort: 8000}]
+      resources: {limits: {nvidia.com/gpu: 1}}
+"""
+    for text in (deployment, pod):
+        role, why = role_of(text)
+        assert role is Role.BATCH and "workload-class=batch" in why
+    assert role_of(deployment.replace("gpupolicy.io/workload-class: batch", "tier: x"))[0] is Role.SERVER
+
+
 def test_a_service_in_the_bundle_makes_a_server() -> None:
     text = workload(image="registry.example.com/app:1")
     assert role_of(text)[0] is Role.WORKLOAD

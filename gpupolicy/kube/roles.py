@@ -448,6 +448,21 @@ def _restart_policy(template: PodTemplate) -> str:
     return value if isinstance(value, str) else "Always"
 
 
+def declared_class(workload: Workload) -> str | None:
+    """The workload class the object declares (label gpupolicy.io/workload-class): on its own
+    metadata, else on its pod templates' (the first that declares one). A Pod carries its
+    template's labels, not its owner's: declared on the template, the class reaches the ReplicaSets
+    and Pods that controllers make, which the webhook reviews too."""
+    declared = workload.labels.get(WORKLOAD_CLASS_LABEL)
+    if isinstance(declared, str):
+        return declared
+    for template in workload.templates:
+        declared = template.labels.get(WORKLOAD_CLASS_LABEL)
+        if isinstance(declared, str):
+            return declared
+    return None
+
+
 def decide(
     workload: Workload,
     *,
@@ -458,8 +473,8 @@ def decide(
 ) -> RoleDecision:
     """The role of a workload, with the evidence for it. An explicit workload class wins, then the
     GPU stack's own images, then the kind (batch kinds, serving CRDs), then what the pods run."""
-    declared = workload.labels.get(WORKLOAD_CLASS_LABEL)
-    if isinstance(declared, str):
+    declared = declared_class(workload)
+    if declared is not None:
         if declared in serving_classes:
             return RoleDecision(Role.SERVER, f"labelled {WORKLOAD_CLASS_LABEL}={declared}")
         if declared in batch_classes:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Set
 
-from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Setting, Violation, rule
 from gpupolicy.kube.gpu import GpuDemand, GpuKind, dra_gpu_claims, repository_claim_classes
 from gpupolicy.kube.gpu_nodes import PROVIDER_PRODUCT_KEYS
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.quantities import format_quantity
+from gpupolicy.kube.roles import declared_class
 from gpupolicy.kube.scheduling import required_values, targeted_keys
 from gpupolicy.policy.loading import Policy
 from gpupolicy.policy.node_pools import NodePool, node_pools
@@ -205,7 +205,7 @@ def shared_product_label_mismatch(workload: Workload, ctx: Context) -> Iterator[
     references=(GPU_SHARING,),
 )
 def latency_critical_on_time_slicing(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    if workload.labels.get(WORKLOAD_CLASS_LABEL) != "online":
+    if declared_class(workload) != "online":
         return
     for template in workload.templates:
         pool = _targets_shared_pool(template, ctx)

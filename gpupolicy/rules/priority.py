@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpupolicy.core.vocabulary import WORKLOAD_CLASS_LABEL
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Scope, Setting, Violation, rule
 from gpupolicy.engine.unknowns import PRIORITY_CLASSES, said_unknown, unknown_fact
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.pod_spec import CONFIG_KINDS, PodTemplate, Workload, as_mapping
-from gpupolicy.kube.roles import NOT_AGENT
+from gpupolicy.kube.roles import NOT_AGENT, declared_class
 from gpupolicy.loading.documents import Resource
 
 PRIORITY = "https://kubernetes.io/docs/concepts/scheduling-eviction/pod-priority-preemption/"
@@ -262,7 +261,7 @@ def multiple_global_default_priority(resource: Resource, ctx: Context) -> Iterat
     settings=(Setting("priority.tiers", "Workload class -> allowed PriorityClasses."),),
 )
 def priority_tier_violation(workload: Workload, ctx: Context) -> Iterator[Violation]:
-    workload_class = workload.labels.get(WORKLOAD_CLASS_LABEL)
+    workload_class = declared_class(workload)
     tiers = ctx.policy.priority.tiers
     if not isinstance(workload_class, str) or workload_class not in tiers:
         return
@@ -278,10 +277,7 @@ def priority_tier_violation(workload: Workload, ctx: Context) -> Iterator[Violat
 
 def is_batch(workload: Workload, ctx: Context) -> bool:
     workloads = ctx.policy.workloads
-    return (
-        workload.kind in workloads.batch_kinds
-        or workload.labels.get(WORKLOAD_CLASS_LABEL) in workloads.batch_classes
-    )
+    return workload.kind in workloads.batch_kinds or declared_class(workload) in workloads.batch_classes
 
 
 def _is_high(ctx: Context, name: str, found: Resource | None) -> str | None:

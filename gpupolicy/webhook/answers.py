@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpupolicy.core.findings import Finding, Severity
-from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL, IGNORE_ANNOTATION
+from gpupolicy.core.vocabulary import ARM_LABEL, EXPERIMENT_LABEL, IGNORE_ANNOTATION, WORKLOAD_CLASS_LABEL
 from gpupolicy.engine.report import InternalError, Report
 from gpupolicy.kube.owners import controller_of
 from gpupolicy.loading.documents import Resource
@@ -89,10 +89,9 @@ def deny_message(
 
 
 def _made_by(resource: Resource, policy: Policy) -> str | None:
-    """For a Pod a controller made, why its owner's suppression did not help: a Pod carries its
-    pod template's metadata, not its owner's (docs/suppressions.md). Said only where the policy
-    lets annotations suppress."""
-    if resource.kind != "Pod" or not policy.suppressions.annotations:
+    """For a Pod a controller made, why its owner's suppression or declared class did not help: a
+    Pod carries its pod template's metadata, not its owner's (docs/suppressions.md, docs/roles.md)."""
+    if resource.kind != "Pod":
         return None
     owner = controller_of(resource.metadata)
     if owner is None:
@@ -100,7 +99,8 @@ def _made_by(resource: Resource, policy: Policy) -> str | None:
     kind, name = owner["kind"] or "controller", owner["name"]
     return (
         f"This Pod was made by {kind} {name} from its pod template: a {IGNORE_ANNOTATION} annotation "
-        f"on the {kind} (or its owner) does not reach it; write it in the pod template's metadata too"
+        f"or a {WORKLOAD_CLASS_LABEL} label on the {kind} (or its owner) does not reach it; write it in "
+        "the pod template's metadata too"
     )
 
 

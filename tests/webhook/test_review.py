@@ -211,6 +211,27 @@ def test_a_workload_a_controller_made_is_rolled_out_by_its_owner() -> None:
     assert decision.allowed and error_ids(decision) == []
 
 
+def test_a_workload_class_declared_on_the_pod_template_reaches_the_pods() -> None:
+    """A Deployment declared batch on its metadata only: its ReplicaSet and Pods carry the
+    template's labels, judged servers by their port, and are denied for GP401 while it is allowed
+    (docs/roles.md says to declare the class on the template)."""
+    deployment = gpu_deployment()
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    for probe in ("readinessProbe", "startupProbe", "livenessProbe"):
+        container.pop(probe, None)
+    deployment["metadata"].setdefault("labels", {})["gpupolicy.io/workload-class"] = "batch"
+    assert review(admission_review(deployment), engine(), CLUSTER).allowed
+    assert {
+        error_ids(review(admission_review(made), engine(), CLUSTER))[0]
+        for made in _made_by_controllers(deployment)
+    } == {"GP401"}
+    del deployment["metadata"]["labels"]["gpupolicy.io/workload-class"]  # on the template only: all three
+    deployment["spec"]["template"]["metadata"]["labels"]["gpupolicy.io/workload-class"] = "batch"
+    for made in (deployment, *_made_by_controllers(deployment)):
+        decision = review(admission_review(made), engine(), CLUSTER)
+        assert decision.allowed and error_ids(decision) == [], made["kind"]
+
+
 def test_a_suppression_reaches_the_pods_when_the_pod_template_carries_it() -> None:
     """docs/suppressions.md: Pods carry their template's metadata, not their owner's."""
     daemon_set = gpu_deployment(kind="DaemonSet")
@@ -245,11 +266,10 @@ def test_a_suppression_reaches_the_pods_when_the_pod_template_carries_it() -> No
     assert error_ids(denied) == ["GP601"]
     message = denied.response["response"]["status"]["message"]
     assert message.splitlines()[-1] == (  # ... and the deny message says why
-        "This Pod was made by DaemonSet llm from its pod template: a gpupolicy.io/ignore annotation on "
-        "the DaemonSet (or its owner) does not reach it; write it in the pod template's metadata too"
+        "This Pod was made by DaemonSet llm from its pod template: a gpupolicy.io/ignore annotation or a "
+        "gpupolicy.io/workload-class label on the DaemonSet (or its owner) does not reach it; write it in "
+        "the pod template's metadata too"
     )
-    refused = pod_decision({"suppressions": {"annotations": False}})  # no annotation could help
-    assert "was made by" not in refused.response["response"]["status"]["message"]
     assert "was made by" not in pod_decision(owned=False).response["response"]["status"]["message"]
     daemon_set["spec"]["template"]["metadata"].setdefault("annotations", {})["gpupolicy.io/ignore"] = entry
     assert review(admission_review(daemon_set), engine(), CLUSTER).allowed
