@@ -142,36 +142,21 @@ def test_roles_from_evidence(text: str, role: Role, evidence: str) -> None:
 def test_a_class_declared_on_the_pod_template_is_the_workloads_and_its_pods() -> None:
     """A Pod carries its template's labels, not its owner's: declared there, the class reaches
     the Pods a controller makes (the webhook reviews them)."""
-    deployment = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: trainer, namespace: ai-lab}
-spec:
-  selector: {matchLabels: {app: trainer}}
-  template:
-    metadata:
-      labels: {app: trainer, gpupolicy.io/workload-class: batch}
-    spec:
-      containers:
-        - name: train
-          image: registry.example.com/train:1
-          ports: [{containerPort: 8000}]
-          resources: {limits: {nvidia.com/gpu: 1}}
-"""
-    pod = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: trainer-7d4b9c6f5-x2kq9
-  namespace: ai-lab
-  labels: {app: trainer, gpupolicy.io/workload-class: batch, pod-template-hash: 7d4b9c6f5}
-spec:
-  containers:
-    - name: train
-      image: registry.example.com/train:1
-      ports: [{containerPort: 8000}]
-      resources: {limits: {nvidia.com/gpu: 1}}
-"""
+    container = (
+        "- name: train\n  image: registry.example.com/train:1\n  ports: [{containerPort: 8000}]\n"
+        "  resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    labels = "{app: trainer, gpupolicy.io/workload-class: batch}"
+    deployment = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: trainer, namespace: ai-lab}\nspec:\n"
+        f"  selector: {{matchLabels: {{app: trainer}}}}\n  template:\n    metadata:\n      labels: {labels}\n"
+        "    spec:\n      containers:\n" + "".join(f"        {line}\n" for line in container.splitlines())
+    )
+    pod = (  # what the ReplicaSet makes: the template's metadata
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer-7d4b9c6f5-x2kq9\n  namespace: ai-lab\n"
+        f"  labels: {labels}\nspec:\n  containers:\n"
+        + "".join(f"    {line}\n" for line in container.splitlines())
+    )
     for text in (deployment, pod):
         role, why = role_of(text)
         assert role is Role.BATCH and "workload-class=batch" in why
