@@ -54,9 +54,12 @@ def deny_message(
     policy: Policy,
     *,
     rule_errors: Sequence[InternalError] = (),
+    owners_read: bool = False,
 ) -> str:
     """Every error finding, each with its rule, its path and what to change; and the rules that
-    failed, when they are why the object is denied (webhook.onRuleError: deny)."""
+    failed, when they are why the object is denied (webhook.onRuleError: deny). For a Pod a
+    controller made whose owners were not read (`owners_read`), what its owner's metadata does
+    not pass on."""
     count = len(errors)
     lines = [
         f"gpupolicy denied {resource.ref}: {count} error{'s' if count != 1 else ''} "
@@ -82,7 +85,7 @@ def deny_message(
     ids = ", ".join(dict.fromkeys(finding.rule_id for finding in errors))
     if ids:
         lines.append(f"Details: gpupolicy explain <rule> ({ids})")
-    made_by = _made_by(resource, policy)
+    made_by = None if owners_read else _made_by(resource, policy)
     if made_by and size + len(made_by) <= DENY_MESSAGE_MAX_CHARS:
         lines.append(made_by)
     return "\n".join(lines)

@@ -30,7 +30,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from gpupolicy.core.findings import Severity
 from gpupolicy.kube.inventory import Inventory
+from gpupolicy.kube.pod_spec import as_mapping
 from gpupolicy.webhook.live_facts import LiveFacts
 from gpupolicy.webhook.logs import (
     LOGGER,
@@ -41,6 +43,7 @@ from gpupolicy.webhook.logs import (
     recurring_excerpt,
 )
 from gpupolicy.webhook.metrics import WebhookMetrics
+from gpupolicy.webhook.owners import Inherited, NotRemembered, OwnerMetadata, wants_owner
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.recording import Provenance
 from gpupolicy.webhook.records import should_record
@@ -49,6 +52,9 @@ from gpupolicy.webhook.tls import ReloadingCertificate
 
 _log = logging.getLogger(LOGGER)
 JSON = "application/json"
+# How long an admission waits for its owners to be read (owners.py): the API server waits 3 s by
+# default for the whole answer.
+OWNER_WAIT_SECONDS = 1.5
 
 try:  # orjson parses a 10 KB review about twice as fast; the stdlib is the fallback
     import orjson
@@ -88,6 +94,8 @@ class WebhookState:
     live_facts: LiveFacts | None = None
     facts_check_seconds: float = 1.0  # how often the caches' generations are compared (cheap)
     review_in_threadpool: bool = False
+    # Reads the controllers of what controllers make, for what they declare (owners.py); None: off.
+    owners: OwnerMetadata | None = None
     freeze_gc: bool = False  # the server sets it; tests in one process leave the collector alone
     metrics: WebhookMetrics = field(init=False)
 
@@ -255,6 +263,12 @@ async def _validate(state: WebhookState, request: Request) -> Response:
         return received
     body, parsed = received
     decision = await _review(state, parsed, engine)
+    if state.owners is not None and isinstance(decision, Decision) and _has_errors(decision):
+        # Its errors may be what its controllers' metadata suppresses, or its class changes: read
+        # them (owners.py) only for an object they could let in, and decide again with them.
+        inherited = await _inherited(state.owners, parsed)
+        if inherited is not None:
+            decision = await _review(state, parsed, engine, inherited)
     if isinstance(decision, Response):
         return decision
     provenance = None
@@ -293,13 +307,46 @@ async def _admission_body(state: WebhookState, request: Request, limit: int) -> 
         return _invalid(state, f"the body is not JSON: {exc}")
 
 
-async def _review(state: WebhookState, parsed: Any, engine: ReviewEngine) -> Decision | Response:
+def _has_errors(decision: Decision) -> bool:
+    return any(finding.severity is Severity.ERROR for finding in decision.findings)
+
+
+async def _inherited(owners: OwnerMetadata, parsed: Any) -> Inherited | None:
+    """What the admitted object inherits from its controllers, when a Kubernetes controller made
+    it: from what is remembered, else read in a thread within OWNER_WAIT_SECONDS (past it, nothing)."""
+    request = as_mapping(parsed.get("request")) if isinstance(parsed, dict) else {}
+    obj = request.get("object")
+    if not isinstance(obj, dict) or not wants_owner(obj):
+        return None
+    namespace = as_mapping(obj.get("metadata")).get("namespace") or request.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        return None
+    try:
+        return owners.inherited(obj, namespace, read=False)  # a rollout's later Pods
+    except NotRemembered:
+        pass
+    try:
+        return await asyncio.wait_for(run_in_threadpool(owners.inherited, obj, namespace), OWNER_WAIT_SECONDS)
+    except TimeoutError:
+        log(
+            _log,
+            logging.WARNING,
+            "the owners were not read in time: nothing inherited",
+            seconds=OWNER_WAIT_SECONDS,
+        )
+        return None
+
+
+async def _review(
+    state: WebhookState, parsed: Any, engine: ReviewEngine, inherited: Inherited | None = None
+) -> Decision | Response:
     """`review()` of the parsed body, or the error response: 400 for a body that is not an
     AdmissionReview, 500 for a bug (the API server then applies the failurePolicy)."""
+    options = {"inherited": inherited} if inherited is not None else {}
     try:
         if state.review_in_threadpool:
-            return await run_in_threadpool(review, parsed, engine, state.inventory)
-        return review(parsed, engine, state.inventory)
+            return await run_in_threadpool(review, parsed, engine, state.inventory, **options)
+        return review(parsed, engine, state.inventory, **options)
     except MalformedReview as exc:
         return _invalid(state, str(exc), parsed)
     except Exception:  # a bug must answer (the API server applies failurePolicy), not kill the worker

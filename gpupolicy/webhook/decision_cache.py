@@ -134,14 +134,21 @@ class DecisionCache:
         return self._entries.nbytes
 
     def keyed(
-        self, *, operation: str, kind: str, namespace: str | None, obj: dict[str, Any]
+        self,
+        *,
+        operation: str,
+        kind: str,
+        namespace: str | None,
+        obj: dict[str, Any],
+        owners_read: bool = False,
     ) -> tuple[bytes, bytes] | None:
         """The digest of what the decision rests on and the JSON text it digests (every key and
         string of the object but the server's metadata, as written: `text_marks` reads it), or
         None for content that cannot be keyed."""
         content = obj if self._whole_objects else _without_server_metadata(obj)
         try:
-            text = _serialised([operation, kind, namespace, _TODAY.text(), content])
+            parts = [operation, kind, namespace, _TODAY.text(), content]
+            text = _serialised([*parts, "owners read"] if owners_read else parts)
         except (TypeError, ValueError, RecursionError):  # nested too deep, or not JSON values
             return None
         # Held under the GIL: a released one is taken back behind the journal's writer thread

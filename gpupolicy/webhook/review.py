@@ -19,12 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import field
 from typing import Any
 
-from gpupolicy.core.findings import Finding, Severity
+from gpupolicy.core.findings import Finding, JsonPath, Severity
 from gpupolicy.core.immutable import immutable, replace
 from gpupolicy.core.json_text import use_encoder
+from gpupolicy.core.vocabulary import IGNORE_ANNOTATION
 from gpupolicy.engine.evaluation import RulePlan, evaluate_subject
 from gpupolicy.engine.registry import REGISTRY, Rule
 from gpupolicy.engine.report import Report
+from gpupolicy.engine.suppressions import ANNOTATION_PATH
 from gpupolicy.kube.inventory import Coverage, Inventory
 from gpupolicy.kube.pod_spec import Workload, as_mapping, workload_of
 from gpupolicy.loading.documents import Resource, json_text_marks
@@ -39,6 +41,7 @@ from gpupolicy.webhook.decision_cache import (
     generations_of,
 )
 from gpupolicy.webhook.kinds import is_cross_object, names_gpus
+from gpupolicy.webhook.owners import Inherited
 from gpupolicy.webhook.settings import Mode, OnRuleError, WebhookSettings
 
 try:  # the webhook's objects come without the loader's text marks: GP004 serialises them
@@ -144,6 +147,8 @@ class Admission:
     name: str
     object: dict[str, Any] | None = None
     resource: Resource | None = None
+    # What the object inherits from its controllers (owners.py); None when they were not read.
+    inherited: Inherited | None = None
 
 
 @immutable
@@ -305,7 +310,7 @@ def _response(
     return {"apiVersion": API_VERSION, "kind": KIND, "response": body}
 
 
-def _admitted_object(request: dict[str, Any], operation: str) -> dict[str, Any]:
+def _admitted_object(request: dict[str, Any], operation: str, inherited: Inherited | None) -> dict[str, Any]:
     obj = request.get("object")
     if not isinstance(obj, dict):
         raise MalformedReview(f"request.object must be an object for {operation}")
@@ -317,15 +322,27 @@ def _admitted_object(request: dict[str, Any], operation: str) -> dict[str, Any]:
         # The API server fills the namespace in before admission; a request path may carry it
         # only in request.namespace. Copy (shallow) rather than change the caller's value.
         obj = {**obj, "metadata": {**as_mapping(metadata), "namespace": namespace}}
+    if inherited is not None and (inherited.labels or inherited.annotations):
+        # What the object's controllers declare for it, where it declares nothing (owners.py). Copied.
+        own = as_mapping(obj.get("metadata"))
+        obj = {
+            **obj,
+            "metadata": {
+                **own,
+                "labels": {**inherited.labels, **as_mapping(own.get("labels"))},
+                "annotations": {**inherited.annotations, **as_mapping(own.get("annotations"))},
+            },
+        }
     return obj
 
 
 # -- the decision --------------------------------------------------------------------------------
 
 
-def read_admission(admission_review: Any) -> Admission:
-    """What the AdmissionReview asks. Raises `MalformedReview` for a body that is not one, or
-    whose object cannot be read where it is needed."""
+def read_admission(admission_review: Any, inherited: Inherited | None = None) -> Admission:
+    """What the AdmissionReview asks, its object with what it `inherited` from its controllers.
+    Raises `MalformedReview` for a body that is not one, or whose object cannot be read where it
+    is needed."""
     request = _request_of(admission_review)
     operation: str = request["operation"]
     kind = str(as_mapping(request.get("kind")).get("kind") or "")
@@ -334,7 +351,7 @@ def read_admission(admission_review: Any) -> Admission:
     uid, dry_run = request["uid"], request.get("dryRun") is True
     if operation not in EVALUATED_OPERATIONS or request.get("subResource"):
         return Admission(request, uid, operation, dry_run, kind, namespace or None, name or "")
-    obj = _admitted_object(request, operation)
+    obj = _admitted_object(request, operation, inherited)
     resource = Resource(obj, file=f"admission:{kind or '?'}/{namespace or ''}/{name or ''}", doc_index=0)
     return Admission(
         request,
@@ -346,12 +363,20 @@ def read_admission(admission_review: Any) -> Admission:
         name=resource.name or name or "",
         object=obj,
         resource=resource,
+        inherited=inherited,
     )
 
 
-def review(admission_review: Any, engine: ReviewEngine, inventory: Inventory | None = None) -> Decision:
-    """Decide one AdmissionReview. Raises `MalformedReview` for a body that is not one."""
-    admission = read_admission(admission_review)
+def review(
+    admission_review: Any,
+    engine: ReviewEngine,
+    inventory: Inventory | None = None,
+    *,
+    inherited: Inherited | None = None,
+) -> Decision:
+    """Decide one AdmissionReview, its object with what it `inherited` from its controllers (the
+    server reads them: owners.py). Raises `MalformedReview` for a body that is not one."""
+    admission = read_admission(admission_review, inherited)
     resource = admission.resource
     if resource is None:
         operation = admission.operation
@@ -395,6 +420,7 @@ def _evaluated(
         kind=admission.kind,
         namespace=admission.namespace,
         obj=admission.object,
+        owners_read=admission.inherited is not None,
     )
     if keyed is None:
         evaluated = _outcome(admission, resource, workload, engine, cluster, gpu_workload=gpu_workload)
@@ -402,7 +428,8 @@ def _evaluated(
     key, text = keyed
     outcome = cache.get(key, cluster, resource.name)
     if outcome is not None:
-        return _decision(admission, _renamed(outcome, resource, engine), remembered=True)
+        owners_read = admission.inherited is not None
+        return _decision(admission, _renamed(outcome, resource, engine, owners_read), remembered=True)
     # The key's text holds every key and string the rules read but the server's own metadata
     # (uid, resourceVersion, timestamps, a generated name's five letters and digits: never a
     # placeholder): a mark it lacks, no field holds, and GP004 need not serialise the object again.
@@ -426,6 +453,8 @@ def _outcome(
     report = evaluate_subject(
         resource, engine.policy, AdmissionInventory(inventory, resource), rules=engine.plan, view=workload
     )
+    if admission.inherited is not None and IGNORE_ANNOTATION in admission.inherited.annotations:
+        report = _without_findings_about(report, ANNOTATION_PATH)  # the owner's, said at its review
     findings = report.findings  # exemptions and allowed suppressions already applied
     mode = engine.settings.mode_for(admission.namespace)
     errors = [finding for finding in findings if finding.severity is Severity.ERROR]
@@ -436,7 +465,13 @@ def _outcome(
     status = None
     if not allowed:
         rule_errors = report.errors if unchecked else ()
-        message = deny_message(resource, errors, engine.policy, rule_errors=rule_errors)
+        message = deny_message(
+            resource,
+            errors,
+            engine.policy,
+            rule_errors=rule_errors,
+            owners_read=admission.inherited is not None,
+        )
         status = {"code": 403, "reason": "Forbidden", "message": message}
     return Outcome(
         allowed=allowed,
@@ -451,7 +486,14 @@ def _outcome(
     )
 
 
-def _renamed(outcome: Outcome, resource: Resource, engine: ReviewEngine) -> Outcome:
+def _without_findings_about(report: Report, path: JsonPath) -> Report:
+    """The report without its findings at `path` (GP010 and GP011 about an annotation the object
+    inherited: its owner's review reported them)."""
+    kept = [finding for finding in report.findings if finding.path != path]
+    return report if len(kept) == len(report.findings) else replace(report, findings=kept)
+
+
+def _renamed(outcome: Outcome, resource: Resource, engine: ReviewEngine, owners_read: bool) -> Outcome:
     """A remembered outcome as an evaluation of `resource` says it: another Pod of the same
     template has its own generated name, which messages may quote and the deny message does
     (decision_cache.is_renamable says when replacing it is exact). The warnings and the deny
@@ -475,7 +517,8 @@ def _renamed(outcome: Outcome, resource: Resource, engine: ReviewEngine) -> Outc
     findings = tuple(renamed.get(id(finding), finding) for finding in outcome.findings)
     if status is not None:
         errors = [finding for finding in findings if finding.severity is Severity.ERROR]
-        status = {**status, "message": deny_message(resource, errors, engine.policy)}
+        message = deny_message(resource, errors, engine.policy, owners_read=owners_read)
+        status = {**status, "message": message}
     warnings = _renamed_warnings(outcome, report, old, new) if renamed else outcome.warnings
     return replace(outcome, findings=findings, report=report, warnings=warnings, status=status, name=new)
 

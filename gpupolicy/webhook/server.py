@@ -26,6 +26,7 @@ from gpupolicy.webhook.cluster_inventory import ClusterInventory
 from gpupolicy.webhook.collector import fewer_collections
 from gpupolicy.webhook.live_facts import DEFAULT_MIN_INTERVAL_SECONDS, LiveFacts
 from gpupolicy.webhook.logs import LOGGER, configure_logging, flush_logs, log
+from gpupolicy.webhook.owners import OwnerMetadata
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.read_deadline import DEFAULT_READ_TIMEOUT, ReadDeadlineProtocol
 from gpupolicy.webhook.recording import Provenance
@@ -370,6 +371,8 @@ def _webhook_state(
     if args.policy:  # the shipped default alone never changes
         state.policy_reload = ReloadingPolicy(args.policy, engine, mode=mode, trial=trial)
         state.policy_check_seconds = getattr(args, "policy_check_seconds", 10.0)
+    if inventory.api_client is not None:  # what controllers make inherits what their owners declare
+        state.owners = OwnerMetadata(inventory.api_client)
     if inventory.api_client is not None and not getattr(args, "no_cluster_facts", False):
         state.live_facts = LiveFacts(
             inventory,

@@ -86,6 +86,7 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
 class FakeApiServer:
     def __init__(self, *, absent_groups: tuple[str, ...] = ("flagger.app",)) -> None:
         self.collections: dict[str, Collection] = {}
+        self.objects: dict[str, dict[str, Any]] = {}  # namespaced objects served by GET, by path
         self.absent_groups = absent_groups
         self.resource_version = 1000
         self.requests: list[str] = []
@@ -143,6 +144,16 @@ class FakeApiServer:
         return KIND_PATHS[obj["kind"]].format(apiVersion=obj.get("apiVersion", ""))
 
     # -- what a test does to the "cluster" -------------------------------------------------------
+    def put_object(self, obj: dict[str, Any]) -> str:
+        """Serve `obj` (namespaced, of a built-in API group) at its path to GET; returns the path."""
+        group_version = obj["apiVersion"]
+        root = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        metadata = obj["metadata"]
+        plural = obj["kind"].lower() + "s"
+        path = f"{root}/namespaces/{metadata['namespace']}/{plural}/{metadata['name']}"
+        self.objects[path] = obj
+        return path
+
     def emit(self, path: str, event_type: str, obj: dict[str, Any]) -> int:
         """Change an object and queue the watch event (objects in events carry kind and apiVersion)."""
         with self.condition:
@@ -184,6 +195,7 @@ class FakeApiServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # a response in several writes must not wait for a delayed ACK
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -206,6 +218,10 @@ class FakeApiServer:
                     self._json(
                         404, status(404, "NotFound", "the server could not find the requested resource")
                     )
+                    return
+                single = fake.objects.get(parts.path)
+                if single is not None:
+                    self._json(200, single)
                     return
                 collection = fake.collections.get(parts.path)
                 if collection is None:

@@ -233,7 +233,8 @@ def test_a_workload_class_declared_on_the_pod_template_reaches_the_pods() -> Non
 
 
 def test_a_suppression_reaches_the_pods_when_the_pod_template_carries_it() -> None:
-    """docs/suppressions.md: Pods carry their template's metadata, not their owner's."""
+    """docs/suppressions.md: Pods carry their template's metadata, not their owner's; review()
+    alone reads no owner (the served route does: tests/webhook/test_owners.py)."""
     daemon_set = gpu_deployment(kind="DaemonSet")
     daemon_set["spec"].pop("replicas")
     daemon_set["spec"].pop("strategy", None)
@@ -262,7 +263,7 @@ def test_a_suppression_reaches_the_pods_when_the_pod_template_carries_it() -> No
         return review(admission_review(pod), engine(overrides), CLUSTER)
 
     assert review(admission_review(daemon_set), engine(), CLUSTER).allowed
-    denied = pod_decision()  # on the metadata only, its Pods are denied (as the docs warn) ...
+    denied = pod_decision()  # on the metadata only, with no owner read, its Pods are denied ...
     assert error_ids(denied) == ["GP601"]
     message = denied.response["response"]["status"]["message"]
     assert message.splitlines()[-1] == (  # ... and the deny message says why
