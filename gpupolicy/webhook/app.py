@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 import logging
@@ -43,7 +44,7 @@ from gpupolicy.webhook.logs import (
     recurring_excerpt,
 )
 from gpupolicy.webhook.metrics import WebhookMetrics
-from gpupolicy.webhook.owners import Inherited, NotRemembered, OwnerMetadata, wants_owner
+from gpupolicy.webhook.owners import MAX_DEPTH, Inherited, NotRemembered, OwnerMetadata, wants_owner
 from gpupolicy.webhook.policy_reload import ReloadingPolicy
 from gpupolicy.webhook.recording import Provenance
 from gpupolicy.webhook.records import should_record
@@ -96,6 +97,7 @@ class WebhookState:
     review_in_threadpool: bool = False
     # Reads the controllers of what controllers make, for what they declare (owners.py); None: off.
     owners: OwnerMetadata | None = None
+    owner_reads: dict[str, asyncio.Future[Any]] = field(default_factory=dict)  # in flight, by owner
     freeze_gc: bool = False  # the server sets it; tests in one process leave the collector alone
     metrics: WebhookMetrics = field(init=False)
 
@@ -266,7 +268,7 @@ async def _validate(state: WebhookState, request: Request) -> Response:
     if state.owners is not None and isinstance(decision, Decision) and _has_errors(decision):
         # Its errors may be what its controllers' metadata suppresses, or its class changes: read
         # them (owners.py) only for an object they could let in, and decide again with them.
-        inherited = await _inherited(state.owners, parsed)
+        inherited = await _inherited(state, state.owners, parsed)
         if inherited is not None:
             decision = await _review(state, parsed, engine, inherited)
     if isinstance(decision, Response):
@@ -311,9 +313,15 @@ def _has_errors(decision: Decision) -> bool:
     return any(finding.severity is Severity.ERROR for finding in decision.findings)
 
 
-async def _inherited(owners: OwnerMetadata, parsed: Any) -> Inherited | None:
+def _read_done(reads: dict[str, asyncio.Future[Any]], key: str, _read: asyncio.Future[Any]) -> None:
+    reads.pop(key, None)
+
+
+async def _inherited(state: WebhookState, owners: OwnerMetadata, parsed: Any) -> Inherited | None:
     """What the admitted object inherits from its controllers, when a Kubernetes controller made
-    it: from what is remembered, else read in a thread within OWNER_WAIT_SECONDS (past it, nothing)."""
+    it: from what is remembered, else read in a thread within OWNER_WAIT_SECONDS (past it,
+    nothing). One read per owner at a time: a DaemonSet's Pods, admitted together on every node,
+    wait for the same read rather than each asking the API server."""
     request = as_mapping(parsed.get("request")) if isinstance(parsed, dict) else {}
     obj = request.get("object")
     if not isinstance(obj, dict) or not wants_owner(obj):
@@ -321,20 +329,29 @@ async def _inherited(owners: OwnerMetadata, parsed: Any) -> Inherited | None:
     namespace = as_mapping(obj.get("metadata")).get("namespace") or request.get("namespace")
     if not isinstance(namespace, str) or not namespace:
         return None
-    try:
-        return owners.inherited(obj, namespace, read=False)  # a rollout's later Pods
-    except NotRemembered:
-        pass
-    try:
-        return await asyncio.wait_for(run_in_threadpool(owners.inherited, obj, namespace), OWNER_WAIT_SECONDS)
-    except TimeoutError:
-        log(
-            _log,
-            logging.WARNING,
-            "the owners were not read in time: nothing inherited",
-            seconds=OWNER_WAIT_SECONDS,
-        )
-        return None
+    deadline = time.monotonic() + OWNER_WAIT_SECONDS
+    for _ in range(MAX_DEPTH + 1):  # each pass reads the next owner up the chain that is not remembered
+        try:
+            return owners.inherited(obj, namespace, read=False)
+        except NotRemembered as missing:
+            key = str(missing)
+        read = state.owner_reads.get(key)
+        if read is None:
+            read = state.owner_reads[key] = asyncio.ensure_future(
+                run_in_threadpool(owners.inherited, obj, namespace)
+            )
+            read.add_done_callback(functools.partial(_read_done, state.owner_reads, key))
+        try:
+            await asyncio.wait_for(asyncio.shield(read), max(deadline - time.monotonic(), 0.0))
+        except TimeoutError:
+            log(
+                _log,
+                logging.WARNING,
+                "the owners were not read in time: nothing inherited",
+                owner=excerpt(key),
+            )
+            return None
+    return None
 
 
 async def _review(

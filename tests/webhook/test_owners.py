@@ -4,11 +4,13 @@ answer to a DaemonSet's Pod when the suppression and the class are on the Daemon
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from kubernetes import client as k8s
@@ -183,3 +185,29 @@ def test_a_pod_denied_with_its_owners_read_is_not_told_they_do_not_reach_it(
     fake.put_object(daemon_set)
     denied = answer(served, pod_of(daemon_set))
     assert denied["allowed"] is False and "does not reach it" not in denied["status"]["message"]
+
+
+def test_the_pods_of_one_owner_admitted_together_wait_for_one_read(fake: FakeApiServer) -> None:
+    """A DaemonSet's Pods reach the webhook together, one per node: one read of the DaemonSet."""
+    daemon_set = owner("DaemonSet", "validator", "d0", annotations={IGNORE: ENTRY})
+    path = fake.put_object(daemon_set)
+    state = WebhookState(engine=ReviewEngine.from_policy(default_policy()), inventory=CLUSTER)
+    state.owners = owners_of(fake)
+    app = create_app(state)
+
+    async def admit_together() -> list[dict[str, Any]]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as client:
+            pods = [pod_of(daemon_set, name=f"validator-{index:05d}") for index in range(16)]
+            responses = await asyncio.gather(
+                *(
+                    client.post("/validate", json=admission_review(pod, uid=str(index)))
+                    for index, pod in enumerate(pods)
+                )
+            )
+        return [response.json()["response"] for response in responses]
+
+    answers = asyncio.run(admit_together())
+    assert all(answer["allowed"] for answer in answers)
+    assert fake.count(path, watch=False) == 1 and state.owners.reads == 1
+    assert state.owner_reads == {}  # nothing left in flight
