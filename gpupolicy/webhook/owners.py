@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -48,6 +49,10 @@ READERS: dict[str, tuple[str, str]] = {
     "CronJob": ("BatchV1Api", "read_namespaced_cron_job"),
 }
 CONTROLLED_KINDS = frozenset({"Pod", "ReplicaSet", "Job"})
+# A controller's name (a DNS subdomain) and a namespace (a DNS label), as the API server accepts
+# them: https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 MAX_DEPTH = 2  # Pod -> ReplicaSet -> Deployment, Pod -> Job -> CronJob
 DEFAULT_TTL_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 1.0
@@ -124,9 +129,15 @@ class OwnerMetadata:
         found_annotations: dict[str, str] = {}
         owners: list[str] = []
         reference = controller_of(metadata)
+        if not _NAMESPACE.fullmatch(namespace):
+            return None
         for _ in range(MAX_DEPTH):
-            if reference is None or reference["kind"] not in READERS or not reference["name"]:
-                break
+            if (
+                reference is None
+                or reference["kind"] not in READERS
+                or not _NAME.fullmatch(reference["name"] or "")
+            ):
+                break  # only a name the API server could hold is asked for
             owner = self._owner(reference, namespace, read=read)
             if not owner.read:
                 break

@@ -122,6 +122,11 @@ def test_an_owner_that_cannot_be_read_or_is_another_object_gives_nothing(fake: F
         port = probe.getsockname()[1]
     unreachable = OwnerMetadata(k8s.ApiClient(k8s.Configuration(host=f"http://127.0.0.1:{port}")))
     assert unreachable.inherited(pod_of(daemon_set), "ai-lab") is None
+    for hostile in ("../../../api/v1/secrets", "Validator", "x" * 300, ""):  # never asked for
+        named = {**reference(daemon_set), "name": hostile}
+        assert owners.inherited(pod_of(daemon_set, ownerReferences=[named]), "ai-lab") is None
+    assert owners.inherited(pod_of(daemon_set), "ai-lab/../kube-system") is None
+    assert not [path for path in fake.requests if "secrets" in path or "kube-system" in path]
     custom = {**reference(daemon_set), "apiVersion": "example.com/v1", "kind": "Validator"}
     assert not wants_owner(pod_of(daemon_set, ownerReferences=[custom]))
 
