@@ -85,13 +85,13 @@ def deny_message(
     ids = ", ".join(dict.fromkeys(finding.rule_id for finding in errors))
     if ids:
         lines.append(f"Details: gpupolicy explain <rule> ({ids})")
-    made_by = None if owners_read else _made_by(resource, policy)
+    made_by = None if owners_read else _made_by(resource)
     if made_by and size + len(made_by) <= DENY_MESSAGE_MAX_CHARS:
         lines.append(made_by)
     return "\n".join(lines)
 
 
-def _made_by(resource: Resource, policy: Policy) -> str | None:
+def _made_by(resource: Resource) -> str | None:
     """For a Pod a controller made, why its owner's suppression or declared class did not help: a
     Pod carries its pod template's metadata, not its owner's (docs/suppressions.md, docs/roles.md)."""
     if resource.kind != "Pod":

@@ -22,9 +22,9 @@ as three things hold, which together are the key:
 A decision in which a rule raised or ran out of time is never remembered. What is kept is the
 answer without the request's uid, the report and the findings, and the name it was evaluated
 under; the hit is made a `Decision` of the new admission (its uid, dry run, name for
-provenance). A decision whose findings or warnings quote that name answers only an object of the
-same name; the deny message names the object, and is written again for another (review.py). Entries are keyed by a SHA-256 digest
-of the content and bounded in bytes (`core.bounded_cache`).
+provenance). Where messages quote that name, another Pod's answer quotes its own (review.py:
+`_renamed`), or is evaluated when the name is quoted otherwise than whole (`is_renamable`).
+Entries are keyed by a SHA-256 digest of the content and bounded in bytes (`core.bounded_cache`).
 """
 
 from __future__ import annotations
@@ -217,11 +217,7 @@ def is_renamable(outcome: Outcome, text: bytes) -> bool:
     if name.encode() in text:
         return False
     stem = name[:-GENERATED_SUFFIX_LENGTH]
-    return all(message.count(stem) == message.count(name) for message in _messages(outcome))
-
-
-def _messages(outcome: Outcome) -> list[str]:
-    return [finding.message for finding in (*outcome.findings, *outcome.report.findings)]
+    return all(finding.message.count(stem) == finding.message.count(name) for finding in outcome.findings)
 
 
 def is_generated_name(name: object, prefix: object) -> bool:

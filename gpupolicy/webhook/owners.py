@@ -4,8 +4,9 @@ A Pod carries its pod template's metadata, not its owner's: the `gpupolicy.io/ig
 and the `gpupolicy.io/workload-class` label written on a DaemonSet's metadata reach the DaemonSet's
 review, not its Pods', and in enforce mode the DaemonSet was admitted while each of its Pods was
 denied. So for an object whose controller is one of Kubernetes' own (a ReplicaSet and the
-Deployment above it, a DaemonSet, a StatefulSet, a Job and the CronJob above it), the webhook reads
-the controllers' metadata and the object inherits those two keys where it has none of its own.
+Deployment above it, a DaemonSet, a StatefulSet, a Job and the CronJob above it) and whose
+decision has an error (app.py), the webhook reads the controllers' metadata and decides again, the
+object inheriting those two keys where it has none of its own.
 
 Inheriting gives a Pod's author nothing they could not write on the Pod: the policy's
 `suppressions` settings bind an inherited annotation as they bind the Pod's own (`annotations:

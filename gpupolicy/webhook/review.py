@@ -503,23 +503,22 @@ def _renamed(outcome: Outcome, resource: Resource, engine: ReviewEngine, owners_
     old, new = outcome.name, resource.name
     if old == new:
         return outcome
-    report = outcome.report
-    renamed = {
-        id(finding): replace(finding, message=finding.message.replace(old, new))
-        for finding in report.findings
-        if old in finding.message
-    }
+    quoting = any(old in finding.message for finding in outcome.findings)
     status = outcome.status
-    if not renamed and status is None:
+    if not quoting and status is None:
         return outcome  # nothing quotes the name: the warnings are made of the messages
-    if renamed:
-        report = replace(report, findings=[renamed.get(id(finding), finding) for finding in report.findings])
-    findings = tuple(renamed.get(id(finding), finding) for finding in outcome.findings)
+    findings, report = outcome.findings, outcome.report  # the report's findings are the outcome's
+    if quoting:
+        findings = tuple(
+            replace(finding, message=finding.message.replace(old, new)) if old in finding.message else finding
+            for finding in findings
+        )
+        report = replace(report, findings=list(findings))
     if status is not None:
         errors = [finding for finding in findings if finding.severity is Severity.ERROR]
         message = deny_message(resource, errors, engine.policy, owners_read=owners_read)
         status = {**status, "message": message}
-    warnings = _renamed_warnings(outcome, report, old, new) if renamed else outcome.warnings
+    warnings = _renamed_warnings(outcome, report, old, new) if quoting else outcome.warnings
     return replace(outcome, findings=findings, report=report, warnings=warnings, status=status, name=new)
 
 
