@@ -2,7 +2,7 @@
 one run, with provenance off and on:
 
     .venv/bin/python bench/webhook_latency.py [--rate 200] [--duration 20] [--mix realistic|distinct]
-        [--db URL] [--repeat N] [--provenance-arg=--provenance-writes=direct]
+        [--db URL] [--repeat N] [--floor] [--provenance-arg=--provenance-writes=direct]
 
 Two servers run side by side, both `gpupolicy serve` as shipped (TLS, policy loaded once, a
 synced cluster inventory from the test suite's fake API server): one with `--no-provenance`,
@@ -22,7 +22,11 @@ its /readyz says nothing is pending; how long that took is printed):
 - saturation: `wrk` (16 connections, one thread) when installed, else a closed-loop asyncio client.
 
 The ratios printed are saturated throughputs: /validate without provenance over /noop, and
-/validate with provenance over /noop. `--repeat N` runs the measurements N times on the same
+/validate with provenance over /noop. `--floor` starts a third server, recording provenance as
+the second does, under a policy that enables no rule (every registered rule `enabled: false`), and
+measures its /validate saturated: what the webhook's own work costs (the body read and parsed, the
+admitted object's view, the decision cache, the admission line and metrics, the journal and its
+replayer) when no rule runs; its ratio to /noop is the most any rule set could reach. `--repeat N` runs the measurements N times on the same
 servers and prints each round and the medians (this is how to quote figures on a machine whose
 speed wanders from run to run). The servers log as shipped (`--log-level info`: one JSON line
 per admission, to the server log file). After the run the bench counts the records this run's
@@ -262,7 +266,7 @@ def split_difference(after: dict[str, list[int]], before: dict[str, list[int]]) 
 
 
 def measured(server: Server, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    journal = journal_counts(server) if server.name == "on" else None
+    journal = journal_counts(server) if server.name in RECORDING else None
     before = cpu_seconds(server.process.pid)
     result = action()
     used = cpu_seconds(server.process.pid) - before
@@ -314,6 +318,9 @@ class Load:
         )
 
 
+RECORDING = ("on", "floor")  # the servers that record provenance (--floor starts the second)
+FLOOR_LABEL = "/validate on, no rule"
+
 # (label, server name, path) in the order measured
 FIXED = (("/noop", "on", "/noop"), ("/validate off", "off", "/validate"), ("/validate on", "on", "/validate"))
 SATURATED = (
@@ -333,15 +340,21 @@ def measure_round(
     caught_up = 0.0
     kind = "wrk" if load.wrk_files is not None else "asyncio"
     for label, name, path in FIXED:
-        caught_up = max(caught_up, settle(servers["on"]))
+        caught_up = max(caught_up, settle_all(servers))
         results[f"{label} @ {load.options.rate:.0f}/s"] = load.fixed(servers[name], path, uid)
         uid += 1_000_000
-    for label, name, path in SATURATED:
-        caught_up = max(caught_up, settle(servers["on"]))
+    floor = ((FLOOR_LABEL, "floor", "/validate"),) if "floor" in servers else ()
+    for label, name, path in (*SATURATED, *floor):
+        caught_up = max(caught_up, settle_all(servers))
         results[f"{label} saturated ({kind})"] = load.saturated(servers[name], path, uid)
         uid += 10_000_000
-    caught_up = max(caught_up, settle(servers["on"]))
+    caught_up = max(caught_up, settle_all(servers))
     return results, caught_up
+
+
+def settle_all(servers: dict[str, Server]) -> float:
+    """Wait until every server that records has replayed what it owes; the longest wait."""
+    return max(settle(server) for name, server in servers.items() if name in RECORDING)
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -386,6 +399,11 @@ def parse_options() -> argparse.Namespace:
         "--provenance-arg", action="append", default=[], help="extra argument of the provenance server alone"
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure, saturated, a provenance server under a policy that enables no rule",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -400,10 +418,28 @@ def start_servers(options: argparse.Namespace, folder: Path, kubeconfig: Path) -
     try:
         provenance = [*(["--db", options.db] if options.db else []), *options.provenance_arg]
         servers["on"] = start(folder / "on", "on", kubeconfig, [*common, *provenance])
+        if options.floor:
+            no_rules = ["--policy", str(write_no_rule_policy(folder / "no-rules.yaml"))]
+            servers["floor"] = start(folder / "floor", "floor", kubeconfig, [*common, *provenance, *no_rules])
     except BaseException:
-        stop(servers["off"])
+        for server in servers.values():
+            stop(server)
         raise
     return servers
+
+
+def write_no_rule_policy(path: Path) -> Path:
+    """A policy file that disables every registered rule (written from the registry, so a rule
+    added later is disabled too)."""
+    import gpupolicy.rules  # noqa: F401  (registers the rules)
+    from gpupolicy.engine.registry import REGISTRY
+
+    disabled = "".join(f"  {rule.id}: {{enabled: false}}\n" for rule in REGISTRY)
+    path.write_text(
+        "apiVersion: gpupolicy.io/v1alpha1\nkind: Policy\nmetadata: {name: no-rules}\nrules:\n" + disabled,
+        encoding="utf-8",
+    )
+    return path
 
 
 def stop(server: Server) -> None:
@@ -503,7 +539,7 @@ def report(
     if len(rounds) > 1:
         print(f"median of {len(rounds)} rounds")
         print_table({name: median_result([results[name] for results, _ in rounds]) for name in rounds[0][0]})
-        for label, baseline in (("/validate off", "/noop"), ("/validate on", "/noop")):
+        for label, baseline in ratio_pairs(rounds[0][0]):
             ratios = [saturated_ratio(results, label, baseline) for results, _ in rounds]
             shown = " ".join(f"{ratio:.2f}" for ratio in ratios)
             print(f"({label} : {baseline} round by round: {shown}; median {statistics.median(ratios):.2f})")
@@ -511,13 +547,14 @@ def report(
         result["requests"]
         for results, _ in rounds
         for name, result in results.items()
-        if name.startswith("/validate on")
+        if name.startswith("/validate on") and not name.startswith(FLOOR_LABEL)  # its own store
     )
     print(
         f"provenance: {stored_records(options, provenance.folder)} records stored by this run, for {answered} "
         "measured /validate answers (and the warm-up's); one review in ten is a denial, never recorded"
     )
-    print(f"(server logs: {provenance.folder.parent}/{{off,on}}/server.log; log level {options.log_level})")
+    names = "off,on,floor" if options.floor else "off,on"
+    print(f"(server logs: {provenance.folder.parent}/{{{names}}}/server.log; log level {options.log_level})")
     for name in ("off", "on"):  # BENCH_GC=trace: what the collector cost each server
         log = provenance.folder.parent / name / "server.log"
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -528,14 +565,14 @@ def report(
 def row(name: str, result: dict[str, Any]) -> str:
     cpu = result.get("server_cpu_ms_per_request", float("nan"))
     return (
-        f"{name:<34} {result['throughput']:>9.0f} {result['p50_ms']:>8.2f} {result['p95_ms']:>8.2f} "
+        f"{name:<38} {result['throughput']:>9.0f} {result['p50_ms']:>8.2f} {result['p95_ms']:>8.2f} "
         f"{result['p99_ms']:>8.2f} {result['max_ms']:>8.2f} {result['requests']:>8d} {result['non_200']:>6d} {cpu:>9.3f}"
     )
 
 
 def print_table(results: dict[str, dict[str, Any]]) -> None:
     print(
-        f"{'endpoint (off/on: provenance)':<34} {'req/s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+        f"{'endpoint (off/on: provenance)':<38} {'req/s':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
         f"{'max ms':>8} {'n':>8} {'!200':>6} {'cpu ms/req':>10}"
     )
     for name, result in results.items():
@@ -553,12 +590,17 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
             print(f"journal wait during {name}, per admission: {describe_split(result['ack_split'])}")
         if result.get("inside"):
             print(f"inside the server during {name}: {describe_inside(result['inside'])}")
-    for label, baseline in (
-        ("/validate off", "/noop"),
-        ("/validate on", "/noop"),
-        ("/validate on", "/validate off"),
-    ):
+    for label, baseline in (*ratio_pairs(results), ("/validate on", "/validate off")):
         print(f"saturated throughput {label} : {baseline} = {saturated_ratio(results, label, baseline):.2f}")
+
+
+def ratio_pairs(results: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """The saturated ratios to /noop a round has: /validate off and on, and with --floor the
+    provenance server that runs no rule."""
+    pairs = [("/validate off", "/noop"), ("/validate on", "/noop")]
+    if any(name.startswith(FLOOR_LABEL) for name in results):
+        pairs.append((FLOOR_LABEL, "/noop"))
+    return pairs
 
 
 def describe_split(split: dict[str, list[int]]) -> str:
