@@ -313,6 +313,30 @@ def test_volcanos_gpu_resources(
 
 
 @pytest.mark.parametrize(
+    ("image", "fires"),
+    [
+        # Hugging Face's TGI for Xeon (OPEA's default TGI image), and a CPU tag of any serving image.
+        ("ghcr.io/huggingface/text-generation-inference:2.4.0-intel-cpu", False),
+        ("ghcr.io/huggingface/text-generation-inference:latest-intel-cpu", False),
+        ("${REGISTRY}/huggingface/text-generation-inference:cpu-3.0", False),
+        ("lmsysorg/sglang:v0.4.9-cpu", False),
+        # `cpu` as part of another word is no CPU build; a ROCm or XPU build is still a GPU's.
+        ("ghcr.io/huggingface/text-generation-inference:2.4.0-cpuset", True),
+        ("ghcr.io/huggingface/text-generation-inference:2.4.0-rocm", True),
+        ("ghcr.io/huggingface/text-generation-inference:2.4.0-intel-xpu", True),
+        ("ghcr.io/huggingface/text-generation-inference:2.4.0", True),
+    ],
+)
+def test_gp105_takes_a_cpu_build_of_a_serving_image_for_a_cpu_image(image: str, fires: bool) -> None:
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - "
+        + json.dumps({"name": "tgi", "image": image})
+        + "\n"
+    )
+    assert any(f.rule_id == "GP105" for f in lint(text).findings) is fires
+
+
+@pytest.mark.parametrize(
     ("image", "command", "fires"),
     [
         ("vllm/vllm-openai:v0.9.0", None, True),  # the image's entrypoint serves

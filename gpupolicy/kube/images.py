@@ -225,3 +225,16 @@ def registry_allowed(ref: ImageRef, allowed: Iterable[str]) -> bool:
         if not slash or ref.repository == prefix or ref.repository.startswith(prefix + "/"):
             return True
     return False
+
+
+# A build for CPUs of a GPU program, named so by its tag or repository: Hugging Face's TGI for Xeon
+# (`text-generation-inference:2.4.0-intel-cpu`, "Using TGI with Intel CPUs"), vLLM's CPU image
+# (`vllm-openai-cpu`), `…:latest-cpu`. `cpu` as a word of the name: `cpus` or `cpuset` are not.
+_BUILD_WORDS = re.compile(r"[-_.]")
+
+
+def cpu_build(ref: ImageRef) -> bool:
+    """Whether the image is a CPU build: `cpu` is a word of its tag or of its repository's last
+    component (words are separated by `-`, `_` and `.`)."""
+    last = ref.repository.rsplit("/", 1)[-1]
+    return any("cpu" in _BUILD_WORDS.split(part.lower()) for part in (last, ref.tag or ""))

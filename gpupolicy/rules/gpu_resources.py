@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+from gpupolicy.core.linear_regex import LinearPattern
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NODE_POOLS, said_unknown, unknown_fact
 from gpupolicy.kube.gpu import VISIBLE_DEVICES, GpuDemand, GpuKind, hides_every_gpu, names_gpu_resource
+from gpupolicy.kube.images import cpu_build, parse_image
 from gpupolicy.kube.placeholders import quantity_placeholder
 from gpupolicy.kube.pod_spec import (
     CONFIG_KINDS,
@@ -206,12 +208,21 @@ def gpu_image_without_gpu_request(workload: Workload, ctx: Context) -> Iterator[
         for container in template.main_containers():
             if _runs_another_program(container):
                 continue
-            if container.image and any(pattern.search(container.image) for pattern in patterns):
+            if _gpu_image(container.image, patterns):
                 yield Violation(
                     container.field("image"),
                     f"{container.label} runs {container.image}, a GPU image, but the pod requests no GPU",
                     container=container.name,
                 )
+
+
+def _gpu_image(image: str, patterns: tuple[LinearPattern, ...]) -> bool:
+    """An image the policy names as needing a GPU, unless its tag or name says it is the program's
+    CPU build (TGI's `…-intel-cpu`): the patterns name programs, and some ship for CPUs too."""
+    if not image or not any(pattern.search(image) for pattern in patterns):
+        return False
+    ref = parse_image(image, placeholders=True)
+    return ref is None or not cpu_build(ref)
 
 
 def _runs_another_program(container: Container) -> bool:
