@@ -14,6 +14,7 @@ from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.loading.inputs import (
     LIBRARY_CHART,
     RENDERER_ERROR_CHARS,
+    STARTER_CHART,
     display_path,
     is_manifest_name,
     iter_manifest_files,
@@ -920,6 +921,35 @@ def test_a_library_chart_is_skipped_saying_why(tmp_path: Path, monkeypatch: pyte
     loaded = load_paths(["common"])
     assert (loaded.resources, loaded.problems) == ([], [])
     assert [(item.file, item.reason) for item in loaded.skipped] == [("common", LIBRARY_CHART)]
+
+
+@pytest.mark.parametrize("name", ["<CHARTNAME>", '"<CHARTNAME>"', "'<CHARTNAME>'  # the starter's"])
+def test_a_starter_chart_is_skipped_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A Helm starter (`helm create --starter` copies it, <CHARTNAME> replaced in every file) is a
+    scaffold: its placeholders are what the copy fills in, not 24 GP004 errors."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "starter" / "Chart.yaml", f"apiVersion: v2\nname: {name}\nversion: 0-latest\n")
+    write(
+        tmp_path / "starter" / "templates" / "deployment.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: <CHARTNAME>\n",
+    )
+    loaded = load_paths(["starter"])
+    assert (loaded.resources, loaded.problems) == ([], [])
+    assert [(item.file, item.reason) for item in loaded.skipped] == [("starter", STARTER_CHART)]
+
+
+def test_a_chart_that_only_mentions_the_starter_name_is_rendered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path / "app" / "Chart.yaml",
+        "apiVersion: v2\nname: app\ndescription: made from <CHARTNAME>\nversion: 0.1.0\n",
+    )
+    write(tmp_path / "app" / "templates" / "ns.yaml", namespace("app"))
+    assert names(["app"]) == ["app"]
 
 
 def test_vendored_third_party_folders_are_not_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -618,6 +618,25 @@ def is_library_chart(folder: Path) -> bool:
     )
 
 
+STARTER_CHART = (
+    "a Helm starter (name: <CHARTNAME>): a scaffold `helm create --starter` copies, <CHARTNAME> "
+    "replaced by the new chart's name"
+)
+# helm's chartutil.CreateFrom replaces this in a starter's templates and values (chartutil.CHARTNAME).
+_STARTER_NAME = "<CHARTNAME>"
+
+
+def is_starter_chart(folder: Path) -> bool:
+    """A chart named `<CHARTNAME>` (a top-level `name:` line): a starter scaffold, never installed
+    as it is; `helm create --starter` makes charts from it, the placeholder replaced in every file
+    (helm's pkg/chartutil/create.go), so its placeholders are not a deploy-time failure."""
+    for line in _chart_file_text(folder).splitlines():
+        key, _, value = line.split("#", 1)[0].partition(":")
+        if key == "name":
+            return value.strip().strip("'\"") == _STARTER_NAME
+    return False
+
+
 def _chart_file_text(folder: Path) -> str:
     """The chart's Chart.yaml, bounded (a Chart.yaml is a few lines); empty when it cannot be read."""
     try:
@@ -873,6 +892,8 @@ def load_chart(
     shown = display_path(folder)
     if is_library_chart(folder):
         return LoadedText(skipped=[Skipped(shown, None, LIBRARY_CHART)])
+    if is_starter_chart(folder):
+        return LoadedText(skipped=[Skipped(shown, None, STARTER_CHART)])
     values = chart_values_files(folder, session.helm_values)
     options = [item for path in values for item in ("--values", str(path))]
     if session.helm_namespace is not None:  # a DNS label (the policy's schema): never an option
