@@ -357,3 +357,46 @@ def test_an_all_capitals_name_is_a_placeholder_to_fill_in(lint_text: LintText) -
         "  namespace: KUBEFLOW_NAMESPACE\n", ""
     )
     assert not [f for f in lint_text(operator).findings if f.rule_id in ("GP004", "GP005")]
+
+
+NODE_AGENT = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: NAME, namespace: NAMESPACE}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      volumes: [{name: host, hostPath: {path: HOSTPATH}}]
+      containers:
+        - name: agent
+          image: IMAGE
+          volumeMounts: [{name: host, mountPath: /host}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "namespace", "host_path", "image", "placeholder"),
+    [
+        # OPEA's memory-bandwidth exporter: a node agent (NRI's socket), its image filled in by a
+        # Makefile before it is applied.
+        ("memory-bandwidth-exporter", "system", "/var/run/nri", "MBE_IMG", True),
+        # The GPU operator's own DaemonSets: the operator writes their images in itself.
+        ("nvidia-device-plugin-daemonset", "gpu-operator", "/var/lib/kubelet/device-plugins", "FILLED_BY_OPERATOR", False),
+        ("node-agent", "gpu-operator", "/var/run/nri", "FILLED_BY_OPERATOR", False),
+    ],
+)  # fmt: skip
+def test_only_the_gpu_stacks_agents_have_their_all_capitals_images_filled_in(
+    lint_text: LintText, name: str, namespace: str, host_path: str, image: str, placeholder: bool
+) -> None:
+    text = (
+        NODE_AGENT.replace("NAMESPACE", namespace)
+        .replace("NAME", name)
+        .replace("HOSTPATH", host_path)
+        .replace("IMAGE", image)
+    )
+    report = lint_text(text)
+    assert [role.decision.role.value for role in report.roles] == ["agent"]
+    found = [f.path for f in report.findings if f.rule_id == "GP004"]
+    assert (found == [("spec", "template", "spec", "containers", 0, "image")]) is placeholder

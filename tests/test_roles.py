@@ -469,7 +469,11 @@ def test_the_pause_image_is_a_placeholder_pod_whatever_its_tag(lint_text: LintTe
     ("path", "agent"),
     [("/", True), ("/dev/infiniband", True), ("/var/lib", True), ("/var/lib/kubelet/", True),
      ("/devices", False), ("/var/log", True), ("/var/lib/docker/containers", True), ("/var/lib/models", False),
-     ("/data/models", False)],
+     ("/data/models", False),
+     # OPEA's memory-bandwidth exporter: NRI's socket, the OCI hooks, the kernel's resctrl.
+     ("/var/run/nri", True), ("/run/containerd/containerd.sock", True), ("/sys/fs/resctrl", True),
+     ("/etc/containers/oci/hooks.d", True), ("/run", True), ("/usr", False), ("/etc/containers", True),
+     ("/sys/kernel", False)],
 )  # fmt: skip
 def test_a_daemonset_mounting_the_node_root_is_a_node_agent(
     lint_text: LintText, path: str, agent: bool

@@ -152,6 +152,12 @@ AGENT_HOST_PATHS = (
     "/var/lib/kubelet", "/run/nvidia", "/dev", "/opt/cni", "/etc/cni",
     # The containers' logs a log collector reads (fluentd, fluent-bit, the Stackdriver agent).
     "/var/log/pods", "/var/log/containers", "/var/lib/docker/containers",
+    # The container runtime's own sockets and plugin points: containerd's and CRI-O's sockets, NRI
+    # plugins' socket (https://github.com/containerd/nri), OCI hooks; and the kernel's resource
+    # control filesystem (resctrl: cache and memory-bandwidth monitoring per container). /var/run
+    # is /run by the Filesystem Hierarchy Standard; manifests write either.
+    "/run/containerd", "/var/run/containerd", "/run/crio", "/var/run/crio", "/run/nri", "/var/run/nri",
+    "/etc/containers/oci/hooks.d", "/sys/fs/resctrl",
 )  # fmt: skip
 # Where the cluster's own add-ons run (kube-proxy, CNI and CSI agents, the cloud's node tuning):
 # https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces
@@ -283,6 +289,13 @@ def first_part(parts: Sequence[str], text: str) -> str | None:
 
 
 def _agent_evidence(workload: Workload) -> str | None:
+    return gpu_stack_evidence(workload) or _node_agent_evidence(workload)
+
+
+def gpu_stack_evidence(workload: Workload) -> str | None:
+    """Why `workload` is one of the GPU stack's own agents (its image, service account, name or
+    namespace), or None. Such pods are made by the stack's operators, which fill fields in
+    themselves; a node agent of another kind (a log collector, a runtime plugin) is not."""
     for _, container in workload.containers():
         if container.role != "container" and workload.kind != "DaemonSet":
             # A DCGM sidecar beside a trainer does not make the trainer an agent; a DaemonSet's init
@@ -303,6 +316,14 @@ def _agent_evidence(workload: Workload) -> str | None:
         return f"a DaemonSet named for the GPU stack ({workload.name[:120]})"
     if (workload.namespace or "") in AGENT_NAMESPACES:
         return f"a DaemonSet in the GPU stack's namespace {workload.namespace}"
+    return None
+
+
+def _node_agent_evidence(workload: Workload) -> str | None:
+    """Why a DaemonSet is one of the node's own agents: where it runs, its priority, what of the
+    node it mounts."""
+    if workload.kind != "DaemonSet":
+        return None
     if workload.namespace == SYSTEM_NAMESPACE:
         return f"a DaemonSet in {SYSTEM_NAMESPACE}, where the cluster's own node agents run"
     for template in workload.templates:

@@ -24,7 +24,7 @@ from gpupolicy.kube.placeholders import (
     whole,
 )
 from gpupolicy.kube.pod_spec import CONTAINER_LISTS, Container, Workload, as_list, as_mapping, value_at
-from gpupolicy.kube.roles import Role
+from gpupolicy.kube.roles import Role, gpu_stack_evidence
 from gpupolicy.kube.secrets_detect import credential_name_kind
 from gpupolicy.loading.documents import DuplicateKey, Resource, is_openshift_template, names_helm
 from gpupolicy.loading.object_evidence import GO, own_template_dialect
@@ -329,8 +329,13 @@ def _image_placeholder(
     # `{TAG}` escapes the object's quick look (a brace is in most texts): an image has none.
     found = scan(image) if scanned or "{" in image else NO_PLACEHOLDERS
     # An all-capitals name is a placeholder, except in the GPU stack's own pods, whose operator
-    # fills such fields in itself (`image: FILLED_BY_THE_VALIDATOR`).
-    agent = workload is not None and ctx.role(workload).role is Role.AGENT
+    # fills such fields in itself (`image: FILLED_BY_THE_VALIDATOR`); a node agent of another kind
+    # (a runtime plugin's exporter with `image: MBE_IMG`) is deployed as written.
+    agent = (
+        workload is not None
+        and ctx.role(workload).role is Role.AGENT
+        and gpu_stack_evidence(workload) is not None
+    )
     symbolic = symbolic_name(image) and not agent
     if found.spans:
         texts = found.texts(image)
