@@ -81,3 +81,29 @@ def test_a_repeated_key_in_rendered_output_cites_no_line_of_the_render() -> None
         finding.message
         == "key 'selector' appears again in its mapping; the later value silently replaces the first"
     )
+
+
+def test_a_definition_repeated_exactly_or_built_on_replaces_nothing(lint_text: LintText) -> None:
+    """llm-d's rendered XPU example writes VLLM_USE_V1: "1" twice: the container gets the same
+    value either way. `PATH: $(PATH):/opt/bin` extends the earlier value (the kubelet expands the
+    reference, and the API server does not warn of it). Neither silently replaces anything; a
+    different value, a reference alone, or a valueFrom after a value still does."""
+    env = [
+        {"name": "VLLM_USE_V1", "value": "1"},
+        {"name": "PATH", "value": "/usr/bin"},
+        {"name": "VLLM_USE_V1", "value": "1"},
+        {"name": "PATH", "value": "$(PATH):/opt/bin"},
+        {"name": "MODE", "value": "a"},
+        {"name": "MODE", "value": "$(MODE)"},
+        {"name": "TOKEN", "value": "x"},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "t", "key": "k"}}},
+        {"name": "WORKERS", "value": "2"},
+        {"name": "WORKERS", "value": "4"},
+    ]
+    obj: dict[str, Any] = yaml.safe_load(DEPLOYMENT)
+    obj["spec"]["template"]["spec"]["containers"][0]["env"] = env
+    found = [f.message for f in lint_text(yaml.safe_dump(obj)).findings if f.rule_id == "GP002"]
+    assert found == [
+        f"container 'vllm' env {name} is defined again (first as item {first}); this value silently replaces it"
+        for name, first in (("MODE", 4), ("TOKEN", 6), ("WORKERS", 8))
+    ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpupolicy.core.bounded_cache import bounded_memo
@@ -376,7 +376,9 @@ def _image_placeholder(
     name="duplicate-key",
     severity="error",
     scope=Scope.OBJECT,
-    summary="Reports a mapping that repeats a key, and a container's env that defines a variable again.",
+    summary="Reports a mapping that repeats a key, and a container's env that defines a variable again "
+    "with another value (not a repetition of the same definition, nor a value that builds on the earlier "
+    "one with `$(NAME)`).",
     rationale="YAML parsers used by kubectl keep the last value and drop the first without a word, so a "
     "second `resources:` or `env:` silently replaces the one a reviewer read. A variable defined twice in one "
     "container's env is the same: the kubelet sets the later value, and the API server only warns that it "
@@ -438,13 +440,25 @@ def _repeated_env(container: Container) -> Iterator[Violation]:
         if not isinstance(name, str):
             continue
         earlier = first.setdefault(name, index)
-        if earlier != index:
+        if earlier != index and _replaces(env[earlier], as_mapping(item), name):
             yield Violation(
                 container.field("env", index, "name"),
                 f"{container.label} env {excerpt(name)} is defined again (first as item {earlier}); "
                 "this value silently replaces it",
                 container=container.name,
             )
+
+
+def _replaces(earlier: Any, later: Mapping[str, Any], name: str) -> bool:
+    """Whether a later definition of `name` changes what the container gets: not when it repeats
+    the earlier one exactly (the same value: nothing is replaced), nor when its value builds on the
+    earlier one (`PATH: $(PATH):/opt/bin`: the kubelet expands the reference to the value before,
+    and the API server does not warn of it either: pkg/api/pod/warnings.go)."""
+    if later == earlier:
+        return False
+    value, reference = later.get("value"), f"$({name})"
+    composes = isinstance(value, str) and reference in value and value != reference
+    return not composes or "valueFrom" in later
 
 
 def _dup_path(path: tuple[str | int, ...], key: str) -> tuple[str | int, ...]:
