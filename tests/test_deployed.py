@@ -432,6 +432,57 @@ def test_a_field_is_found_by_its_keys_and_falls_back_to_the_kind_line(tmp_path: 
     assert Origin("t.yaml", text, None).position(("nothing",)) == (1, 1)
 
 
+SIDECARS_TEMPLATE = """\
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: first
+          image: a
+        {{- range .Values.sidecarContainers }}
+        - name: {{ .name }}
+          image: {{ .image }}
+          {{- if .command }}
+          command: {{ toYaml .command }}
+          {{- end }}
+        {{- end }}
+        - name: {{ include "app.fullname" . }}
+          image: "{{ .Values.image }}"
+        - name: last
+          image: b
+"""
+
+
+@pytest.mark.parametrize(("sidecars", "middle"), [(0, None), (1, "sidecar"), (3, None)])
+def test_an_item_written_after_a_range_is_counted_from_the_lists_end(
+    tmp_path: Path, sidecars: int, middle: str | None
+) -> None:
+    """LocalAI's chart writes its sidecars in a `range` before its main container: with no sidecar
+    the main container is the list's second item, and GP401 pointed at the range's `- name:`,
+    a line that rendered nothing. Items before the first action count from the start, those after
+    the last from the end; one between (a rendered sidecar) is found where it is written."""
+    path = tmp_path / "deployment.yaml"
+    write(path, SIDECARS_TEMPLATE)
+    text = SourceText.read(path)
+    origin = Origin("deployment.yaml", text, text.kind_lines("Deployment")[0])
+    names = ["first", *(f"side-{n}" for n in range(sidecars)), "main", "last"]
+    obj = {"spec": {"template": {"spec": {"containers": [{"name": name, "image": "x"} for name in names]}}}}
+    containers = ("spec", "template", "spec", "containers")
+
+    def line(index: int) -> int:
+        return origin.position((*containers, index, "image"), obj)[0]
+
+    assert line(0) == line_of(SIDECARS_TEMPLATE, "image: a")
+    assert line(len(names) - 2) == line_of(SIDECARS_TEMPLATE, 'image: "{{ .Values.image }}"')
+    assert line(len(names) - 1) == line_of(SIDECARS_TEMPLATE, "image: b")
+    if middle is not None:
+        assert line(1) == line_of(SIDECARS_TEMPLATE, "image: {{ .image }}")
+    # Without the rendered object (or a list it does not have) the written place is all there is.
+    assert origin.position((*containers, 1, "image"))[0] == line_of(SIDECARS_TEMPLATE, "image: {{ .image }}")
+
+
 def test_a_symlink_loop_named_by_a_kustomization_or_beside_a_chart_is_no_crash(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -121,28 +121,75 @@ class SourceText:
                     return index, len(text) - len(stripped) + 1
         return None
 
-    def item_position(self, number: int, start: int, stop: int, parent: int) -> tuple[int, int] | None:
-        """0-based line and 1-based column of the dash of item `number` of the list that is the
-        value of a key at indentation `parent` (its items may be indented as deep as the key)."""
+    def item_position(
+        self, number: int, start: int, stop: int, parent: int, rendered: int | None = None
+    ) -> tuple[int, int] | None:
+        """0-based line and 1-based column of the dash of the item that rendered as item `number`
+        of the list that is the value of a key at indentation `parent` (its items may be indented
+        as deep as the key). `rendered`: how many items the list rendered to.
+
+        A template action among the list's items (`{{- range .Values.sidecarContainers }}`, an
+        `{{- if }}` around an item, `{{- toYaml .Values.extraContainers | nindent 8 }}`) writes
+        any number of items, so the items written after it are counted from the list's end, and
+        those written before it from its start; an item between two actions is found by its
+        written place, the best left."""
+        items, marked = self._list_items(start, stop, parent)
+        if not marked:
+            return items[number][:2] if number < len(items) else None
+        leading = [item for item in items if not item[2]]  # no action written before them
+        if number < len(leading):
+            return leading[number][:2]
+        trailing = [item for item in items if not item[3]]  # no action written after them
+        from_end = None if rendered is None else rendered - number
+        if from_end is not None and 0 < from_end <= len(trailing):
+            return trailing[-from_end][:2]
+        return items[number][:2] if number < len(items) else None
+
+    def _list_items(
+        self, start: int, stop: int, parent: int
+    ) -> tuple[list[tuple[int, int, bool, bool]], bool]:
+        """The written items of a list (line, column, an action before it, an action after it) and
+        whether any template action stands among them at the items' level."""
+        items: list[tuple[int, int, bool, bool]] = []
+        actions: list[int] = []  # lines of the actions at the items' level
         dash: int | None = None
-        count = 0
         for index in range(start, stop):
             text = self.lines[index]
             indent = _indentation(text)
             if indent is None:
+                if _list_action(text, parent, dash):
+                    actions.append(index)
                 continue
             is_item = text.lstrip(" ").startswith("-")
             if indent < parent or (indent == parent and not is_item):
-                return None
+                break
             if dash is None and is_item:
                 dash = indent
             if is_item and indent == dash:
-                if count == number:
-                    return index, indent + 1
-                count += 1
+                items.append((index, indent + 1, False, False))
             elif dash is not None and indent < dash:
-                return None
-        return None
+                break
+        if not actions:
+            return items, False
+        first, last = actions[0], actions[-1]
+        marked = [(line, column, first < line, line < last) for line, column, _, _ in items]
+        return marked, True
+
+
+def _list_action(text: str, parent: int, dash: int | None) -> bool:
+    """Whether a line that holds only a template action writes, or bounds, items of a list: a
+    block (`range`, `if`, `with`, their `else` and `end`) or an action that writes text (`toYaml`,
+    `include`, `tpl`), indented deeper than the list's key and no deeper than its items' dashes
+    (`dash`, None before the first item); not a comment or a variable's assignment. An action
+    indented deeper is inside an item, one shallower closes what holds the list."""
+    stripped = text.lstrip(" ")
+    if not stripped.startswith("{{"):
+        return False
+    indent = len(text) - len(stripped)
+    if indent <= parent or (dash is not None and indent > dash):
+        return False
+    body = stripped[2:].lstrip("- ")
+    return not body.startswith(("/*", "$"))
 
 
 def _indentation(text: str) -> int | None:
@@ -162,7 +209,9 @@ class Origin:
     text: SourceText
     anchor: int | None  # 0-based line of the object's `kind:` in the source, if found
 
-    def position(self, path: JsonPath) -> tuple[int, int]:
+    def position(self, path: JsonPath, obj: Any = None) -> tuple[int, int]:
+        """The line and column of `path` in the source; `obj`: the rendered object, whose lists'
+        lengths place an item written after a template action (`item_position`)."""
         if self.anchor is None:
             start, stop = 0, len(self.text.lines)
             found: tuple[int, int] = (0, 1)
@@ -170,11 +219,15 @@ class Origin:
             start, stop = self.text.document_span(self.anchor)
             found = (self.anchor, 1)
         cursor, parent = start, -1
+        node = obj
         for step in path:
             if isinstance(step, str):
                 position = self.text.key_position(step, cursor, stop, parent)
+                node = node.get(step) if isinstance(node, dict) else None
             else:
-                position = self.text.item_position(step, cursor, stop, parent)
+                rendered = len(node) if isinstance(node, list) else None
+                position = self.text.item_position(step, cursor, stop, parent, rendered)
+                node = node[step] if rendered is not None and 0 <= step < rendered else None
             if position is None:
                 break  # the rest is written by a template action (or not in this file)
             found = position
@@ -204,10 +257,10 @@ class TracedResource(Resource):
         self.rendered_by = rendered_by  # the chart or overlay, as shown
 
     def position(self, path: JsonPath) -> tuple[int, int] | None:
-        return self.origin.position(path)
+        return self.origin.position(path, self.obj)
 
     def last_line(self, path: JsonPath) -> int | None:
-        return self.origin.position(path)[0]
+        return self.origin.position(path, self.obj)[0]
 
     def position_of(self, place: Place) -> tuple[int, int]:
         # A place in the rendered text has none in the source: the object's own line stands in.
