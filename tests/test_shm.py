@@ -44,3 +44,49 @@ def pod(host: str = "", mounts: str = "", volumes: str = "") -> str:
 )
 def test_ram_backed_shm_in_any_form(lint_text: LintText, text: str, fires: bool) -> None:
     assert ("GP113" in rule_ids(lint_text(text))) is fires
+
+
+DRA_POD = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: decode-gpus, namespace: serving}
+spec:
+  spec:
+    devices:
+      requests:
+        - REQUEST
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: decode, namespace: serving}
+spec:
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: decode-gpus}]
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.9.0
+      args: [--tensor-parallel-size, "2"]
+      resources:
+        requests: {cpu: "16", memory: 64Gi}
+        limits: {memory: 64Gi}
+        claims: [{name: gpus}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("request_", "fires"),
+    [
+        # llm-d's heterogeneous example: two GPUs by a DRA claim, tensor parallel, no /dev/shm.
+        ("{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 2}}", True),
+        ("{name: gpu, deviceClassName: gpu.nvidia.com, count: 4}", True),  # resource.k8s.io/v1beta1
+        ("{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}", False),  # one GPU: count unsaid
+        ("{name: gpu, exactly: {deviceClassName: mig.nvidia.com, count: 2}}", False),  # slices of one GPU
+        ("{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All}}", False),  # no count
+        ("{name: nic, exactly: {deviceClassName: rdma.example.com, count: 2}}", False),
+    ],
+)
+def test_gpus_a_container_claims_through_dra_count(lint_text: LintText, request_: str, fires: bool) -> None:
+    text = DRA_POD.replace("REQUEST", request_)
+    assert ("GP113" in rule_ids(lint_text(text))) is fires
+    # The claim's template not at hand (another repository): its GPUs are not counted.
+    alone = text.split("---\n", 1)[1]
+    assert "GP113" not in rule_ids(lint_text(alone))

@@ -339,6 +339,30 @@ def requested_device_classes(claim: Any) -> set[str]:
     return found
 
 
+def claimed_whole_gpus(claim: Any, gpu_classes: frozenset[str]) -> int:
+    """The whole GPUs a ResourceClaim (`spec.devices`) or ResourceClaimTemplate (`spec.spec.devices`)
+    asks for: each request of a GPU device class, `exactly` (resource.k8s.io/v1) or the request
+    itself (v1beta1), counts its `count` (1 when unsaid: allocationMode ExactCount). A MIG class's
+    devices are slices of one GPU, and a request for all of a class's devices (`allocationMode:
+    All`) or for one of several alternatives (`firstAvailable`) states no count: none of those
+    counts. https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"""
+    obj = as_mapping(claim)
+    spec = as_mapping(obj.get("spec"))
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec = as_mapping(spec.get("spec"))
+    total = 0
+    for request in as_list(as_mapping(spec.get("devices")).get("requests")):
+        request = as_mapping(request)
+        exact = as_mapping(request.get("exactly")) or request
+        named = exact.get("deviceClassName")
+        if named not in gpu_classes or str(named).startswith("mig.") or exact.get("allocationMode") == "All":
+            continue
+        count = exact.get("count", 1)
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            total += count
+    return total
+
+
 def repository_claim_classes(entry: Any, namespace: str | None, inventory: Inventory) -> set[str] | None:
     """The device classes a pod's `resourceClaims` entry asks for, read from the ResourceClaim or
     ResourceClaimTemplate it names when the repository (or the cluster's inventory) holds it; None

@@ -16,8 +16,16 @@ from gpupolicy.core.linear_regex import LinearPattern
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import NODE_POOLS, said_unknown, unknown_fact
-from gpupolicy.kube.gpu import VISIBLE_DEVICES, GpuDemand, GpuKind, hides_every_gpu, names_gpu_resource
+from gpupolicy.kube.gpu import (
+    VISIBLE_DEVICES,
+    GpuDemand,
+    GpuKind,
+    claimed_whole_gpus,
+    hides_every_gpu,
+    names_gpu_resource,
+)
 from gpupolicy.kube.images import cpu_build, parse_image
+from gpupolicy.kube.inventory import workload_namespace
 from gpupolicy.kube.placeholders import quantity_placeholder
 from gpupolicy.kube.pod_spec import (
     CONFIG_KINDS,
@@ -558,6 +566,30 @@ def _runtime_supplied(workload: Workload, container: Container) -> bool:
     return workload.kind == "InferenceService" and container.path[-1] in KSERVE_CONTAINER_KEYS
 
 
+def _claimed_gpus(template: PodTemplate, container: Container, workload: Workload, ctx: Context) -> int:
+    """The whole GPUs of the DRA claims the container names (`resources.claims`), read from the
+    ResourceClaimTemplates and ResourceClaims the repository or the cluster's inventory holds (a
+    claim not at hand counts none)."""
+    names = {as_mapping(claim).get("name") for claim in as_list(container.resources.get("claims"))}
+    if not names:
+        return 0
+    namespace = workload_namespace(workload)
+    total = 0
+    for entry in as_list(template.spec.get("resourceClaims")):
+        entry = as_mapping(entry)
+        if entry.get("name") not in names:
+            continue
+        for key, kind in (
+            ("resourceClaimTemplateName", "ResourceClaimTemplate"),
+            ("resourceClaimName", "ResourceClaim"),
+        ):
+            name = entry.get(key)
+            found = ctx.inventory.get(kind, name, namespace) if isinstance(name, str) else None
+            if found is not None:
+                total += claimed_whole_gpus(found.obj, ctx.gpu.dra_device_classes)
+    return total
+
+
 def _has_memory_shm(template: PodTemplate, container: Container) -> bool:
     """A RAM-backed /dev/shm larger than the runtime's 64 MiB: a memory emptyDir mounted there, the
     node's own /dev/shm mounted there (a hostPath: GP606's finding), or the node's IPC namespace,
@@ -594,7 +626,8 @@ SHM_MINIMUM_GPUS = Parameter(
     roles=RESOURCED,
     name="tensor-parallel-without-shm",
     severity="warning",
-    summary="Reports a container with more than one GPU that has no memory-backed emptyDir mounted at /dev/shm. "
+    summary="Reports a container with more than one GPU (requested, or whole GPUs of the DRA claims it names, read "
+    "from the ResourceClaimTemplate or ResourceClaim at hand) that has no memory-backed emptyDir mounted at /dev/shm. "
     "The node's own /dev/shm (a hostPath mounted there, or the node's IPC namespace, hostIPC) is RAM-backed too: "
     "GP606 and GP605 report those, once.",
     rationale="NCCL and PyTorch use /dev/shm for intra-node communication; the container runtime's default is "
@@ -620,7 +653,7 @@ def tensor_parallel_without_shm(workload: Workload, ctx: Context) -> Iterator[Vi
             (d.amount or 0)
             for d in ctx.gpu.container_demands(container)
             if d.resource.kind is GpuKind.DEVICE and (d.amount or 0) > 0
-        )
+        ) + _claimed_gpus(template, container, workload, ctx)
         if (
             container.role == "container"
             and count >= minimum
