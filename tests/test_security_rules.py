@@ -463,6 +463,28 @@ def test_model_unpinned_only_for_serving_workloads(lint_text: LintText) -> None:
     assert len(ids(lint_text(deployment).findings, "GP704")) == 1
 
 
+@pytest.mark.parametrize(
+    ("args", "fires"),
+    [
+        (
+            "[--model, Qwen/Qwen3-8B, --load-format, dummy]",
+            False,
+        ),  # LMCache's operator sample: random weights
+        ("[--model, Qwen/Qwen3-8B, --load-format=dummy]", False),
+        ("[--model, Qwen/Qwen3-8B, --load-format, safetensors]", True),
+    ],
+)
+def test_a_server_told_to_load_dummy_weights_serves_no_checkpoint(
+    lint_text: LintText, args: str, fires: bool
+) -> None:
+    deployment = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: ai-lab}\nspec:\n"
+        "  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n"
+        f"      containers:\n        - name: c\n          image: vllm/vllm-openai:v0.8.5\n          args: {args}\n"
+    )
+    assert bool(ids(lint_text(deployment).findings, "GP704")) is fires
+
+
 def test_policy_sections_validate() -> None:
     policy = policy_from_mapping(
         {

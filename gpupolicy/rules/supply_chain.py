@@ -20,7 +20,7 @@ from gpupolicy.kube.images import LATEST, ImageRef, parse_image, registry_allowe
 from gpupolicy.kube.models import ModelRef, models_of, parse_annotation, served_names, workload_models
 from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import Container, Workload
-from gpupolicy.kube.roles import NOT_AGENT, SERVERS, runs_a_simulator, serving_templates_of
+from gpupolicy.kube.roles import NOT_AGENT, SERVERS, command_text, runs_a_simulator, serving_templates_of
 from gpupolicy.policy.loading import Policy
 
 IMAGES = "https://kubernetes.io/docs/concepts/containers/images/"
@@ -168,7 +168,8 @@ def _describe(model: ModelRef) -> str:
     severity="warning",
     summary="Reports a serving workload that names a model (the `gpupolicy.io/model` annotation, vLLM `--model` or "
     "`vllm serve MODEL`, TGI `--model-id`/MODEL_ID, SGLang `--model-path`, Triton `--model-repository`, a NIM "
-    "image) without a fixed revision.",
+    "image) without a fixed revision. A server told to load dummy weights (`--load-format dummy`) reads no "
+    "checkpoint and is not judged.",
     rationale="A model id without a revision loads whatever the hub's main branch holds at pod start: replicas "
     "started a day apart serve different weights, and experiment arms stop being comparable.",
     remediation="Pin the model with --revision <commit> (REVISION for TGI) or annotate gpupolicy.io/model: org/name@<commit>.",
@@ -200,8 +201,19 @@ def model_unpinned(workload: Workload, ctx: Context) -> Iterator[Violation]:
             yield from _container_models(container, seen)
 
 
+# vLLM's and SGLang's `--load-format dummy`: weights made up at random in the model's architecture,
+# no checkpoint read (a load test), so the model id names a shape and there is nothing to pin.
+# https://docs.vllm.ai/en/latest/configuration/engine_args.html (--load-format)
+_DUMMY_WEIGHTS = ("--load-format dummy", "--load-format=dummy", "--load_format dummy", "--load_format=dummy")
+
+
+def _loads_dummy_weights(container: Container) -> bool:
+    text = command_text(container)
+    return any(flag in text for flag in _DUMMY_WEIGHTS)
+
+
 def _container_models(container: Container, seen: set[str]) -> Iterator[Violation]:
-    if runs_a_simulator(container):
+    if runs_a_simulator(container) or _loads_dummy_weights(container):
         return  # llm-d's inference simulator answers under any name; it loads no model
     for model in models_of(container):
         if model.is_local or model.is_unresolved or model.pinned or model.name in seen or not model.name:
