@@ -386,6 +386,37 @@ def test_webhook_style_inventory_answers_cross_object_rules() -> None:
     assert not ids(report.findings, "GP614") and not ids(report.findings, "GP613")
 
 
+@pytest.mark.parametrize("automount", ["", "  automountServiceAccountToken: true\n"])
+@pytest.mark.parametrize(
+    ("binding", "subject_namespace", "fires"),
+    [
+        ("ClusterRoleBinding", "kube-system", False),  # the Neuron scheduler extender's
+        ("RoleBinding", "kube-system", False),
+        ("ClusterRoleBinding", "other", True),  # another namespace's account of that name
+        (None, None, True),
+    ],
+)
+def test_a_pod_whose_account_is_granted_the_api_uses_its_token(
+    lint_text: LintText, automount: str, binding: str | None, subject_namespace: str | None, fires: bool
+) -> None:
+    """AWS Neuron's scheduler extender runs as an account its ClusterRoleBinding grants the API:
+    "automount not disabled" told it to drop the token it works with."""
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: ext, namespace: kube-system}\nspec:\n"
+        "  selector: {matchLabels: {app: ext}}\n  template:\n    metadata: {labels: {app: ext}}\n    spec:\n"
+        f"      serviceAccountName: ext\n{'    ' + automount if automount else ''}"
+        "      containers: [{name: ext, image: 'public.ecr.aws/neuron/neuron-scheduler:2.22.4.0'}]\n"
+    )
+    if binding is not None:
+        text += (
+            f"---\napiVersion: rbac.authorization.k8s.io/v1\nkind: {binding}\n"
+            "metadata: {name: ext, namespace: kube-system}\n"
+            "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ext}\n"
+            f"subjects: [{{kind: ServiceAccount, name: ext, namespace: {subject_namespace}}}]\n"
+        )
+    assert bool(ids(lint_text(text).findings, "GP613")) is fires
+
+
 def test_rbac_group_of_service_accounts(lint_text: LintText) -> None:
     text = (
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: all}\n"

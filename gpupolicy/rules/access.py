@@ -110,7 +110,8 @@ def service_account_of(template: PodTemplate) -> str:
     name="service-account-token-automount",
     severity="info",
     summary="Reports a pod that mounts its service-account token: `automountServiceAccountToken` is not false on "
-    "the pod, nor on its ServiceAccount in the inventory.",
+    "the pod, nor on its ServiceAccount in the inventory, and no RoleBinding or ClusterRoleBinding at hand grants "
+    "that account the API (a pod given the API on purpose uses its token).",
     rationale="A model server rarely calls the Kubernetes API; a mounted token lets anyone who gets code "
     "execution in it (a prompt-injected tool call, a malicious checkpoint) act as its service account.",
     remediation="Set automountServiceAccountToken: false in the pod spec (or on its ServiceAccount).",
@@ -129,14 +130,17 @@ def service_account_token_automount(workload: Workload, ctx: Context) -> Iterato
             continue
         name = service_account_of(template)
         if value is True:
-            yield Violation(
-                template.field("automountServiceAccountToken"),
-                f"{template.describe()} mounts the token of service account {name}",
-            )
+            if (workload_namespace(workload), name) not in _bound_service_accounts(ctx):
+                yield Violation(
+                    template.field("automountServiceAccountToken"),
+                    f"{template.describe()} mounts the token of service account {name}",
+                )
             continue
         account = ctx.inventory.get("ServiceAccount", name, workload.namespace)
         if account is not None and as_mapping(account.obj).get("automountServiceAccountToken") is False:
             continue
+        if (workload_namespace(workload), name) in _bound_service_accounts(ctx):
+            continue  # granted access to the API by a binding at hand: the pod calls it, with the token
         where = (
             template.field("serviceAccountName") if "serviceAccountName" in template.spec else template.path
         )
@@ -270,6 +274,26 @@ def _service_account_users(ctx: Context) -> dict[tuple[str, str], list[str]]:
         return users
 
     result: dict[tuple[str, str], list[str]] = ctx.memo("service-account-users", compute)
+    return result
+
+
+def _bound_service_accounts(ctx: Context) -> frozenset[tuple[str, str]]:
+    """(namespace, name) of each service account a RoleBinding or ClusterRoleBinding at hand names
+    as a subject: its pods are given the API on purpose (a scheduler extender, an operator), so
+    their token is used, not a stray credential (GP613)."""
+
+    def compute() -> frozenset[tuple[str, str]]:
+        found: set[tuple[str, str]] = set()
+        for kind in ("RoleBinding", "ClusterRoleBinding"):
+            for binding in ctx.inventory.list(kind):
+                for subject in as_list(as_mapping(binding.obj).get("subjects")):
+                    subject = as_mapping(subject)
+                    name = subject.get("name")
+                    if subject.get("kind") == "ServiceAccount" and isinstance(name, str):
+                        found.add((str(subject.get("namespace") or namespace_of(binding)), name))
+        return frozenset(found)
+
+    result: frozenset[tuple[str, str]] = ctx.memo("bound-service-accounts", compute)
     return result
 
 
