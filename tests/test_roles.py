@@ -84,6 +84,15 @@ def workload(
             Role.AGENT,
             "GPU stack",
         ),
+        (  # AWS's accelerator monitor (Neuron's DCGM exporter), privileged by design
+            workload(
+                image="public.ecr.aws/neuron/neuron-monitor:1.3.0",
+                kind="DaemonSet",
+                namespace="neuron-monitor",
+            ),
+            Role.AGENT,
+            "GPU stack",
+        ),
         (
             workload(image="registry.example.com/exporter:1", kind="DaemonSet", namespace="gpu-operator"),
             Role.AGENT,

@@ -135,6 +135,8 @@ AGENT_IMAGE_PARTS = (
     "cuda-validator", "kubevirt-gpu-device-plugin", "vgpu-manager", "vgpu-device-manager",
     "k8s-kata-manager", "cc-manager", "projecthami/hami", "intel-gpu-plugin", "amdgpu-dp",
     "k8s-device-plugin", "network-operator", "gpu-metrics-exporter", "nvidia-peermem",
+    # AWS Neuron's monitor (its accelerators' DCGM exporter; its device plugin is a device-plugin)
+    "neuron-monitor",
 )  # fmt: skip
 # DaemonSet names of node agents that prepare GPU nodes (installers of drivers, NCCL and RDMA
 # plugins, exporters of GPU metrics).
