@@ -445,3 +445,26 @@ def test_a_cpu_workload_pinned_to_a_host_is_not_gp209s(lint_text: LintText) -> N
     assert not [f for f in lint_text(cpu).findings if f.rule_id == "GP209"]
     gpu = cpu.replace("image: 'nginx:1.27'", "image: 'nginx:1.27', resources: {limits: {nvidia.com/gpu: 1}}")
     assert [f.rule_id for f in lint_text(gpu).findings if f.rule_id == "GP209"] == ["GP209"]
+
+
+@pytest.mark.parametrize(
+    ("selector", "found"),
+    [
+        # Intel's torchserve chart renders `kubernetes.io/hostname: {{ .Values.deploy.hostname }}`
+        # with the value unset: no node has an empty hostname, the pod stays Pending.
+        ("{kubernetes.io/hostname: null}", ["GP205"]),
+        ("{kubernetes.io/hostname: ''}", ["GP205"]),
+        ("{kubernetes.io/arch: ''}", ["GP205"]),
+        ("{kubernetes.io/hostname: gpu-node-1}", ["GP209"]),  # pinned to one node: a preference made a rule
+        ("{nvidia.com/gpu.product: ''}", []),  # another label: GP205 does not know every node has it
+    ],
+)
+def test_an_empty_value_of_a_label_every_node_has_matches_no_node(
+    lint_text: LintText, selector: str, found: list[str]
+) -> None:
+    text = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: serve}\nspec:\n"
+        f"  nodeSelector: {selector}\n"
+        "  containers: [{name: c, image: 'vllm/vllm-openai:v0.9.0', resources: {limits: {nvidia.com/gpu: 1}}}]\n"
+    )
+    assert [f.rule_id for f in lint_text(text).findings if f.rule_id in ("GP205", "GP209")] == found

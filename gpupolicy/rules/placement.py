@@ -245,7 +245,8 @@ def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
     summary="Reports node constraints that can never hold, read as the scheduler reads them (the nodeSelector AND "
     "any one of the required node-affinity terms, evaluated as sets of values): a nodeSelector that rules out "
     "every required term; a term no node can match (`In []`, In and NotIn of the same value, Gt/Lt with no "
-    "integer between, an empty term; a warning when another term can still match); a required label of one GPU "
+    "integer between, an empty term; a warning when another term can still match); an empty nodeSelector value of "
+    "a label the kubelet sets on every node (kubernetes.io/hostname, os, arch); a required label of one GPU "
     "vendor on a pod that requests another vendor's GPUs; and, when the policy declares nodePools, a required GPU "
     "product whose pools do not advertise the requested GPU resource or count.",
     rationale="The scheduler needs the nodeSelector and at least one required term to hold at once; when no node "
@@ -262,6 +263,13 @@ def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Vi
     for template in workload.templates:
         foreign = _foreign_label(template, ctx)
         for key in node_selector(template):
+            if _empty_kubelet_label(template, str(key)):
+                yield Violation(
+                    template.field("nodeSelector", str(key)),
+                    f"{template.describe()}: nodeSelector {key} is empty, but the kubelet gives every node a "
+                    f"non-empty {key}: no node matches and the pod stays Pending",
+                )
+                continue
             reason = foreign(str(key)) if foreign is not None else None
             if reason is not None:
                 yield Violation(
@@ -275,6 +283,17 @@ def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Vi
                 severity=None if found.fatal else Severity.WARNING,
             )
         yield from _pool_conflicts(template, ctx)
+
+
+# Labels the kubelet sets on every node, never empty: the node's hostname, its OS and architecture.
+# https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetesiohostname
+KUBELET_LABELS = frozenset({"kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch"})
+
+
+def _empty_kubelet_label(template: PodTemplate, key: str) -> bool:
+    """Whether the nodeSelector asks for an empty value (null or "": a chart's value left unset,
+    `kubernetes.io/hostname: {{ .Values.hostname }}`) of a label every node has non-empty."""
+    return key in KUBELET_LABELS and node_selector(template).get(key) in (None, "")
 
 
 def _foreign_label(template: PodTemplate, ctx: Context) -> Callable[[str], str | None] | None:
@@ -477,6 +496,8 @@ def preference_as_requirement(workload: Workload, ctx: Context) -> Iterator[Viol
     for template in workload.templates:
         for use in node_label_uses(template):
             info = registry.lookup(use.key)
+            if use.where == "nodeSelector" and _empty_kubelet_label(template, use.key):
+                continue  # no node at all matches: GP205's finding
             if use.required and info is not None and info.use == PREFERENCE:
                 yield Violation(
                     use.path,
