@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpupolicy.engine.context import Context
+from gpupolicy.engine.evaluation import evaluate
 from gpupolicy.kube.inventory import Bundle
 from gpupolicy.kube.pod_spec import workload_of
 from gpupolicy.kube.roles import COMMAND_TEXT_LIMIT, Role, decide
@@ -208,6 +209,54 @@ spec:
     found = workload_of(loaded.resources[0])
     assert found is not None
     assert [t.role for t in serving_templates_of(found)] == ["leader"]
+
+
+def test_lws_workers_that_serve_behind_a_cpu_leader_are_servers() -> None:
+    """LMCache's 1p1d LeaderWorkerSet: the leader, with no GPU, proxies prefill and decode; each
+    worker runs `vllm serve` on its own GPU and port. The workers answer what the leader routes, so
+    the probe rules judge them (GP401: no readiness probe); a worker that joins a GPU leader's model
+    (the test above) still does not."""
+    from gpupolicy.kube.roles import serving_templates_of
+
+    text = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: pd, namespace: serving}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 3
+    leaderTemplate:
+      spec:
+        containers: [{name: proxy, image: 'lmcache/vllm-openai:v0.3.9', command: [python3, proxy.py],
+                      ports: [{containerPort: 9000}]}]
+    workerTemplate:
+      spec:
+        containers:
+          - name: vllm
+            image: lmcache/vllm-openai:v0.3.9
+            command: [vllm, serve, Qwen/Qwen3-8B, --port, "8200"]
+            ports: [{containerPort: 8200}]
+            resources: {limits: {nvidia.com/gpu: 1}}
+"""
+    loaded = load_text(text, "t.yaml")
+    found = workload_of(loaded.resources[0])
+    assert found is not None
+    assert [t.role for t in serving_templates_of(found)] == ["leader", "worker"]
+    report = evaluate(loaded.resources, default_policy())
+    assert [f.message for f in report.findings if f.rule_id == "GP401"] == [
+        "container 'vllm' of serving GPU LeaderWorkerSet has no readinessProbe"
+    ]
+    ray_workers = text.replace(
+        'command: [vllm, serve, Qwen/Qwen3-8B, --port, "8200"]', "command: [ray, start, --block]"
+    )
+    ray_workers = ray_workers.replace("            ports: [{containerPort: 8200}]\n", "")
+    found = workload_of(load_text(ray_workers, "t.yaml").resources[0])
+    assert found is not None and [t.role for t in serving_templates_of(found)] == ["leader"]
+    # Kueue's topology demo: nginx on GPU workers, a port and no model server: the leader alone.
+    nginx = text.replace('command: [vllm, serve, Qwen/Qwen3-8B, --port, "8200"]', "command: [nginx]")
+    found = workload_of(load_text(nginx, "t.yaml").resources[0])
+    assert found is not None and [t.role for t in serving_templates_of(found)] == ["leader"]
 
 
 def test_command_text_is_bounded() -> None:

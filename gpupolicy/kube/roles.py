@@ -454,6 +454,11 @@ def _server_evidence(
         service = service_of(workload, template)
         if service is not None:
             return f"Service {service} selects its pods"
+    return _serving_program(template)
+
+
+def _serving_program(template: PodTemplate) -> str | None:
+    """Why a template runs a server program (its command, or a serving image's entrypoint), or None."""
     for container in template.main_containers():
         text = command_text(container)
         part = first_part(SERVER_COMMAND_PARTS, text) if text else None
@@ -546,11 +551,20 @@ def _kaito_inference(workload: Workload) -> bool:
 
 def serving_templates_of(workload: Workload) -> list[PodTemplate]:
     """The templates that answer requests when the workload serves: a LeaderWorkerSet's leader (its
-    workers join the leader's model), a Ray cluster's head; every template otherwise."""
+    workers join the leader's model; with a leader that holds no GPU, also the workers that serve on
+    theirs), a Ray cluster's head; every template otherwise."""
     templates = workload.templates
     if workload.kind == "LeaderWorkerSet":
         leaders = [t for t in templates if t.role == "leader"]
-        return leaders or templates[:1]
+        if not leaders or any(names_gpu_resource(t) for t in leaders):
+            return leaders or templates[:1]
+        # A leader that holds no GPU joins no model: it routes (LMCache's prefill/decode proxy), and
+        # workers that run a model server on their own GPUs (`vllm serve`) answer what it routes. A
+        # port alone is no such evidence (Kueue's topology demo runs nginx on GPU workers).
+        return [
+            *leaders,
+            *(t for t in templates if t.role != "leader" and names_gpu_resource(t) and _serving_program(t)),
+        ]
     if workload.kind in ("RayCluster", "RayService", "RayClusterFleet"):
         # Ray workers host Serve replicas, but Ray places them; the head is what a Service fronts.
         heads = [t for t in templates if t.role == "head"]
