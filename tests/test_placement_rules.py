@@ -468,3 +468,33 @@ def test_an_empty_value_of_a_label_every_node_has_matches_no_node(
         "  containers: [{name: c, image: 'vllm/vllm-openai:v0.9.0', resources: {limits: {nvidia.com/gpu: 1}}}]\n"
     )
     assert [f.rule_id for f in lint_text(text).findings if f.rule_id in ("GP205", "GP209")] == found
+
+
+@pytest.mark.parametrize(
+    ("placement", "spread"),
+    [
+        # llm-d-rl's vLLM engines: four replicas pinned beside their trainer on one node, on purpose.
+        ("      nodeSelector: {kubernetes.io/hostname: gc3a4f4}\n", False),
+        (
+            "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+            "[{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [gc3a4f4]}]}]}}}\n",
+            False,
+        ),
+        # Two hosts to choose from, or a pool: spreading means something, GP208 stands.
+        (
+            "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+            "[{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [a, b]}]}]}}}\n",
+            True,
+        ),
+        ("      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}\n", True),
+    ],
+)
+def test_replicas_pinned_to_one_node_cannot_spread(lint_text: LintText, placement: str, spread: bool) -> None:
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: engine, namespace: rl}\nspec:\n  replicas: 4\n"
+        "  selector: {matchLabels: {app: engine}}\n  template:\n    metadata: {labels: {app: engine}}\n"
+        "    spec:\n" + placement + "      containers: [{name: vllm, image: 'vllm/vllm-openai:v0.9.0', "
+        "ports: [{containerPort: 8000}], resources: {limits: {nvidia.com/gpu: 1}}}]\n"
+    )
+    found = {f.rule_id for f in lint_text(text).findings}
+    assert ("GP208" in found) is spread

@@ -8,6 +8,7 @@ GPU Feature Discovery labels: https://github.com/NVIDIA/k8s-device-plugin/blob/m
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from gpupolicy.core.findings import JsonPath, Severity
 from gpupolicy.engine.context import Context
@@ -19,7 +20,7 @@ from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.models import nodes_per_instance
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_replicas, serving_templates_of
-from gpupolicy.kube.scheduling import node_selector, targeted_keys
+from gpupolicy.kube.scheduling import node_selector, required_terms, targeted_keys
 from gpupolicy.kube.tolerations import Taint, toleration_for
 from gpupolicy.policy.node_constraints import node_contradictions, pool_conflicts
 from gpupolicy.policy.node_labels import PREFERENCE, node_label_uses
@@ -287,7 +288,8 @@ def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Vi
 
 # Labels the kubelet sets on every node, never empty: the node's hostname, its OS and architecture.
 # https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetesiohostname
-KUBELET_LABELS = frozenset({"kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch"})
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+KUBELET_LABELS = frozenset({HOSTNAME_LABEL, "kubernetes.io/os", "kubernetes.io/arch"})
 
 
 def _empty_kubelet_label(template: PodTemplate, key: str) -> bool:
@@ -425,7 +427,8 @@ SPREAD_MIN_REPLICAS = Parameter(
     summary="Reports a replicated serving GPU pod template with no pod anti-affinity and no topology spread "
     "constraints; replicated means its replicas, or the maxReplicas of the HorizontalPodAutoscaler that "
     "scales it, reach the `minReplicas` parameter. Pods that are the ranks of one multi-node server "
-    "(`--nnodes N`: SGLang, vLLM, torchrun) are one replica, not N.",
+    "(`--nnodes N`: SGLang, vLLM, torchrun) are one replica, not N; replicas whose required placement names one "
+    "node (a hostname) cannot spread, and the pin is GP209's.",
     rationale="Without spreading, the scheduler may pack every replica onto one GPU node: one node drain, "
     "driver crash or Xid error takes the whole service down, and a PDB cannot help. The ranks of one "
     "server all stop when any of them does, so spreading them keeps nothing up.",
@@ -447,6 +450,7 @@ def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violat
             replicas < minimum
             or not ctx.template_uses_gpus(template, workload)
             or _spreads(template, workload)
+            or _on_one_node(template)
         ):
             continue
         if replicas <= _ranks_per_server(template):
@@ -461,6 +465,25 @@ def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violat
         yield Violation(
             path, f"{count} of {template.describe()} have no pod anti-affinity or topology spread"
         )
+
+
+def _on_one_node(template: PodTemplate) -> bool:
+    """Whether the pod's required placement names one node: a hostname in the nodeSelector, or in
+    every required node-affinity term `In` one hostname. Its replicas cannot spread (they share the
+    node on purpose, RL engines beside their trainer); pinning to one node is GP209's finding."""
+    if node_selector(template).get(HOSTNAME_LABEL) not in (None, ""):
+        return True
+    terms = required_terms(template)
+    return bool(terms) and all(_term_names_one_host(term) for term in terms or ())
+
+
+def _term_names_one_host(term: Any) -> bool:
+    return any(
+        as_mapping(expression).get("key") == HOSTNAME_LABEL
+        and as_mapping(expression).get("operator") == "In"
+        and len(as_list(as_mapping(expression).get("values"))) == 1
+        for expression in as_list(as_mapping(term).get("matchExpressions"))
+    )
 
 
 def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> tuple[int, str | None]:
