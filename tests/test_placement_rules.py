@@ -455,6 +455,9 @@ def test_a_cpu_workload_pinned_to_a_host_is_not_gp209s(lint_text: LintText) -> N
         ("{kubernetes.io/hostname: null}", ["GP205"]),
         ("{kubernetes.io/hostname: ''}", ["GP205"]),
         ("{kubernetes.io/arch: ''}", ["GP205"]),
+        # llm-d's launcher example: a node name to fill in, which no node has either.
+        ("{kubernetes.io/hostname: your-node-name}", ["GP205"]),
+        ("{kubernetes.io/hostname: <node-name>}", ["GP205"]),
         ("{kubernetes.io/hostname: gpu-node-1}", ["GP209"]),  # pinned to one node: a preference made a rule
         ("{nvidia.com/gpu.product: ''}", []),  # another label: GP205 does not know every node has it
     ],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpupolicy.core.findings import JsonPath, Severity
+from gpupolicy.core.findings import JsonPath, Severity, excerpt
 from gpupolicy.engine.context import Context
 from gpupolicy.engine.registry import Parameter, Setting, Violation, rule
 from gpupolicy.engine.unknowns import GPU_TAINTS, NODE_POOLS, said_unknown, unknown_fact
@@ -246,8 +246,9 @@ def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
     summary="Reports node constraints that can never hold, read as the scheduler reads them (the nodeSelector AND "
     "any one of the required node-affinity terms, evaluated as sets of values): a nodeSelector that rules out "
     "every required term; a term no node can match (`In []`, In and NotIn of the same value, Gt/Lt with no "
-    "integer between, an empty term; a warning when another term can still match); an empty nodeSelector value of "
-    "a label the kubelet sets on every node (kubernetes.io/hostname, os, arch); a required label of one GPU "
+    "integer between, an empty term; a warning when another term can still match); an empty nodeSelector value, or "
+    "one written to be filled in (`your-node-name`), of a label the kubelet sets on every node (kubernetes.io/hostname, "
+    "os, arch); a required label of one GPU "
     "vendor on a pod that requests another vendor's GPUs; and, when the policy declares nodePools, a required GPU "
     "product whose pools do not advertise the requested GPU resource or count.",
     rationale="The scheduler needs the nodeSelector and at least one required term to hold at once; when no node "
@@ -265,10 +266,12 @@ def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Vi
         foreign = _foreign_label(template, ctx)
         for key in node_selector(template):
             if _empty_kubelet_label(template, str(key)):
+                value = node_selector(template).get(key)
+                said = f"is {excerpt(str(value))}, a value to fill in" if value else "is empty"
                 yield Violation(
                     template.field("nodeSelector", str(key)),
-                    f"{template.describe()}: nodeSelector {key} is empty, but the kubelet gives every node a "
-                    f"non-empty {key}: no node matches and the pod stays Pending",
+                    f"{template.describe()}: nodeSelector {key} {said}, but the kubelet gives every node its "
+                    f"own {key}: no node matches and the pod stays Pending",
                 )
                 continue
             reason = foreign(str(key)) if foreign is not None else None
@@ -292,10 +295,22 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 KUBELET_LABELS = frozenset({HOSTNAME_LABEL, "kubernetes.io/os", "kubernetes.io/arch"})
 
 
+# Values that ask to be filled in: `your-node-name`, `<node-name>`, `changeme`.
+_FILL_IN_PREFIXES = ("your-", "your_", "<")
+_FILL_IN_WORDS = frozenset({"changeme", "change-me", "replace-me", "replaceme", "placeholder", "todo"})
+
+
 def _empty_kubelet_label(template: PodTemplate, key: str) -> bool:
     """Whether the nodeSelector asks for an empty value (null or "": a chart's value left unset,
-    `kubernetes.io/hostname: {{ .Values.hostname }}`) of a label every node has non-empty."""
-    return key in KUBELET_LABELS and node_selector(template).get(key) in (None, "")
+    `kubernetes.io/hostname: {{ .Values.hostname }}`), or one written to be filled in
+    (`your-node-name`), of a label the kubelet sets on every node."""
+    if key not in KUBELET_LABELS:
+        return False
+    value = node_selector(template).get(key)
+    if value is None or value == "":
+        return True
+    lowered = str(value).lower()
+    return lowered.startswith(_FILL_IN_PREFIXES) or lowered in _FILL_IN_WORDS
 
 
 def _foreign_label(template: PodTemplate, ctx: Context) -> Callable[[str], str | None] | None:
