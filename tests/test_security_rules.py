@@ -667,3 +667,86 @@ def test_a_sharing_schedulers_visible_devices_are_not_the_users(lint_text: LintT
     assert not ids(lint_text(text).findings, "GP607")
     by_hand = text.replace("annotations: {gpu-fraction: '0.5'}, ", "")
     assert ids(lint_text(by_hand).findings, "GP607")
+
+
+CONFIG_MAP_TOKEN = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: tgi-config, namespace: ai-lab}
+data:
+  MODEL_ID: Intel/neural-chat-7b-v3-3
+  HF_TOKEN: VALUE
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: NAME, namespace: ai-lab}
+spec:
+  selector: {matchLabels: {app: NAME}}
+  template:
+    metadata: {labels: {app: NAME}}
+    spec:
+      containers:
+        - name: tgi
+          image: ghcr.io/huggingface/text-generation-inference:2.4.0
+          ENVIRONMENT
+          resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "environment", "said"),
+    [
+        # OPEA's TGI chart: HF_TOKEN in the ConfigMap the server loads whole.
+        (
+            "insert-your-huggingface-token-here",
+            "envFrom: [{configMapRef: {name: tgi-config}}]",
+            "holds a token to fill in at deploy time (insert-your-huggingface-token-here)",
+        ),
+        (
+            "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+            "env: [{name: HF_TOKEN, valueFrom: {configMapKeyRef: {name: tgi-config, key: HF_TOKEN}}}]",
+            "holds a literal Hugging Face token",
+        ),
+        # Only the model id is read from it: the token is nobody's environment here.
+        (
+            "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+            "env: [{name: MODEL_ID, valueFrom: {configMapKeyRef: {name: tgi-config, key: MODEL_ID}}}]",
+            None,
+        ),
+        ("hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "env: [{name: A, value: b}]", None),
+    ],
+)
+def test_a_credential_in_a_config_map_a_container_loads(
+    lint_text: LintText, value: str, environment: str, said: str | None
+) -> None:
+    text = CONFIG_MAP_TOKEN.replace("VALUE", value).replace("ENVIRONMENT", environment)
+    twice = text + "---\n" + text.split("---\n", 1)[1].replace("NAME", "tgi-b")
+    found = [f for f in lint_text(twice.replace("NAME", "tgi-a")).findings if f.rule_id == "GP612"]
+    if said is None:
+        assert found == []
+        return
+    (finding,) = found  # two Deployments load it: said once, at the ConfigMap's key
+    assert finding.object is not None
+    assert (finding.path, finding.object.kind, finding.line) == (("data", "HF_TOKEN"), "ConfigMap", 6)
+    assert said in finding.message and "a ConfigMap is not a Secret" in finding.message
+
+
+def test_the_webhook_does_not_read_the_config_maps_a_pod_loads() -> None:
+    """Only findings about the admitted object are kept there: the ConfigMap is not even asked for,
+    so the decision cache does not follow every ConfigMap's changes."""
+    from gpupolicy.engine.evaluation import evaluate_subject
+
+    text = CONFIG_MAP_TOKEN.replace("VALUE", "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH").replace(
+        "ENVIRONMENT",
+        "env: [{name: HF_TOKEN, valueFrom: {configMapKeyRef: {name: tgi-config, key: HF_TOKEN}}}]",
+    )
+    config_map, deployment = load_text(text.replace("NAME", "tgi"), "t.yaml").resources
+    asked: list[str] = []
+
+    class Noting(Bundle):
+        def get(self, kind: str, name: str, namespace: str | None = None) -> Resource | None:
+            asked.append(kind)
+            return super().get(kind, name, namespace)
+
+    report = evaluate_subject(deployment, default_policy(), Noting([config_map, deployment]))
+    assert "ConfigMap" not in asked and not [f for f in report.findings if f.rule_id == "GP612"]

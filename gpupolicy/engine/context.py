@@ -33,10 +33,14 @@ class Context:
         resources: Sequence[Resource],
         *,
         said: set[Hashable] | None = None,
+        subjects_only: bool = False,
     ) -> None:
         self.policy = policy
         self.inventory = inventory
         self.resources = resources
+        # Only findings about the objects checked are kept (the webhook's admitted object): a rule
+        # need not look for what it would say about another object (the ConfigMap a pod loads).
+        self.subjects_only = subjects_only
         # What has been said once (gpupolicy/engine/unknowns.py): one run may evaluate several groups of
         # files, each under its own policy (gpupolicy/lint/scopes.py), and say it once in all.
         self.said: set[Hashable] = set() if said is None else said

@@ -173,9 +173,10 @@ class Evaluation:
         *,
         rules: Iterable[Rule] | RulePlan | None = None,
         said: set[Hashable] | None = None,
+        subjects_only: bool = False,
     ) -> None:
         self.policy = policy
-        self.ctx = Context(policy, inventory, resources, said=said)
+        self.ctx = Context(policy, inventory, resources, said=said, subjects_only=subjects_only)
         self.report = Report(policy_digest=policy.digest, policy_sources=policy.sources)
         self.plan = plan_for(policy, rules)
         self.findings: list[Finding] = []
@@ -298,7 +299,7 @@ def evaluate_subject(
     """`evaluate([resource], policy, inventory, report_on=...)` for one object the inventory may
     hold beside others (the webhook's admitted object): only findings about it are kept, its
     suppressions applied. `view`: its workload view, when the caller has made it."""
-    evaluation = Evaluation(policy, inventory, (resource,), rules=rules)
+    evaluation = Evaluation(policy, inventory, (resource,), rules=rules, subjects_only=True)
     evaluation.check(resource, view=view)
     evaluation.check_bundle()
     report = evaluation.finish(subjects=(resource,), chosen=((resource.file, resource.doc_index),))

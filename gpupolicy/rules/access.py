@@ -21,6 +21,7 @@ from gpupolicy.kube.placeholders import excerpt
 from gpupolicy.kube.pod_spec import (
     CONFIG_KINDS,
     EXTRACTORS,
+    Container,
     PodTemplate,
     Workload,
     as_list,
@@ -40,7 +41,8 @@ from gpupolicy.loading.documents import Resource
     "Google keys, JWTs, private keys, or a literal in a `*_TOKEN`/`*_PASSWORD`/`*_SECRET`/`*_KEY` variable), "
     "a credential-named variable whose value is a placeholder to fill in at deploy time (`$HF_TOKEN`, "
     "`${HF_TOKEN}`, `<secret>`, `YOUR_TOKEN_HERE`), and provider-shaped tokens or `--api-key`/`--token` values "
-    "in command and args.",
+    "in command and args; and the same in a ConfigMap key a container loads into its environment (`envFrom`, "
+    "`configMapKeyRef`), said once at the ConfigMap's key.",
     rationale="A manifest is read by everyone with repo or `get` access and lands in Git history, CI logs and "
     "the admission audit trail; a leaked Hugging Face or cloud token is usable at once.",
     remediation="Move the value into a Secret and reference it with env[].valueFrom.secretKeyRef.",
@@ -97,6 +99,60 @@ def secret_literal_in_env(workload: Workload, ctx: Context) -> Iterator[Violatio
                     f"{container.label} {key} holds a literal {hit.describe()}",
                     container=container.name,
                 )
+        yield from _credentials_in_config_maps(container, workload, ctx)
+
+
+def _credentials_in_config_maps(
+    container: Container, workload: Workload, ctx: Context
+) -> Iterator[Violation]:
+    """A credential in a ConfigMap the container loads into its environment (`envFrom`, or a
+    `configMapKeyRef`): a ConfigMap is no Secret (kept unencrypted, readable with `get configmaps`,
+    shown by `kubectl describe`), so a token there is as exposed as a literal in the pod. Said at the
+    ConfigMap's key, once however many containers load it (OPEA's TGI chart puts HF_TOKEN there).
+    Not looked for where only findings about the pod itself are kept (the webhook's review of one
+    object): it would be dropped there, and the lint of the repository says it."""
+    if ctx.subjects_only:
+        return
+    for name, keys in _config_map_keys(container).items():
+        found = ctx.inventory.get("ConfigMap", name, workload_namespace(workload))
+        if found is None:
+            continue
+        data = as_mapping(as_mapping(found.obj).get("data"))
+        for key, value in data.items():
+            if not isinstance(value, str) or (keys is not None and key not in keys):
+                continue
+            hit = detect(str(key), value) or placeholder_credential(str(key), value)
+            if hit is None:
+                continue
+            what = (
+                f"a {hit.kind} to fill in at deploy time ({excerpt(value.strip(), 40)})"
+                if hit.evidence in ("placeholder", "parameter")
+                else f"a literal {hit.describe()}"
+            )
+            yield Violation(
+                ("data", str(key)),
+                f"ConfigMap {found.name} key {excerpt(str(key))} holds {what}, and {container.label} of "
+                f"{workload.kind} {workload.name} loads it into its environment; a ConfigMap is not a Secret",
+                target=found,
+                once=("GP612-config-map", found.namespace, found.name, key),
+            )
+
+
+def _config_map_keys(container: Container) -> dict[str, set[str] | None]:
+    """The ConfigMaps a container's environment reads: every key of those `envFrom` names (None),
+    the keys `configMapKeyRef`s name."""
+    named: dict[str, set[str]] = {}
+    for item in as_list(container.spec.get("env")):
+        ref = as_mapping(as_mapping(as_mapping(item).get("valueFrom")).get("configMapKeyRef"))
+        name, key = ref.get("name"), ref.get("key")
+        if isinstance(name, str) and isinstance(key, str):
+            named.setdefault(name, set()).add(key)
+    whole = (
+        as_mapping(as_mapping(source).get("configMapRef")).get("name")
+        for source in as_list(container.spec.get("envFrom"))
+    )
+    every: dict[str, set[str] | None] = {name: None for name in whole if isinstance(name, str)}
+    return {**named, **every}
 
 
 def service_account_of(template: PodTemplate) -> str:
