@@ -390,6 +390,12 @@ SKIPPED_WHOLE = {
         "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: ''\n",
         "a kubeconfig",
     ),
+    # gpushare-scheduler-extender's scheduler-policy-config.json: kube-scheduler's legacy policy file
+    "a kube-scheduler policy file": (
+        '{"kind": "Policy", "apiVersion": "v1", "extenders": [{"urlPrefix": "http://127.0.0.1:32766/gpushare-scheduler", '
+        '"filterVerb": "filter", "bindVerb": "bind", "enableHttps": false, "nodeCacheCapable": true}]}\n',
+        "a kube-scheduler policy file",
+    ),
     "a kubeadm config": (
         "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.34.0\n",
         "kubeadm.k8s.io ClusterConfiguration",

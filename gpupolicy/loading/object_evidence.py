@@ -96,6 +96,10 @@ def own_template_dialect(api_version: object, kind: object) -> str | None:
 
 # A kubeconfig says `apiVersion: v1` and `kind: Config`: no object of the core API is called Config.
 KUBECONFIG = ("v1", "Config")
+# kube-scheduler's legacy policy file (`--policy-config-file`, removed in 1.23: predicates,
+# priorities, extenders) says `apiVersion: v1` and `kind: Policy`: no core object is called Policy.
+# https://github.com/kubernetes/kubernetes/blob/release-1.22/pkg/scheduler/apis/config/v1/types.go
+SCHEDULER_POLICY = ("v1", "Policy")
 
 
 # An API version as Kubernetes writes them: `v1`, `apps/v1`, `serving.kserve.io/v1beta1`. A bounded
@@ -134,6 +138,8 @@ def configuration_file(value: Any) -> str | None:
         return None
     if (api_version, kind) == KUBECONFIG:
         return "a kubeconfig, not an API object"
+    if (api_version, kind) == SCHEDULER_POLICY:
+        return "a kube-scheduler policy file (--policy-config-file), not an API object"
     group = api_version.rpartition("/")[0]
     if group in CONFIGURATION_GROUPS:
         return f"a {group} {kind[:80]} configuration file, not an API object"
