@@ -123,6 +123,34 @@ def workload(
             Role.WORKLOAD,
             "no evidence",
         ),
+        (  # kubeadm's kube-scheduler static pod (gpushare-scheduler-extender's config/)
+            workload(image="registry.k8s.io/kube-scheduler:v1.23.0", namespace="kube-system")
+            + "      priorityClassName: system-node-critical\n      hostNetwork: true\n",
+            Role.AGENT,
+            "kube-system at priority system-node-critical",
+        ),
+        (  # CoreDNS: a Deployment, the cluster's own
+            workload(image="registry.k8s.io/coredns/coredns:v1.11.1", namespace="kube-system")
+            + "      priorityClassName: system-cluster-critical\n",
+            Role.AGENT,
+            "system-cluster-critical",
+        ),
+        (  # a GPU pod at that class is a workload misusing it (GP303)
+            workload(
+                image="registry.example.com/app:1",
+                namespace="kube-system",
+                extra="          resources: {limits: {nvidia.com/gpu: 1}}",
+            )
+            + "      priorityClassName: system-node-critical\n",
+            Role.WORKLOAD,
+            "no evidence",
+        ),
+        (  # the Kubernetes e2e hostpath CSI driver: a StatefulSet that registers with the kubelet
+            workload(image="registry.k8s.io/sig-storage/hostpathplugin:v1.11.0", kind="StatefulSet")
+            + "      volumes: [{name: r, hostPath: {path: /var/lib/kubelet/plugins_registry, type: Directory}}]\n",
+            Role.AGENT,
+            "kubelet plugin",
+        ),
         (  # a DaemonSet of user code that reads /proc: no evidence of an agent
             workload(image="registry.example.com/app:1", kind="DaemonSet")
             + "      volumes: [{name: p, hostPath: {path: /proc}}]\n",
@@ -641,3 +669,28 @@ spec:
 """
     workload = workload_in(text)
     assert decide(workload).role is Role.BATCH
+
+
+def test_a_static_control_plane_pod_is_the_clusters_own(lint_text: LintText) -> None:
+    """gpushare-scheduler-extender ships kubeadm's kube-scheduler static pod: host network, a probe
+    of 127.0.0.1 (its own loopback there), the node's kubeconfig. Ten errors told the cluster's own
+    scheduler to stop being one; a GPU workload written the same way keeps them."""
+    text = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: kube-scheduler, namespace: kube-system, labels: {component: kube-scheduler, tier: control-plane}}
+spec:
+  priorityClassName: system-node-critical
+  hostNetwork: true
+  containers:
+    - name: kube-scheduler
+      image: registry.k8s.io/kube-scheduler:v1.23.3
+      command: [kube-scheduler, --kubeconfig=/etc/kubernetes/scheduler.conf]
+      livenessProbe: {httpGet: {host: 127.0.0.1, path: /healthz, port: 10259, scheme: HTTPS}}
+      volumeMounts: [{name: kubeconfig, mountPath: /etc/kubernetes/scheduler.conf, readOnly: true}]
+  volumes: [{name: kubeconfig, hostPath: {path: /etc/kubernetes/scheduler.conf, type: FileOrCreate}}]
+"""
+    judged = {"GP409", "GP605", "GP606"}
+    assert not judged & set(rule_ids(lint_text(text)))
+    workload_text = text.replace("namespace: kube-system", "namespace: ai-lab")
+    assert judged <= set(rule_ids(lint_text(workload_text)))

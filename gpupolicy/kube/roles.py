@@ -323,9 +323,9 @@ def gpu_stack_evidence(workload: Workload) -> str | None:
 
 def _node_agent_evidence(workload: Workload) -> str | None:
     """Why a DaemonSet is one of the node's own agents: where it runs, its priority, what of the
-    node it mounts."""
+    node it mounts; or why a pod of another kind is one of the cluster's own components."""
     if workload.kind != "DaemonSet":
-        return None
+        return _component_evidence(workload)
     if workload.namespace == SYSTEM_NAMESPACE:
         return f"a DaemonSet in {SYSTEM_NAMESPACE}, where the cluster's own node agents run"
     for template in workload.templates:
@@ -337,6 +337,35 @@ def _node_agent_evidence(workload: Workload) -> str | None:
             path = as_mapping(volume.get("hostPath")).get("path")
             if isinstance(path, str) and mounts_agent_path(path):
                 return f"a DaemonSet that mounts the node's {path[:120]}"
+    return None
+
+
+# The classes Kubernetes defines for the pods a cluster cannot do without: its control plane's
+# static pods (kubeadm's kube-scheduler, kube-apiserver), DNS, CNI and CSI components.
+# https://kubernetes.io/docs/tasks/administer-cluster/guaranteed-scheduling-critical-addon-pods/
+SYSTEM_CRITICAL = frozenset({NODE_CRITICAL, "system-cluster-critical"})
+# Where a kubelet plugin registers (CSI and DRA drivers, device plugins): only a plugin mounts it.
+# https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/
+KUBELET_PLUGIN_PATHS = ("/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/device-plugins")
+
+
+def _component_evidence(workload: Workload) -> str | None:
+    """Why a pod that is not a DaemonSet's is one of the cluster's own components: in kube-system
+    at a system-critical priority (kubeadm's static control-plane pods), or registering with the
+    kubelet as a plugin (a CSI driver's node plugin run by a StatefulSet). A GPU consumer is judged
+    as the workload it is (GP303 says what it does at that priority)."""
+    for template in workload.templates:
+        if names_gpu_resource(template):
+            continue
+        priority = template.spec.get("priorityClassName")
+        if workload.namespace == SYSTEM_NAMESPACE and priority in SYSTEM_CRITICAL:
+            return f"a pod in {SYSTEM_NAMESPACE} at priority {priority}, one of the cluster's own components"
+        for _, volume in template.volumes():
+            path = as_mapping(volume.get("hostPath")).get("path")
+            if isinstance(path, str) and any(
+                path.rstrip("/") == known or path.startswith(known + "/") for known in KUBELET_PLUGIN_PATHS
+            ):
+                return f"a kubelet plugin: it mounts the node's {path[:120]}"
     return None
 
 

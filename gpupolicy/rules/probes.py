@@ -336,6 +336,7 @@ def progress_deadline_before_ready(workload: Workload, ctx: Context) -> Iterator
 
 @rule(
     id="GP409",
+    roles=NOT_AGENT,  # the cluster's own components run privileged, as GP601-GP606 leave them
     name="probe-host-set",
     severity="error",
     summary="Reports a probe with `httpGet.host` or `tcpSocket.host` set.",
