@@ -53,7 +53,10 @@ def test_pinned_and_floating() -> None:
 @pytest.mark.parametrize(
     ("tag", "floating"),
     [("admission-amd64-latest", True), ("cuda12_latest", True), ("latest-gpu", True), ("main", True), ("v1.7.0", False),
-     ("nightly", False), ("latestfix", False), ("notlatest", False)],
+     ("nightly", False), ("latestfix", False), ("notlatest", False),
+     # LocalAI's master builds of each flavour move with the branch; a commit's or a build's do not.
+     ("master-cublas-cuda12", True), ("master-sycl-f32-ffmpeg-core", True), ("main-3f2a9c1", False),
+     ("main-3f2a9c1-cuda", False), ("develop-20240101", False), ("mainline", False), ("main-1.2.3", False)],
 )  # fmt: skip
 def test_a_flavours_rolling_tag_floats_as_latest(tag: str, floating: bool) -> None:
     """YuniKorn's `apache/yunikorn:admission-amd64-latest` is the latest build of one flavour."""

@@ -51,13 +51,28 @@ ROLLING_PREFIXES = ("latest-", "latest_", "latest.")
 
 
 def moving_tag(tag: str) -> bool:
-    """Whether a tag moves with every push: `latest`, a branch's name, or a flavour's `…-latest`."""
+    """Whether a tag moves with every push: `latest`, a branch's name, or a flavour's `…-latest`
+    or `master-…`."""
     return tag.lower() in MOVING_TAGS or rolling_tag(tag)
 
 
 def rolling_tag(tag: str) -> bool:
     lowered = tag.lower()
-    return lowered.endswith(ROLLING_SUFFIXES) or lowered.startswith(ROLLING_PREFIXES)
+    return (
+        lowered.endswith(ROLLING_SUFFIXES) or lowered.startswith(ROLLING_PREFIXES) or _branch_flavour(lowered)
+    )
+
+
+# A branch's build of one flavour, moved by every push to the branch as the bare branch tag is:
+# LocalAI's `master-cublas-cuda12`. A branch name followed by a commit (`main-3f2a9c1`) or a build
+# number or date (`dev-20240101`) names one build, which does not move.
+_BRANCH_FLAVOUR = re.compile(r"(?:main|master|develop)[-_.]([a-z0-9]+)")
+_COMMIT_OR_NUMBER = re.compile(r"[0-9a-f]{7,40}|[0-9]+")
+
+
+def _branch_flavour(lowered: str) -> bool:
+    found = _BRANCH_FLAVOUR.match(lowered)
+    return found is not None and _COMMIT_OR_NUMBER.fullmatch(found.group(1)) is None
 
 
 # Matched whole (`fullmatch`): `$` also matches before a final newline, so `^…$` took "ab\n" as a
