@@ -301,9 +301,13 @@ def test_the_gpu_containers_of_a_dra_pod_are_those_the_claim_goes_to(
         # Volcano's gpu-share: a share of one GPU by its memory, in MiB: a GPU pod that counts none.
         ({"volcano.sh/gpu-memory": 1024}, True, Decimal(0)),
         ({"volcano.sh/gpu-memory": 0}, False, Decimal(0)),
+        # Koordinator's DeviceShare: half of one GPU's cores and memory; its overcommit CPU is no GPU's.
+        ({"koordinator.sh/gpu-core": 50, "koordinator.sh/gpu-memory-ratio": 50}, True, Decimal(0)),
+        ({"koordinator.sh/gpu-memory": 4294967296, "koordinator.sh/gpu-core": 10}, True, Decimal(0)),
+        ({"koordinator.sh/batch-cpu": 4000, "koordinator.sh/batch-memory": "8Gi"}, False, Decimal(0)),
     ],
 )  # fmt: skip
-def test_volcanos_gpu_resources(
+def test_gpu_sharing_schedulers_resources(
     catalog: GpuCatalog, limits: dict[str, int], uses: bool, counted: Decimal
 ) -> None:
     template = pod({"containers": [{"name": "cuda", "resources": {"limits": limits}}]})

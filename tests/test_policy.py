@@ -249,3 +249,14 @@ def test_cli_repo_policy_error_is_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert ".gpupolicy.yaml:1:1: policy key rulez: unknown key 'rulez'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_only_a_sharing_scheduler_may_leave_out_its_domains(tmp_path: Path) -> None:
+    """Koordinator's domain also names its overcommit CPU (koordinator.sh/batch-cpu): a sharing
+    vendor may list no domain; a GPU maker must, its node labels and unknown resources are read by it."""
+    sharing = "gpu:\n  vendors:\n    - {name: koordinator, sharing: true, fractionResources: [koordinator.sh/gpu-core]}\n"
+    (tmp_path / "sharing.yaml").write_text(sharing)
+    assert load_policy(extra=[tmp_path / "sharing.yaml"]).gpu is not None
+    (tmp_path / "maker.yaml").write_text(sharing.replace(", sharing: true", ""))
+    with pytest.raises(PolicyError, match="'domains' is a required property"):
+        load_policy(extra=[tmp_path / "maker.yaml"])
