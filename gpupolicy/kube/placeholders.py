@@ -157,6 +157,28 @@ def whole(value: str, *, strict: bool = False) -> str | None:
     return None
 
 
+# What someone writes where the real value goes at deploy time, besides template placeholders:
+# `changeme`, `your-node-name`, `insert-your-token-here`. Patterns of one short anchored run: linear.
+_FILL_IN_WORDS = frozenset(
+    {"changeme", "change-me", "change_me", "replaceme", "replace-me", "replace_me", "your-token", "your_token",
+     "yourtoken", "todo"}
+)  # fmt: skip
+_FILL_IN_PREFIX = re.compile(r"^(your|insert|replace|put|enter|paste|placeholder)[-_ ]", re.IGNORECASE)
+_FILL_IN_SUFFIX = re.compile(r"[-_ ](here|placeholder|changeme)$", re.IGNORECASE)
+
+
+def fill_in(value: str) -> bool:
+    """Whether `value` is written to be filled in: a placeholder as a whole (`<node-name>`,
+    `${HF_TOKEN}`) or words that say so (`changeme`, `your-node-name`, `insert-token-here`)."""
+    text = value.strip()
+    return (
+        whole(text) is not None
+        or text.lower() in _FILL_IN_WORDS
+        or _FILL_IN_PREFIX.search(text) is not None
+        or _FILL_IN_SUFFIX.search(text) is not None
+    )
+
+
 def braced(value: str) -> str | None:
     """The first `${VAR}` in a value (the form envsubst fills in); None when there is none."""
     if "${" not in value:

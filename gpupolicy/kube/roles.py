@@ -362,9 +362,7 @@ def _component_evidence(workload: Workload) -> str | None:
             return f"a pod in {SYSTEM_NAMESPACE} at priority {priority}, one of the cluster's own components"
         for _, volume in template.volumes():
             path = as_mapping(volume.get("hostPath")).get("path")
-            if isinstance(path, str) and any(
-                path.rstrip("/") == known or path.startswith(known + "/") for known in KUBELET_PLUGIN_PATHS
-            ):
+            if isinstance(path, str) and _under(_normalised(path), KUBELET_PLUGIN_PATHS):
                 return f"a kubelet plugin: it mounts the node's {path[:120]}"
     return None
 
@@ -374,11 +372,20 @@ def mounts_agent_path(path: str) -> bool:
     (a log collector's, holding the containers' logs) and the node's root `/` (which holds them
     all, as a mount helper that nsenters PID 1 mounts it) are; `/devices` and `/var/lib/models`
     are not."""
-    path = "/" + "/".join(part for part in path.split("/") if part and part != ".")
-    return any(
-        path == known or path.startswith(known + "/") or known.startswith(path.rstrip("/") + "/")
-        for known in AGENT_HOST_PATHS
+    path = _normalised(path)
+    return _under(path, AGENT_HOST_PATHS) or any(
+        known.startswith(path.rstrip("/") + "/") for known in AGENT_HOST_PATHS
     )
+
+
+def _normalised(path: str) -> str:
+    """A host path without empty or `.` parts: `//var/lib/./kubelet/` is `/var/lib/kubelet`."""
+    return "/" + "/".join(part for part in path.split("/") if part and part != ".")
+
+
+def _under(path: str, known: Sequence[str]) -> bool:
+    """Whether a normalised path is one of `known`, or inside one."""
+    return any(path == item or path.startswith(item + "/") for item in known)
 
 
 SHELL_WRAPPERS = ("/bin/bash -c ", "/bin/sh -c ", "bash -c ", "sh -c ", "/bin/bash -lc ", "bash -lc ")

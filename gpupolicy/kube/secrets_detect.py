@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from gpupolicy.core.bounded_cache import bounded_memo
 from gpupolicy.core.immutable import immutable
 from gpupolicy.core.linear_regex import LinearPattern, compile_linear
-from gpupolicy.kube.placeholders import whole
+from gpupolicy.kube.placeholders import fill_in
 
 
 @immutable
@@ -143,15 +143,6 @@ def is_placeholder(value: str) -> bool:
     return bool(_NUMBER.match(text) or _PATH.match(text))
 
 
-# What someone writes where the real credential goes at deploy time (besides template placeholders).
-_FILL_IN_WORDS = frozenset(
-    {"changeme", "change-me", "change_me", "replaceme", "replace-me", "replace_me", "your-token", "your_token",
-     "yourtoken", "todo"}
-)  # fmt: skip
-_FILL_IN_PREFIX = re.compile(r"^(your|insert|replace|put|enter|paste|placeholder)[-_ ]", re.IGNORECASE)
-_FILL_IN_SUFFIX = re.compile(r"[-_ ](here|placeholder|changeme)$", re.IGNORECASE)
-
-
 def placeholder_credential(name: str, value: str) -> Credential | None:
     """A credential-named variable whose value is to be filled in at deploy time: `$HF_TOKEN`,
     `${HF_TOKEN}`, `<secret>`, `<your-hf-token>`, `YOUR_TOKEN_HERE`, `changeme`. The credential
@@ -161,12 +152,7 @@ def placeholder_credential(name: str, value: str) -> Credential | None:
     if kind is None:
         return None
     text = value.strip()
-    if (
-        whole(text) is not None
-        or text.lower() in _FILL_IN_WORDS
-        or _FILL_IN_PREFIX.search(text)
-        or _FILL_IN_SUFFIX.search(text)
-    ):
+    if fill_in(text):
         return Credential(kind, "placeholder")
     if _WORKFLOW_PARAMETER.fullmatch(text):
         return Credential(kind, "parameter")

@@ -133,25 +133,23 @@ class SourceText:
         any number of items, so the items written after it are counted from the list's end, and
         those written before it from its start; an item between two actions is found by its
         written place, the best left."""
-        items, marked = self._list_items(start, stop, parent)
-        if not marked:
-            return items[number][:2] if number < len(items) else None
-        leading = [item for item in items if not item[2]]  # no action written before them
+        items, actions = self._list_items(start, stop, parent)
+        if not actions:
+            return items[number] if number < len(items) else None
+        leading = [item for item in items if item[0] < actions[0]]  # no action written before them
         if number < len(leading):
-            return leading[number][:2]
-        trailing = [item for item in items if not item[3]]  # no action written after them
+            return leading[number]
+        trailing = [item for item in items if item[0] > actions[-1]]  # no action written after them
         from_end = None if rendered is None else rendered - number
         if from_end is not None and 0 < from_end <= len(trailing):
-            return trailing[-from_end][:2]
-        return items[number][:2] if number < len(items) else None
+            return trailing[-from_end]
+        return items[number] if number < len(items) else None
 
-    def _list_items(
-        self, start: int, stop: int, parent: int
-    ) -> tuple[list[tuple[int, int, bool, bool]], bool]:
-        """The written items of a list (line, column, an action before it, an action after it) and
-        whether any template action stands among them at the items' level."""
-        items: list[tuple[int, int, bool, bool]] = []
-        actions: list[int] = []  # lines of the actions at the items' level
+    def _list_items(self, start: int, stop: int, parent: int) -> tuple[list[tuple[int, int]], list[int]]:
+        """The written items of a list (line, column of the dash) and the lines of the template
+        actions among them, at the items' level."""
+        items: list[tuple[int, int]] = []
+        actions: list[int] = []
         dash: int | None = None
         for index in range(start, stop):
             text = self.lines[index]
@@ -166,14 +164,10 @@ class SourceText:
             if dash is None and is_item:
                 dash = indent
             if is_item and indent == dash:
-                items.append((index, indent + 1, False, False))
+                items.append((index, indent + 1))
             elif dash is not None and indent < dash:
                 break
-        if not actions:
-            return items, False
-        first, last = actions[0], actions[-1]
-        marked = [(line, column, first < line, line < last) for line, column, _, _ in items]
-        return marked, True
+        return items, actions
 
 
 def _list_action(text: str, parent: int, dash: int | None) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import PurePosixPath
+from typing import Any
 
 from gpupolicy.core.findings import JsonPath
 from gpupolicy.core.wording import listed
@@ -185,18 +186,17 @@ def service_account_token_automount(workload: Workload, ctx: Context) -> Iterato
         if value is False:
             continue
         name = service_account_of(template)
+        if (workload_namespace(workload), name) in _bound_service_accounts(ctx):
+            continue  # granted access to the API by a binding at hand: the pod calls it, with the token
         if value is True:
-            if (workload_namespace(workload), name) not in _bound_service_accounts(ctx):
-                yield Violation(
-                    template.field("automountServiceAccountToken"),
-                    f"{template.describe()} mounts the token of service account {name}",
-                )
+            yield Violation(
+                template.field("automountServiceAccountToken"),
+                f"{template.describe()} mounts the token of service account {name}",
+            )
             continue
         account = ctx.inventory.get("ServiceAccount", name, workload.namespace)
         if account is not None and as_mapping(account.obj).get("automountServiceAccountToken") is False:
             continue
-        if (workload_namespace(workload), name) in _bound_service_accounts(ctx):
-            continue  # granted access to the API by a binding at hand: the pod calls it, with the token
         where = (
             template.field("serviceAccountName") if "serviceAccountName" in template.spec else template.path
         )
@@ -343,14 +343,21 @@ def _bound_service_accounts(ctx: Context) -> frozenset[tuple[str, str]]:
         for kind in ("RoleBinding", "ClusterRoleBinding"):
             for binding in ctx.inventory.list(kind):
                 for subject in as_list(as_mapping(binding.obj).get("subjects")):
-                    subject = as_mapping(subject)
-                    name = subject.get("name")
-                    if subject.get("kind") == "ServiceAccount" and isinstance(name, str):
-                        found.add((str(subject.get("namespace") or namespace_of(binding)), name))
+                    account = _service_account_subject(as_mapping(subject), binding)
+                    if account is not None:
+                        found.add(account)
         return frozenset(found)
 
     result: frozenset[tuple[str, str]] = ctx.memo("bound-service-accounts", compute)
     return result
+
+
+def _service_account_subject(subject: dict[str, Any], binding: Resource) -> tuple[str, str] | None:
+    """(namespace, name) of a binding's ServiceAccount subject (in the binding's namespace unless
+    it names one), else None."""
+    if subject.get("kind") != "ServiceAccount":
+        return None
+    return str(subject.get("namespace") or namespace_of(binding)), str(subject.get("name", ""))
 
 
 def bound_workloads(binding: Resource, ctx: Context) -> list[str]:
@@ -360,9 +367,9 @@ def bound_workloads(binding: Resource, ctx: Context) -> list[str]:
     for subject in as_list(as_mapping(binding.obj).get("subjects")):
         subject = as_mapping(subject)
         kind, name = subject.get("kind"), str(subject.get("name", ""))
-        if kind == "ServiceAccount":
-            namespace = str(subject.get("namespace") or namespace_of(binding))
-            found += [f"{w} (service account {namespace}/{name})" for w in users.get((namespace, name), [])]
+        account = _service_account_subject(subject, binding)
+        if account is not None:
+            found += [f"{w} (service account {account[0]}/{account[1]})" for w in users.get(account, [])]
         elif kind == "Group" and name.startswith("system:serviceaccounts"):
             scope = name.removeprefix("system:serviceaccounts").lstrip(":")
             found += [

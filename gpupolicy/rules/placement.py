@@ -8,7 +8,6 @@ GPU Feature Discovery labels: https://github.com/NVIDIA/k8s-device-plugin/blob/m
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from gpupolicy.core.findings import JsonPath, Severity, excerpt
 from gpupolicy.engine.context import Context
@@ -18,9 +17,10 @@ from gpupolicy.kube.disruption import hpa_for, hpa_replicas
 from gpupolicy.kube.gpu import GpuKind
 from gpupolicy.kube.inventory import Coverage
 from gpupolicy.kube.models import nodes_per_instance
+from gpupolicy.kube.placeholders import fill_in
 from gpupolicy.kube.pod_spec import PodTemplate, Workload, as_list, as_mapping
 from gpupolicy.kube.roles import NOT_AGENT, SERVERS, serving_replicas, serving_templates_of
-from gpupolicy.kube.scheduling import node_selector, required_terms, targeted_keys
+from gpupolicy.kube.scheduling import node_selector, required_values, targeted_keys
 from gpupolicy.kube.tolerations import Taint, toleration_for
 from gpupolicy.policy.node_constraints import node_contradictions, pool_conflicts
 from gpupolicy.policy.node_labels import PREFERENCE, node_label_uses
@@ -264,9 +264,8 @@ def _pool_conflicts(template: PodTemplate, ctx: Context) -> Iterator[Violation]:
 def node_constraints_contradict(workload: Workload, ctx: Context) -> Iterator[Violation]:
     for template in workload.templates:
         foreign = _foreign_label(template, ctx)
-        for key in node_selector(template):
-            if _empty_kubelet_label(template, str(key)):
-                value = node_selector(template).get(key)
+        for key, value in node_selector(template).items():
+            if _unmatchable_kubelet_value(str(key), value):
                 said = f"is {excerpt(str(value))}, a value to fill in" if value else "is empty"
                 yield Violation(
                     template.field("nodeSelector", str(key)),
@@ -295,22 +294,11 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 KUBELET_LABELS = frozenset({HOSTNAME_LABEL, "kubernetes.io/os", "kubernetes.io/arch"})
 
 
-# Values that ask to be filled in: `your-node-name`, `<node-name>`, `changeme`.
-_FILL_IN_PREFIXES = ("your-", "your_", "<")
-_FILL_IN_WORDS = frozenset({"changeme", "change-me", "replace-me", "replaceme", "placeholder", "todo"})
-
-
-def _empty_kubelet_label(template: PodTemplate, key: str) -> bool:
-    """Whether the nodeSelector asks for an empty value (null or "": a chart's value left unset,
-    `kubernetes.io/hostname: {{ .Values.hostname }}`), or one written to be filled in
-    (`your-node-name`), of a label the kubelet sets on every node."""
-    if key not in KUBELET_LABELS:
-        return False
-    value = node_selector(template).get(key)
-    if value is None or value == "":
-        return True
-    lowered = str(value).lower()
-    return lowered.startswith(_FILL_IN_PREFIXES) or lowered in _FILL_IN_WORDS
+def _unmatchable_kubelet_value(key: str, value: object) -> bool:
+    """Whether a nodeSelector value of a label the kubelet sets on every node can match no node:
+    empty (null or "": a chart's value left unset, `kubernetes.io/hostname: {{ .Values.hostname }}`),
+    or written to be filled in (`your-node-name`)."""
+    return key in KUBELET_LABELS and (value is None or value == "" or fill_in(str(value)))
 
 
 def _foreign_label(template: PodTemplate, ctx: Context) -> Callable[[str], str | None] | None:
@@ -483,22 +471,11 @@ def replicas_without_spread(workload: Workload, ctx: Context) -> Iterator[Violat
 
 
 def _on_one_node(template: PodTemplate) -> bool:
-    """Whether the pod's required placement names one node: a hostname in the nodeSelector, or in
-    every required node-affinity term `In` one hostname. Its replicas cannot spread (they share the
+    """Whether the pod's required placement names one node: one hostname in the nodeSelector, or
+    in the `In` of every required node-affinity term. Its replicas cannot spread (they share the
     node on purpose, RL engines beside their trainer); pinning to one node is GP209's finding."""
-    if node_selector(template).get(HOSTNAME_LABEL) not in (None, ""):
-        return True
-    terms = required_terms(template)
-    return bool(terms) and all(_term_names_one_host(term) for term in terms or ())
-
-
-def _term_names_one_host(term: Any) -> bool:
-    return any(
-        as_mapping(expression).get("key") == HOSTNAME_LABEL
-        and as_mapping(expression).get("operator") == "In"
-        and len(as_list(as_mapping(expression).get("values"))) == 1
-        for expression in as_list(as_mapping(term).get("matchExpressions"))
-    )
+    found = required_values(template, HOSTNAME_LABEL)
+    return found is not None and len(found[0]) == 1
 
 
 def _most_replicas(workload: Workload, template: PodTemplate, ctx: Context) -> tuple[int, str | None]:
@@ -534,7 +511,9 @@ def preference_as_requirement(workload: Workload, ctx: Context) -> Iterator[Viol
     for template in workload.templates:
         for use in node_label_uses(template):
             info = registry.lookup(use.key)
-            if use.where == "nodeSelector" and _empty_kubelet_label(template, use.key):
+            if use.where == "nodeSelector" and _unmatchable_kubelet_value(
+                use.key, node_selector(template).get(use.key)
+            ):
                 continue  # no node at all matches: GP205's finding
             if use.required and info is not None and info.use == PREFERENCE:
                 yield Violation(
