@@ -490,6 +490,13 @@ def test_an_empty_value_of_a_label_every_node_has_matches_no_node(
             True,
         ),
         ("      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}\n", True),
+        # Two terms of one host each: either node will do, two nodes to spread over.
+        (
+            "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+            "[{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [a]}]}, "
+            "{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [b]}]}]}}}\n",
+            True,
+        ),
     ],
 )
 def test_replicas_pinned_to_one_node_cannot_spread(lint_text: LintText, placement: str, spread: bool) -> None:
