@@ -943,7 +943,9 @@ def test_a_starter_chart_is_skipped_saying_why(
 def test_a_chart_that_only_mentions_the_starter_name_is_rendered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    assert HELM is not None
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(HELM).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     write(
         tmp_path / "app" / "Chart.yaml",
         "apiVersion: v2\nname: app\ndescription: made from <CHARTNAME>\nversion: 0.1.0\n",
